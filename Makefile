@@ -1,0 +1,55 @@
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+# Directories that are linted; ones that do not exist yet (e.g. bench/) are skipped.
+LINT_PATHS := $(wildcard fxdurable tests bench workers handlers)
+
+.PHONY: demo lint test bench wheel clean
+
+# Full dev/test environment: the package in editable mode plus the test extras.
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@
+
+# Runtime-only environment for the demo; reuses the test environment when it is current.
+$(VENV)/.installed-demo: pyproject.toml
+	@if [ -f $(VENV)/.installed ] && [ $(VENV)/.installed -nt pyproject.toml ]; then \
+		echo "reusing $(VENV) (test environment already installed)"; \
+	else \
+		set -e; \
+		$(PYTHON) -m venv $(VENV); \
+		$(BIN)/python -m pip install -q --upgrade pip; \
+		$(BIN)/python -m pip install -q -e .; \
+	fi
+	touch $@
+
+demo: $(VENV)/.installed-demo
+	$(BIN)/fxdurable demo $(ARGS)
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/ruff format --check $(LINT_PATHS)
+	$(BIN)/mypy fxdurable
+
+test: $(VENV)/.installed
+	@if ! command -v redis-server >/dev/null 2>&1; then \
+		echo "redis-server not found: Redis tests will be skipped; install redis-server to run them"; \
+		if [ "$${CI:-}" = "true" ]; then \
+			echo "CI=true and redis-server is missing: failing" >&2; \
+			exit 1; \
+		fi; \
+	fi
+	$(MAKE) --no-print-directory lint
+	scripts/run-tests $(PYTEST_ARGS)
+
+bench: $(VENV)/.installed
+	$(BIN)/python -m bench $(ARGS)
+
+wheel: $(VENV)/.installed
+	$(BIN)/python -m build --wheel --outdir dist/
+
+clean:
+	rm -rf .venv dist build .pytest_cache .mypy_cache .ruff_cache .fxd-demo

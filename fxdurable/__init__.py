@@ -1,0 +1,55 @@
+"""fxdurable: LLM-agent turns that outlive their processes.
+
+The public API is re-exported here; ``tests/test_public_api.py`` pins ``__all__``.
+"""
+
+from __future__ import annotations
+
+from fxdurable.core.records import ErrorInfo, EventRecord, SubmissionRecord, ToolCallRequest
+from fxdurable.errors import (
+    AgentBusyError,
+    ConfigurationError,
+    FxDurableError,
+    LeaseLostError,
+    SubmissionFailed,
+    ToolInputError,
+    UnknownAgentError,
+)
+from fxdurable.runtime.agent import Agent, Durability
+from fxdurable.runtime.models.base import ModelRequest, ModelResponse
+from fxdurable.runtime.models.scripted import ScriptedModel, call, reply
+from fxdurable.runtime.runtime import Runtime, SessionHandle
+from fxdurable.runtime.tools import Idempotent, Tool, ToolContext, define_tool, tool
+from fxdurable.runtime.worker import WorkerSettings
+
+__all__ = [
+    "Agent",
+    "AgentBusyError",
+    "ConfigurationError",
+    "Durability",
+    "ErrorInfo",
+    "EventRecord",
+    "FxDurableError",
+    "Idempotent",
+    "LeaseLostError",
+    "ModelRequest",
+    "ModelResponse",
+    "Runtime",
+    "ScriptedModel",
+    "SessionHandle",
+    "SubmissionFailed",
+    "SubmissionRecord",
+    "Tool",
+    "ToolCallRequest",
+    "ToolContext",
+    "ToolInputError",
+    "UnknownAgentError",
+    "WorkerSettings",
+    "__version__",
+    "call",
+    "define_tool",
+    "reply",
+    "tool",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,54 @@
+"""Named crash points: ``FXD_CRASH_AT=<point>[:<tool>]`` kills the process there with SIGKILL.
+
+No cleanup runs and nothing is flushed except the one line announcing the crash, which is
+written straight to file descriptor 2: a power cut with a last word, so tests can tell an
+injected crash from a bug.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+__all__ = ["CRASH_POINTS", "crash_point"]
+
+CRASH_POINTS: frozenset[str] = frozenset(
+    {
+        "submission.after-admit",
+        "model.before-request",
+        "model.mid-stream",
+        "model.after-finish",
+        "tool.after-intent",
+        "tool.after-execute",
+        "tool.after-record",
+        "turn.in-commit",
+        "continuation.before-enqueue",
+        "continuation.after-enqueue",
+        "recovery.after-claim",
+        "hook.before-tool",
+        "subagent.in-child",
+        "steer.after-record",
+        "abort.after-intent",
+    }
+)
+
+
+def _target() -> tuple[str, str | None] | None:
+    spec = os.environ.get("FXD_CRASH_AT", "").strip()
+    if not spec:
+        return None
+    point, _, tool = spec.partition(":")
+    return point, tool or None
+
+
+def crash_point(point: str, tool: str | None = None) -> None:
+    """SIGKILL this process if ``FXD_CRASH_AT`` names ``point`` (and ``tool``, when given)."""
+    if point not in CRASH_POINTS:
+        raise ValueError(f"unknown crash point {point!r}")
+    target = _target()
+    if target is None or target[0] != point:
+        return
+    if target[1] is not None and target[1] != tool:
+        return
+    os.write(2, f"crash injected at {point}{':' + tool if tool else ''}\n".encode())
+    os.kill(os.getpid(), signal.SIGKILL)

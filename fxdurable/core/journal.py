@@ -1,0 +1,642 @@
+"""The journal: every durable write fxdurable can make, as a named transition.
+
+"What can this system write?" is answered by reading this module. Each public method is one
+atomic store transaction. Methods that act for a worker take its :class:`Fence` and refuse
+(:class:`~fxdurable.errors.LeaseLostError`) once another worker has taken the session over.
+Every status change goes through :func:`~fxdurable.core.states.advance`, so an illegal
+transition raises and the transaction rolls back. Every transition appends to the session's
+gap-free event sequence, written in the same transaction as the session row (whose version
+check serialises writers on the session).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal, TypeVar
+
+from fxdurable.core.clock import Clock, IdSource, execution_id, tool_task_id
+from fxdurable.core.codec import JsonValue
+from fxdurable.core.crash import crash_point
+from fxdurable.core.records import (
+    AttemptRecord,
+    ErrorInfo,
+    EventRecord,
+    Lease,
+    MessageRecord,
+    ModelCallRecord,
+    SessionRecord,
+    SubmissionRecord,
+    ToolCallRequest,
+    ToolTaskRecord,
+    TurnRecord,
+    Usage,
+)
+from fxdurable.core.states import (
+    AttemptStatus,
+    ModelCallStatus,
+    SessionStatus,
+    SubmissionStatus,
+    ToolTaskStatus,
+    TurnStatus,
+    advance,
+    is_terminal,
+)
+from fxdurable.core.store import ReadView, Store, Tx
+from fxdurable.errors import (
+    AgentBusyError,
+    ConfigurationError,
+    IllegalTransition,
+    LeaseLostError,
+    RecordNotFound,
+    RequestConflictError,
+)
+
+__all__ = ["Admission", "AttemptStart", "Fence", "Journal", "Outcome", "WorkerIdentity"]
+
+T = TypeVar("T")
+
+Outcome = Literal["completed", "failed", "aborted"]
+_SUBMISSION_OUTCOME = {
+    "completed": SubmissionStatus.COMPLETED,
+    "failed": SubmissionStatus.FAILED,
+    "aborted": SubmissionStatus.ABORTED,
+}
+_TURN_OUTCOME = {
+    "completed": TurnStatus.COMPLETED,
+    "failed": TurnStatus.FAILED,
+    "aborted": TurnStatus.ABORTED,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerIdentity:
+    """Where a lease holder runs: lets a restarted process take over from its dead self."""
+
+    host: str
+    pid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """Proof of ownership presented with every worker write: stale once the token moves on."""
+
+    session_id: str
+    owner: str
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    submission: SubmissionRecord
+    created: bool  # False: the request id was seen before and this is the same submission
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptStart:
+    submission: SubmissionRecord
+    turn: TurnRecord
+    attempt: AttemptRecord
+    recovered: bool  # a previous attempt of this submission was interrupted (a crash)
+
+
+class _SessionScope:
+    """The session row inside one transaction: emits events and is written back once."""
+
+    def __init__(self, tx: Tx, session: SessionRecord, now: float) -> None:
+        self.tx = tx
+        self._read_version: int | None = session.version
+        self.session = session
+        self.now = now
+
+    @classmethod
+    def new(cls, tx: Tx, session: SessionRecord, now: float) -> _SessionScope:
+        scope = cls(tx, session, now)
+        scope._read_version = None
+        return scope
+
+    def emit(self, type_: str, turn_id: str | None = None, **data: JsonValue) -> None:
+        s = self.session
+        self.tx.append_event(
+            EventRecord(
+                session_id=s.id, seq=s.next_event_seq, type=type_, turn_id=turn_id,
+                data=data, at=self.now,
+            )
+        )
+        self.session = replace(s, next_event_seq=s.next_event_seq + 1)
+
+    def append_message(
+        self, turn_id: str, role: str, text: str, *, round_: int | None = None,
+        tool_calls: tuple[ToolCallRequest, ...] = (),
+    ) -> None:
+        s = self.session
+        self.tx.append_message(
+            MessageRecord(
+                session_id=s.id, seq=s.next_message_seq, turn_id=turn_id, role=role, text=text,
+                round=round_, tool_calls=tool_calls,
+            )
+        )
+        self.session = replace(s, next_message_seq=s.next_message_seq + 1)
+
+    def set_status(self, status: SessionStatus) -> None:
+        if status != self.session.status:
+            self.session = replace(
+                self.session, status=advance("session", self.session.status, status)
+            )
+
+    def write(self) -> None:
+        new_version = 1 if self._read_version is None else self._read_version + 1
+        self.tx.put_session(
+            replace(self.session, version=new_version), expected_version=self._read_version
+        )
+
+
+class Journal:
+    """Named durable transitions over a :class:`Store`. Synchronous; no I/O besides the store."""
+
+    def __init__(self, store: Store, clock: Clock, ids: IdSource) -> None:
+        self._store = store
+        self._clock = clock
+        self._ids = ids
+
+    @property
+    def store_url(self) -> str:
+        return self._store.url
+
+    def read(self, body: Callable[[ReadView], T]) -> T:
+        """A read-only snapshot: the only way runtime code looks at the store."""
+        return self._store.read(body)
+
+    # -- admission --------------------------------------------------------------------------
+
+    def admit(
+        self,
+        session_id: str,
+        *,
+        agent: str,
+        prompt: str,
+        request_id: str | None = None,
+        when_busy: Literal["queue", "reject"] = "queue",
+    ) -> Admission:
+        """Admit a prompt as a queued submission; idempotent on ``request_id``.
+
+        The busy check and the insert are one transaction, so ``when_busy="reject"`` cannot
+        race a concurrent admission.
+        """
+        if when_busy not in ("queue", "reject"):
+            raise ValueError(f"when_busy must be 'queue' or 'reject', not {when_busy!r}")
+        request = request_id or self._ids.new_id("req")
+        submission_id = self._ids.new_id("sub")
+
+        def body(tx: Tx) -> Admission:
+            existing = tx.get_submission_by_request(request)
+            if existing is not None:
+                if existing.session_id != session_id:
+                    raise RequestConflictError(
+                        f"request id {request!r} was already used for session "
+                        f"{existing.session_id!r}"
+                    )
+                return Admission(existing, created=False)
+            now = self._clock.now()
+            session = tx.get_session(session_id)
+            if session is None:
+                scope = _SessionScope.new(
+                    tx,
+                    SessionRecord(
+                        id=session_id, agent=agent, status=SessionStatus.IDLE, created_at=now
+                    ),
+                    now,
+                )
+                scope.emit("session.created", agent=agent)
+            else:
+                if session.agent != agent:
+                    raise ConfigurationError(
+                        f"session {session_id!r} belongs to agent {session.agent!r}, not "
+                        f"{agent!r}; a session stays bound to the agent that created it"
+                    )
+                if when_busy == "reject" and session.status == SessionStatus.ACTIVE:
+                    raise AgentBusyError(session_id)
+                scope = _SessionScope(tx, session, now)
+            seq = scope.session.next_submission_seq
+            submission = SubmissionRecord(
+                id=submission_id, session_id=session_id, seq=seq, request_id=request,
+                prompt=prompt, status=advance("submission", None, SubmissionStatus.QUEUED),
+                created_at=now,
+            )
+            tx.put_submission(submission, expected_version=None)
+            scope.session = replace(scope.session, next_submission_seq=seq + 1)
+            scope.set_status(SessionStatus.ACTIVE)
+            scope.emit("submission.admitted", submission=submission_id, request_id=request)
+            scope.write()
+            return Admission(submission, created=True)
+
+        admission = self._store.transact(body)
+        if admission.created:
+            crash_point("submission.after-admit")
+        return admission
+
+    def request_abort(self, session_id: str) -> list[str]:
+        """Record an abort intent on every unsettled submission; returns their ids."""
+
+        def body(tx: Tx) -> list[str]:
+            session = self._session(tx, session_id)
+            scope = _SessionScope(tx, session, self._clock.now())
+            marked = []
+            for sub in tx.unsettled_submissions(session_id):
+                if not sub.abort_requested:
+                    tx.put_submission(
+                        replace(sub, abort_requested=True, version=sub.version + 1),
+                        expected_version=sub.version,
+                    )
+                    marked.append(sub.id)
+            if marked:
+                scope.emit("abort.requested", submissions=marked)
+                scope.write()
+            return marked
+
+        marked = self._store.transact(body)
+        crash_point("abort.after-intent")
+        return marked
+
+    # -- leases -----------------------------------------------------------------------------
+
+    def claim(
+        self,
+        session_id: str,
+        worker: WorkerIdentity,
+        *,
+        ttl_s: float,
+        holder_is_dead: Callable[[str, int], bool] = lambda host, pid: False,
+    ) -> Fence | None:
+        """Take the session's lease, or return None while another live owner holds it.
+
+        A lease past its expiry is taken over; so is one whose holder ran on this host in a
+        process ``holder_is_dead`` reports gone (a restarted process need not wait it out).
+        Each claim bumps the fencing token, which makes every older fence stale.
+        """
+
+        def body(tx: Tx) -> Fence | None:
+            session = self._session(tx, session_id)
+            now = self._clock.now()
+            lease = session.lease
+            if lease.owner is not None and lease.expires_at > now:
+                abandoned = (
+                    lease.host == worker.host
+                    and lease.pid is not None
+                    and lease.pid != worker.pid
+                    and holder_is_dead(lease.host, lease.pid)
+                )
+                if not abandoned:
+                    return None
+            owner = self._ids.new_id("lease")
+            token = lease.token + 1
+            new_lease = Lease(
+                owner=owner, token=token, expires_at=now + ttl_s, host=worker.host,
+                pid=worker.pid,
+            )
+            tx.put_session(
+                replace(session, lease=new_lease, version=session.version + 1),
+                expected_version=session.version,
+            )
+            return Fence(session_id, owner, token)
+
+        return self._store.transact(body)
+
+    def heartbeat(self, fence: Fence, *, ttl_s: float) -> None:
+        """Extend the lease; raises LeaseLostError if it was taken over."""
+
+        def body(tx: Tx) -> None:
+            session = self._fenced(tx, fence)
+            lease = replace(session.lease, expires_at=self._clock.now() + ttl_s)
+            tx.put_session(
+                replace(session, lease=lease, version=session.version + 1),
+                expected_version=session.version,
+            )
+
+        self._store.transact(body)
+
+    def release(self, fence: Fence) -> bool:
+        """Give the lease up. Returns True when unsettled work remains (enqueue a wake).
+
+        Release and the check for queued work are one transaction: a submission admitted just
+        before the release is seen here, so its wake cannot be lost (DESIGN §9).
+        """
+
+        def body(tx: Tx) -> bool:
+            session = tx.get_session(fence.session_id)
+            if session is None or session.lease.token != fence.token:
+                return False  # already taken over: the new owner has the work
+            if session.lease.owner == fence.owner:
+                lease = replace(session.lease, owner=None, expires_at=0.0, host=None, pid=None)
+                tx.put_session(
+                    replace(session, lease=lease, version=session.version + 1),
+                    expected_version=session.version,
+                )
+            return bool(tx.unsettled_submissions(fence.session_id))
+
+        return self._store.transact(body)
+
+    # -- attempts and turns -----------------------------------------------------------------
+
+    def begin_attempt(self, fence: Fence, submission_id: str, *, worker: str) -> AttemptStart:
+        """Start an attempt; a queued submission starts its turn, a running one resumes it.
+
+        An attempt still ``running`` from before was cut short by a crash: it is recorded
+        ``interrupted`` and counts against the submission's attempt budget.
+        """
+
+        def body(tx: Tx) -> AttemptStart:
+            session = self._fenced(tx, fence)
+            scope = _SessionScope(tx, session, self._clock.now())
+            sub = self._submission(tx, submission_id)
+            recovered = False
+            previous = tx.attempts(submission_id)
+            if previous and previous[-1].status == AttemptStatus.RUNNING:
+                last = previous[-1]
+                self._put_attempt(tx, last, AttemptStatus.INTERRUPTED, "crash", scope.now)
+                sub = replace(sub, interruptions=sub.interruptions + 1)
+                scope.emit(
+                    "attempt.interrupted", turn_id=sub.id, number=last.number, worker=last.worker
+                )
+                recovered = True
+            turn = tx.get_turn(sub.id)
+            if sub.status == SubmissionStatus.QUEUED:
+                sub = replace(
+                    sub, status=advance("submission", sub.status, SubmissionStatus.RUNNING),
+                    started_at=scope.now,
+                )
+                turn = TurnRecord(
+                    id=sub.id, session_id=sub.session_id, submission_id=sub.id,
+                    status=advance("turn", None, TurnStatus.RUNNING),
+                )
+                tx.put_turn(turn, expected_version=None)
+                scope.append_message(turn.id, "user", sub.prompt)
+                scope.emit("turn.started", turn_id=turn.id, prompt=sub.prompt)
+            elif sub.status != SubmissionStatus.RUNNING or turn is None:
+                raise IllegalTransition("submission", sub.status, SubmissionStatus.RUNNING)
+            attempt = AttemptRecord(
+                submission_id=sub.id, number=sub.attempts + 1,
+                status=advance("attempt", None, AttemptStatus.RUNNING), worker=worker,
+                started_at=scope.now,
+            )
+            tx.put_attempt(attempt, expected_version=None)
+            sub = replace(sub, attempts=attempt.number)
+            self._put_submission(tx, sub)
+            scope.emit("attempt.started", turn_id=turn.id, number=attempt.number, worker=worker)
+            scope.write()
+            return AttemptStart(submission=sub, turn=turn, attempt=attempt, recovered=recovered)
+
+        return self._store.transact(body)
+
+    def record_model_call(
+        self,
+        fence: Fence,
+        turn_id: str,
+        *,
+        round_: int,
+        text: str,
+        tool_calls: Sequence[ToolCallRequest],
+        policies: Sequence[str],
+        usage: Usage,
+    ) -> list[ToolTaskRecord]:
+        """Record a finished model response with the tool tasks it asked for, atomically."""
+        if len(policies) != len(tool_calls):
+            raise ValueError("one replay policy per tool call")
+
+        def body(tx: Tx) -> list[ToolTaskRecord]:
+            session = self._fenced(tx, fence)
+            scope = _SessionScope(tx, session, self._clock.now())
+            turn = self._turn(tx, turn_id)
+            if turn.status != TurnStatus.RUNNING:
+                raise IllegalTransition("turn", turn.status, "model call")
+            if round_ != turn.rounds:
+                raise IllegalTransition("model_call", f"round {turn.rounds}", f"round {round_}")
+            calls = tuple(tool_calls)
+            tx.insert_model_call(
+                ModelCallRecord(
+                    turn_id=turn_id, round=round_,
+                    status=advance("model_call", None, ModelCallStatus.COMPLETED), text=text,
+                    tool_calls=calls, usage=usage, created_at=scope.now,
+                )
+            )
+            tasks = []
+            for index, (call, policy) in enumerate(zip(calls, policies, strict=True)):
+                task_id = tool_task_id(turn_id, round_, index)
+                task = ToolTaskRecord(
+                    id=task_id, session_id=turn.session_id, turn_id=turn_id, round=round_,
+                    index=index, tool=call.name, arguments=call.arguments,
+                    provider_id=call.provider_id, policy=policy,
+                    status=advance("tool_task", None, ToolTaskStatus.PENDING),
+                    execution_id=execution_id(task_id), updated_at=scope.now,
+                )
+                tx.put_tool_task(task, expected_version=None)
+                tasks.append(task)
+            tx.put_turn(
+                replace(turn, rounds=turn.rounds + 1, version=turn.version + 1),
+                expected_version=turn.version,
+            )
+            scope.append_message(turn_id, "assistant", text, round_=round_, tool_calls=calls)
+            scope.emit(
+                "model.completed", turn_id=turn_id, round=round_, text=text,
+                tools=[c.name for c in calls], input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+            )
+            scope.write()
+            return tasks
+
+        return self._store.transact(body)
+
+    def start_tool(self, fence: Fence, task_id: str, *, reason: str | None = None) -> ToolTaskRecord:
+        """Record the intent to execute (pending -> running), or a re-execution after a crash."""
+
+        def body(tx: Tx) -> ToolTaskRecord:
+            session = self._fenced(tx, fence)
+            scope = _SessionScope(tx, session, self._clock.now())
+            task = self._task(tx, task_id)
+            status = advance("tool_task", task.status, ToolTaskStatus.RUNNING)
+            updated = self._put_task(tx, task, status, runs=task.runs + 1, now=scope.now)
+            scope.emit(
+                "tool.started", turn_id=task.turn_id, task=task.id, tool=task.tool,
+                round=task.round, index=task.index, policy=task.policy, run=updated.runs,
+                execution_id=task.execution_id, reason=reason,
+            )
+            scope.write()
+            return updated
+
+        return self._store.transact(body)
+
+    def finish_tool(
+        self, fence: Fence, task_id: str, status: ToolTaskStatus, result: str
+    ) -> ToolTaskRecord:
+        """Settle a tool task; ``result`` is what the model will read for this call."""
+
+        def body(tx: Tx) -> ToolTaskRecord:
+            session = self._fenced(tx, fence)
+            scope = _SessionScope(tx, session, self._clock.now())
+            task = self._task(tx, task_id)
+            target = advance("tool_task", task.status, status)
+            if not is_terminal(target):
+                raise IllegalTransition("tool_task", task.status, target)
+            updated = self._put_task(tx, task, target, result=result, now=scope.now)
+            scope.emit(
+                f"tool.{target.value}", turn_id=task.turn_id, task=task.id, tool=task.tool,
+                round=task.round, index=task.index, result=result,
+            )
+            scope.write()
+            return updated
+
+        return self._store.transact(body)
+
+    def suspend(self, fence: Fence, submission_id: str, *, reason: str) -> None:
+        """End the attempt cleanly at a step boundary; a continuation wake follows."""
+
+        def body(tx: Tx) -> None:
+            session = self._fenced(tx, fence)
+            scope = _SessionScope(tx, session, self._clock.now())
+            last = self._running_attempt(tx, submission_id)
+            self._put_attempt(tx, last, AttemptStatus.YIELDED, reason, scope.now)
+            scope.emit(
+                "attempt.yielded", turn_id=submission_id, number=last.number, reason=reason
+            )
+            scope.write()
+
+        self._store.transact(body)
+
+    def settle(
+        self,
+        fence: Fence,
+        submission_id: str,
+        outcome: Outcome,
+        *,
+        text: str | None = None,
+        error: ErrorInfo | None = None,
+    ) -> SubmissionRecord:
+        """Give the submission its one terminal outcome, with its turn and attempt.
+
+        Pending tool tasks are cancelled; running ones must have been resolved first (their
+        outcome is evidence, not something to discard). The session comes to rest when
+        nothing else is unsettled.
+        """
+
+        def body(tx: Tx) -> SubmissionRecord:
+            session = self._fenced(tx, fence)
+            scope = _SessionScope(tx, session, self._clock.now())
+            sub = self._submission(tx, submission_id)
+            target = advance("submission", sub.status, _SUBMISSION_OUTCOME[outcome])
+            turn = tx.get_turn(submission_id)
+            if turn is not None:
+                for task in tx.tool_tasks(turn.id):
+                    if task.status == ToolTaskStatus.PENDING:
+                        self._put_task(
+                            tx, task, ToolTaskStatus.CANCELLED, result="cancelled", now=scope.now
+                        )
+                    elif task.status == ToolTaskStatus.RUNNING:
+                        raise IllegalTransition("tool_task", task.status, "settled turn")
+                tx.put_turn(
+                    replace(
+                        turn, status=advance("turn", turn.status, _TURN_OUTCOME[outcome]),
+                        final_text=text, version=turn.version + 1,
+                    ),
+                    expected_version=turn.version,
+                )
+            attempts = tx.attempts(submission_id)
+            if attempts and attempts[-1].status == AttemptStatus.RUNNING:
+                self._put_attempt(tx, attempts[-1], AttemptStatus.FINISHED, outcome, scope.now)
+            settled = replace(
+                sub, status=target, result_text=text, error=error, settled_at=scope.now
+            )
+            self._put_submission(tx, settled)
+            data: dict[str, JsonValue] = {"submission": sub.id}
+            if text is not None:
+                data["text"] = text
+            if error is not None:
+                data["error"] = {
+                    "code": error.code, "message": error.message,
+                    "unknown_calls": list(error.unknown_calls),
+                }
+            scope.emit(f"submission.{outcome}", turn_id=submission_id, **data)
+            if not [s for s in tx.unsettled_submissions(sub.session_id) if s.id != sub.id]:
+                scope.set_status(SessionStatus.IDLE)
+            crash_point("turn.in-commit")
+            scope.write()
+            return replace(settled, version=sub.version + 1)
+
+        return self._store.transact(body)
+
+    # -- helpers (inside a transaction) -----------------------------------------------------
+
+    @staticmethod
+    def _session(tx: ReadView, session_id: str) -> SessionRecord:
+        session = tx.get_session(session_id)
+        if session is None:
+            raise RecordNotFound(f"no session {session_id!r}")
+        return session
+
+    def _fenced(self, tx: Tx, fence: Fence) -> SessionRecord:
+        session = self._session(tx, fence.session_id)
+        if session.lease.token != fence.token or session.lease.owner != fence.owner:
+            raise LeaseLostError(
+                f"lease on session {fence.session_id!r} was taken over (token {fence.token} "
+                f"is stale; current {session.lease.token}); this worker may not write"
+            )
+        return session
+
+    @staticmethod
+    def _submission(tx: ReadView, submission_id: str) -> SubmissionRecord:
+        sub = tx.get_submission(submission_id)
+        if sub is None:
+            raise RecordNotFound(f"no submission {submission_id!r}")
+        return sub
+
+    @staticmethod
+    def _turn(tx: ReadView, turn_id: str) -> TurnRecord:
+        turn = tx.get_turn(turn_id)
+        if turn is None:
+            raise RecordNotFound(f"no turn {turn_id!r}")
+        return turn
+
+    @staticmethod
+    def _task(tx: ReadView, task_id: str) -> ToolTaskRecord:
+        task = tx.get_tool_task(task_id)
+        if task is None:
+            raise RecordNotFound(f"no tool task {task_id!r}")
+        return task
+
+    @staticmethod
+    def _running_attempt(tx: ReadView, submission_id: str) -> AttemptRecord:
+        attempts = tx.attempts(submission_id)
+        if not attempts or attempts[-1].status != AttemptStatus.RUNNING:
+            raise IllegalTransition("attempt", attempts[-1].status if attempts else None, "end")
+        return attempts[-1]
+
+    @staticmethod
+    def _put_submission(tx: Tx, sub: SubmissionRecord) -> None:
+        # ``sub`` carries the version that was read; the write bumps it.
+        tx.put_submission(replace(sub, version=sub.version + 1), expected_version=sub.version)
+
+    @staticmethod
+    def _put_attempt(
+        tx: Tx, attempt: AttemptRecord, status: AttemptStatus, reason: str, now: float
+    ) -> None:
+        tx.put_attempt(
+            replace(
+                attempt, status=advance("attempt", attempt.status, status), ended_at=now,
+                reason=reason, version=attempt.version + 1,
+            ),
+            expected_version=attempt.version,
+        )
+
+    @staticmethod
+    def _put_task(
+        tx: Tx, task: ToolTaskRecord, status: ToolTaskStatus, *, now: float,
+        runs: int | None = None, result: str | None = None,
+    ) -> ToolTaskRecord:
+        changes: dict[str, object] = {"status": status, "updated_at": now}
+        if runs is not None:
+            changes["runs"] = runs
+        if result is not None:
+            changes["result"] = result
+        updated = dataclasses.replace(task, version=task.version + 1, **changes)  # type: ignore[arg-type]
+        tx.put_tool_task(updated, expected_version=task.version)
+        return updated

@@ -1,0 +1,179 @@
+"""The durable records. Frozen: a change is a new record written with a version check.
+
+Identity derives from position, never from timing (DESIGN §9): a model call is
+``(turn_id, round)``, a tool task is ``(turn_id, round, index)`` in the order the model asked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fxdurable.core.codec import JsonObject
+from fxdurable.core.states import (
+    AttemptStatus,
+    ModelCallStatus,
+    SessionStatus,
+    SubmissionStatus,
+    ToolTaskStatus,
+    TurnStatus,
+)
+
+__all__ = [
+    "AttemptRecord",
+    "ErrorInfo",
+    "EventRecord",
+    "Lease",
+    "MessageRecord",
+    "ModelCallRecord",
+    "SessionRecord",
+    "SubmissionRecord",
+    "ToolCallRequest",
+    "ToolTaskRecord",
+    "TurnRecord",
+    "Usage",
+]
+
+_record = dataclass(frozen=True, slots=True, kw_only=True)
+
+
+@_record
+class Lease:
+    """Who may write a session now. ``token`` is the fencing token: it only ever grows."""
+
+    owner: str | None = None
+    token: int = 0
+    expires_at: float = 0.0
+    host: str | None = None
+    pid: int | None = None
+
+
+@_record
+class SessionRecord:
+    id: str
+    agent: str
+    status: SessionStatus
+    lease: Lease = field(default_factory=Lease)
+    next_event_seq: int = 1  # the cursor of the next event: events are gap-free from 1
+    next_message_seq: int = 1
+    next_submission_seq: int = 1
+    created_at: float
+    version: int = 1
+
+
+@_record
+class ErrorInfo:
+    """A structured failure a user (and an operator reading the trace) can act on."""
+
+    code: str
+    message: str
+    unknown_calls: tuple[str, ...] = ()
+
+
+@_record
+class SubmissionRecord:
+    id: str
+    session_id: str
+    seq: int  # admission order within the session
+    request_id: str
+    prompt: str
+    status: SubmissionStatus
+    attempts: int = 0  # attempts started
+    interruptions: int = 0  # attempts that ended in a crash
+    abort_requested: bool = False
+    result_text: str | None = None
+    error: ErrorInfo | None = None
+    created_at: float
+    started_at: float | None = None
+    settled_at: float | None = None
+    version: int = 1
+
+
+@_record
+class AttemptRecord:
+    submission_id: str
+    number: int
+    status: AttemptStatus
+    worker: str
+    started_at: float
+    ended_at: float | None = None
+    reason: str | None = None
+    version: int = 1
+
+
+@_record
+class TurnRecord:
+    id: str
+    session_id: str
+    submission_id: str
+    status: TurnStatus
+    rounds: int = 0  # model calls recorded so far
+    final_text: str | None = None
+    version: int = 1
+
+
+@_record
+class ToolCallRequest:
+    """One tool call as the model asked for it. ``provider_id`` is echoed back, never trusted."""
+
+    name: str
+    arguments: str  # the raw JSON text the model produced
+    provider_id: str | None = None
+
+
+@_record
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@_record
+class ModelCallRecord:
+    turn_id: str
+    round: int
+    status: ModelCallStatus
+    text: str
+    tool_calls: tuple[ToolCallRequest, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    created_at: float
+
+
+@_record
+class ToolTaskRecord:
+    id: str
+    session_id: str
+    turn_id: str
+    round: int
+    index: int
+    tool: str
+    arguments: str
+    provider_id: str | None
+    policy: str  # "safe" | "idempotent" | "unsafe"
+    status: ToolTaskStatus
+    execution_id: str
+    runs: int = 0  # executions started
+    result: str | None = None  # what the model reads for this call, whatever the status
+    updated_at: float
+    version: int = 1
+
+
+@_record
+class MessageRecord:
+    """A conversation entry. Tool results are not messages: they are read from the tasks."""
+
+    session_id: str
+    seq: int
+    turn_id: str
+    role: str  # "user" | "assistant"
+    text: str
+    round: int | None = None  # for assistant messages: which model call produced it
+    tool_calls: tuple[ToolCallRequest, ...] = ()
+
+
+@_record
+class EventRecord:
+    session_id: str
+    seq: int
+    type: str
+    turn_id: str | None
+    data: JsonObject
+    at: float

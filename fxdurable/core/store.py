@@ -1,0 +1,101 @@
+"""The store contract: a handful of record operations, atomic inside one transaction.
+
+A backend implements :class:`Store`. All writes happen inside ``store.transact(body)``: the body
+reads and writes through the :class:`Tx` it is given, and the whole body commits or none of it
+does. Writes are *conditional*: ``put_*`` takes the version the caller read (``None`` means "must
+not exist yet"), and a mismatch raises :class:`~fxdurable.errors.ConflictError`. Fencing tokens
+are checked by the journal inside the same transaction, so a SQL store (one serialised
+transaction), Redis (WATCH/MULTI or a Lua script) and DynamoDB (TransactWriteItems with
+condition expressions) can all implement it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
+
+from fxdurable.core.records import (
+    AttemptRecord,
+    EventRecord,
+    MessageRecord,
+    ModelCallRecord,
+    SessionRecord,
+    SubmissionRecord,
+    ToolTaskRecord,
+    TurnRecord,
+)
+
+__all__ = ["ReadView", "Store", "Tx"]
+
+T = TypeVar("T")
+
+
+class ReadView(Protocol):
+    """Everything the runtime may read. It cannot write."""
+
+    def get_session(self, session_id: str) -> SessionRecord | None: ...
+    def list_sessions(self) -> Sequence[SessionRecord]: ...
+    def active_sessions(self) -> Sequence[SessionRecord]:
+        """Sessions with unsettled submissions: what a reconciliation scan looks at."""
+        ...
+
+    def get_submission(self, submission_id: str) -> SubmissionRecord | None: ...
+    def get_submission_by_request(self, request_id: str) -> SubmissionRecord | None: ...
+    def submissions(self, session_id: str) -> Sequence[SubmissionRecord]:
+        """Every submission of the session, in admission order."""
+        ...
+
+    def unsettled_submissions(self, session_id: str) -> Sequence[SubmissionRecord]:
+        """Queued or running submissions, in admission order."""
+        ...
+
+    def attempts(self, submission_id: str) -> Sequence[AttemptRecord]: ...
+    def get_turn(self, turn_id: str) -> TurnRecord | None: ...
+    def get_model_call(self, turn_id: str, round_: int) -> ModelCallRecord | None: ...
+    def model_calls(self, turn_id: str) -> Sequence[ModelCallRecord]: ...
+    def get_tool_task(self, task_id: str) -> ToolTaskRecord | None: ...
+    def tool_tasks(self, turn_id: str) -> Sequence[ToolTaskRecord]:
+        """The turn's tool tasks ordered by (round, index)."""
+        ...
+
+    def session_tool_tasks(self, session_id: str) -> Sequence[ToolTaskRecord]: ...
+    def messages(self, session_id: str) -> Sequence[MessageRecord]: ...
+    def events(self, session_id: str, after: int = 0, limit: int | None = None) -> Sequence[
+        EventRecord
+    ]:
+        """Events with ``seq > after`` in sequence order: ``after`` is the reader's cursor."""
+        ...
+
+
+class Tx(ReadView, Protocol):
+    """A transaction: reads see its own writes; conditional writes raise ConflictError."""
+
+    def put_session(self, record: SessionRecord, *, expected_version: int | None) -> None: ...
+    def put_submission(self, record: SubmissionRecord, *, expected_version: int | None) -> None: ...
+    def put_attempt(self, record: AttemptRecord, *, expected_version: int | None) -> None: ...
+    def put_turn(self, record: TurnRecord, *, expected_version: int | None) -> None: ...
+    def put_tool_task(self, record: ToolTaskRecord, *, expected_version: int | None) -> None: ...
+    def insert_model_call(self, record: ModelCallRecord) -> None: ...
+    def append_message(self, record: MessageRecord) -> None: ...
+    def append_event(self, record: EventRecord) -> None: ...
+
+
+class Store(Protocol):
+    """A durable backend, chosen by URL (see :func:`fxdurable.stores.open_store`)."""
+
+    url: str
+
+    def transact(self, body: Callable[[Tx], T]) -> T:
+        """Run ``body`` in one atomic transaction and return its result.
+
+        A body that returns an awaitable is refused (``TypeError``) and rolled back: the
+        durable core is synchronous, and an await inside a transaction would hold it open
+        across arbitrary I/O.
+        """
+        ...
+
+    def read(self, body: Callable[[ReadView], T]) -> T:
+        """Run ``body`` against a consistent read-only snapshot."""
+        ...
+
+    def close(self) -> None: ...

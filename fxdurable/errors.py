@@ -1,0 +1,136 @@
+"""The errors users can catch, and the control-flow signals they cannot swallow.
+
+FxDurableError
+ ├── ConfigurationError        a bad URL, an unknown agent, a missing setting
+ │    └── UnknownAgentError    a worker lacks the agent a session is bound to
+ ├── AdmissionError
+ │    ├── AgentBusyError       when_busy="reject" and the session has unsettled work
+ │    └── RequestConflictError a request id reused with a different session or prompt
+ ├── StoreError
+ │    ├── IllegalTransition    a state machine refused a transition (the transaction rolled back)
+ │    ├── ConflictError        a version check failed: someone else wrote first
+ │    ├── LeaseLostError       the fencing token is stale: another worker owns the session
+ │    └── RecordNotFound
+ ├── ToolInputError            tool arguments that do not validate (the model reads it)
+ ├── ModelError                the model could not be called or answered nonsense
+ └── SubmissionFailed          wait() on a submission that settled failed or aborted
+
+Signals derive from BaseException so that user code catching ``Exception`` in a tool cannot
+swallow them: :class:`Suspend` (stop at this step boundary and continue later).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AdmissionError",
+    "AgentBusyError",
+    "ConfigurationError",
+    "ConflictError",
+    "FxDurableError",
+    "IllegalTransition",
+    "LeaseLostError",
+    "ModelError",
+    "RecordNotFound",
+    "RequestConflictError",
+    "StoreError",
+    "SubmissionFailed",
+    "Suspend",
+    "ToolInputError",
+    "UnknownAgentError",
+]
+
+
+class FxDurableError(Exception):
+    """Root of every error fxdurable raises on purpose."""
+
+
+class ConfigurationError(FxDurableError):
+    """A setting, URL or registration is wrong; the message says which and how to fix it."""
+
+
+class UnknownAgentError(ConfigurationError):
+    """The session is bound to an agent this worker does not have. The session is untouched."""
+
+    def __init__(self, session_id: str, agent_name: str, known: list[str]) -> None:
+        self.session_id = session_id
+        self.agent_name = agent_name
+        super().__init__(
+            f"session {session_id!r} belongs to agent {agent_name!r}, which this worker does "
+            f"not have (it has: {', '.join(sorted(known)) or 'none'}); register that agent "
+            "on the worker. The session was left intact."
+        )
+
+
+class AdmissionError(FxDurableError):
+    """A submission was not admitted. Nothing was written."""
+
+
+class AgentBusyError(AdmissionError):
+    """``when_busy="reject"`` and the session already has unsettled work."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f"session {session_id!r} is busy with another submission and when_busy='reject' "
+            "was given; retry later or submit with when_busy='queue'"
+        )
+
+
+class RequestConflictError(AdmissionError):
+    """A request id was reused for a different session."""
+
+
+class StoreError(FxDurableError):
+    """The store refused or failed a durable write; the transaction was rolled back."""
+
+
+class IllegalTransition(StoreError):
+    """A state machine does not allow this transition."""
+
+    def __init__(self, machine: str, current: object, target: object) -> None:
+        self.machine = machine
+        self.current = current
+        self.target = target
+        shown = "(absent)" if current is None else str(current)
+        super().__init__(f"illegal {machine} transition {shown} -> {target}")
+
+
+class ConflictError(StoreError):
+    """A record changed under us (its version moved): re-read and decide again."""
+
+
+class LeaseLostError(StoreError):
+    """This worker's lease was taken over; its writes are refused (fencing)."""
+
+
+class RecordNotFound(StoreError):
+    """A record the caller relied on does not exist."""
+
+
+class ToolInputError(FxDurableError):
+    """Tool arguments did not validate against the tool's input model."""
+
+
+class ModelError(FxDurableError):
+    """The model could not be called, or its answer could not be understood."""
+
+
+class SubmissionFailed(FxDurableError):
+    """Raised by ``wait()`` when a submission settled ``failed`` or ``aborted``."""
+
+    def __init__(self, submission_id: str, status: str, error: dict[str, Any] | None) -> None:
+        self.submission_id = submission_id
+        self.status = status
+        self.error = error or {}
+        reason = self.error.get("message", status)
+        super().__init__(f"submission {submission_id} {status}: {reason}")
+
+
+class Suspend(BaseException):  # noqa: N818 - a signal, not an error
+    """Stop at this step boundary: commit, enqueue a continuation, release the lease."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)

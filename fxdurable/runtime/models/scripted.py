@@ -1,0 +1,92 @@
+"""A deterministic, offline model for tests and the demo.
+
+It is driven by a *policy*: a function from the request (the conversation so far) to the
+response. Because it reacts to the conversation rather than replaying a fixed list, it behaves
+like a model would after a recovery: told an operation's outcome is unknown, it inspects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+
+from fxdurable.core.records import ToolCallRequest, Usage
+from fxdurable.runtime.models.base import (
+    ChatMessage,
+    Finish,
+    ModelRequest,
+    ModelResponse,
+    StreamPart,
+    TextDelta,
+)
+
+__all__ = ["ScriptedModel", "call", "reply"]
+
+Policy = Callable[[ModelRequest], ModelResponse]
+
+
+def call(name: str, /, **arguments: object) -> ToolCallRequest:
+    """A tool call for a scripted response."""
+    return ToolCallRequest(name=name, arguments=json.dumps(arguments, sort_keys=True))
+
+
+def reply(text: str = "", *calls: ToolCallRequest) -> ModelResponse:
+    return ModelResponse(text=text, tool_calls=tuple(calls))
+
+
+class ScriptedModel:
+    """A model whose answers come from ``policy`` (or from a list, one per call in a turn).
+
+    ``chunk_size`` splits the text into deltas so streaming paths (and the
+    ``model.mid-stream`` crash point) are exercised; ``delay_s`` sleeps between deltas.
+    """
+
+    def __init__(
+        self,
+        policy: Policy | Sequence[ModelResponse],
+        *,
+        name: str = "scripted",
+        chunk_size: int = 16,
+        delay_s: float = 0.0,
+    ) -> None:
+        self._policy = policy if callable(policy) else _from_list(list(policy))
+        self._name = name
+        self._chunk_size = max(1, chunk_size)
+        self._delay_s = delay_s
+        self.requests: list[ModelRequest] = []  # for tests: what the model was shown
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        self.requests.append(request)
+        response = self._policy(request)
+        text = response.text
+        for start in range(0, len(text), self._chunk_size):
+            if self._delay_s:
+                await asyncio.sleep(self._delay_s)
+            yield TextDelta(text[start : start + self._chunk_size])
+        words = sum(len(m.text.split()) for m in request.messages)
+        usage = Usage(input_tokens=words, output_tokens=len(text.split()) + len(response.tool_calls))
+        yield Finish(ModelResponse(text=text, tool_calls=response.tool_calls, usage=usage))
+
+
+def turn_messages(request: ModelRequest) -> list[ChatMessage]:
+    """The messages since the last user message: the current turn, as a policy sees it."""
+    messages = list(request.messages)
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user":
+            return messages[i:]
+    return messages
+
+
+def _from_list(responses: list[ModelResponse]) -> Policy:
+    def policy(request: ModelRequest) -> ModelResponse:
+        done = sum(1 for m in turn_messages(request) if m.role == "assistant")
+        if done < len(responses):
+            return responses[done]
+        return reply("(script exhausted)")
+
+    return policy

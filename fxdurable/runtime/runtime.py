@@ -1,0 +1,273 @@
+"""The embedded runtime: store + queue + workers in one process.
+
+``Runtime`` admits submissions, runs wakes from its queue on a few worker tasks, reconciles at
+start (every session with unsettled work and no live owner gets a wake) and repeats that scan
+periodically, which also catches a wake lost between a check and a release (DESIGN §9).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Literal
+
+from fxdurable.core.clock import Clock, IdSource, RandomIds, SystemClock
+from fxdurable.core.journal import Journal
+from fxdurable.core.records import EventRecord, SessionRecord, SubmissionRecord
+from fxdurable.core.states import SubmissionStatus
+from fxdurable.core.store import ReadView, Store
+from fxdurable.errors import ConfigurationError, SubmissionFailed, UnknownAgentError
+from fxdurable.queues.local import LocalQueue
+from fxdurable.runtime.agent import Agent
+from fxdurable.runtime.budget import InvocationBudget
+from fxdurable.runtime.crossing import durable
+from fxdurable.runtime.history import build_history
+from fxdurable.runtime.models.base import ChatMessage
+from fxdurable.runtime.worker import WakeHandler, WorkerSettings, local_process_is_dead
+from fxdurable.stores import open_store
+
+__all__ = ["Runtime", "SessionHandle"]
+
+log = logging.getLogger("fxdurable.runtime")
+
+_SETTLED = (SubmissionStatus.COMPLETED, SubmissionStatus.FAILED, SubmissionStatus.ABORTED)
+
+
+class Runtime:
+    """Run agents durably in this process. Use as ``async with Runtime(...) as rt:``.
+
+    ``store`` is a URL (``sqlite:///.fxd/fxd.db`` by default) or a store object.
+    ``invocation_budget_s`` bounds each wake (continuations carry the rest), ``concurrency``
+    is how many sessions run at once.
+    """
+
+    def __init__(
+        self,
+        agents: Sequence[Agent],
+        *,
+        store: str | Store = "sqlite:///.fxd/fxd.db",
+        settings: WorkerSettings | None = None,
+        invocation_budget_s: float | None = None,
+        concurrency: int = 4,
+        shutdown_grace_s: float = 10.0,
+        clock: Clock | None = None,
+        ids: IdSource | None = None,
+    ) -> None:
+        if not agents:
+            raise ConfigurationError("a runtime needs at least one agent")
+        self.agents = {a.name: a for a in agents}
+        if len(self.agents) != len(agents):
+            raise ConfigurationError("agent names must be unique")
+        self._store = open_store(store) if isinstance(store, str) else store
+        self._owns_store = isinstance(store, str)
+        self._clock = clock or SystemClock()
+        self.journal = Journal(self._store, self._clock, ids or RandomIds())
+        self.queue = LocalQueue()
+        self.settings = settings or WorkerSettings()
+        self._budget_s = invocation_budget_s
+        self._concurrency = concurrency
+        self._grace_s = shutdown_grace_s
+        self._handler = WakeHandler(
+            self.journal, self.queue, self.agents, self._clock, self.settings
+        )
+        self._tasks: list[asyncio.Task[None]] = []
+        self._budgets: set[InvocationBudget] = set()
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._stopping = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Runtime:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def start(self) -> None:
+        await self.reconcile()
+        self._tasks = [
+            asyncio.create_task(self._consume(), name=f"fxd-worker-{n}")
+            for n in range(self._concurrency)
+        ]
+        self._tasks.append(asyncio.create_task(self._scan_forever(), name="fxd-scan"))
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGINT stop every session at its next step boundary (graceful shutdown)."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop, sig.name)
+
+    def request_stop(self, reason: str = "shutdown") -> None:
+        self._stopping = True
+        for budget in list(self._budgets):
+            budget.request_stop(reason)
+
+    async def aclose(self) -> None:
+        """Stop at step boundaries (within the grace period), then close the store."""
+        self.request_stop()
+        if self._in_flight:
+            _done, pending = await asyncio.wait(self._in_flight, timeout=self._grace_s)
+            for task in pending:  # could not reach a boundary: its lease expires instead
+                task.cancel()
+        for task in self._tasks:
+            task.cancel()
+        for task in [*self._tasks, *self._in_flight]:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        if self._owns_store:
+            self._store.close()
+
+    # -- workers -----------------------------------------------------------------------------
+
+    async def _consume(self) -> None:
+        while True:
+            session_id, reason = await self.queue.get()
+            if self._stopping:
+                continue
+            log.debug("wake %s (%s)", session_id, reason)
+            task = asyncio.create_task(self._handle(session_id))
+            self._in_flight.add(task)
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("wake for session %s failed", session_id)
+            finally:
+                self._in_flight.discard(task)
+
+    async def _handle(self, session_id: str) -> None:
+        budget = InvocationBudget(self._budget_s)
+        self._budgets.add(budget)
+        try:
+            await self._handler.handle(session_id, budget)
+        finally:
+            self._budgets.discard(budget)
+
+    async def reconcile(self) -> int:
+        """Enqueue a wake for every session with unsettled work and no live owner."""
+        now = self._clock.now()
+
+        def orphaned(view: ReadView) -> list[str]:
+            found = []
+            for session in view.active_sessions():
+                lease = session.lease
+                live = lease.owner is not None and lease.expires_at > now
+                dead_here = (
+                    live and lease.host is not None and lease.pid is not None
+                    and local_process_is_dead(lease.host, lease.pid)
+                )
+                if not live or dead_here:
+                    found.append(session.id)
+            return found
+
+        sessions = await durable(self.journal.read, orphaned)
+        for session_id in sessions:
+            await self.queue.enqueue(session_id, reason="reconcile")
+        return len(sessions)
+
+    async def _scan_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.scan_interval_s)
+            try:
+                await self.reconcile()
+            except Exception:
+                log.exception("reconciliation scan failed; retrying next interval")
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    def session(self, session_id: str, *, agent: str | None = None) -> SessionHandle:
+        if agent is None:
+            if len(self.agents) != 1:
+                raise ConfigurationError("several agents: name the one for this session")
+            agent = next(iter(self.agents))
+        if agent not in self.agents:
+            raise UnknownAgentError(session_id, agent, list(self.agents))
+        return SessionHandle(self, session_id, agent)
+
+
+class SessionHandle:
+    """One session: submit prompts, wait for outcomes, read events and history, abort."""
+
+    def __init__(self, runtime: Runtime, session_id: str, agent: str) -> None:
+        self._rt = runtime
+        self.id = session_id
+        self.agent = agent
+
+    async def submit(
+        self,
+        prompt: str,
+        *,
+        request_id: str | None = None,
+        when_busy: Literal["queue", "reject"] = "queue",
+    ) -> SubmissionRecord:
+        """Admit ``prompt`` durably and wake a worker. Idempotent on ``request_id``."""
+        admission = await durable(
+            self._rt.journal.admit, self.id, agent=self.agent, prompt=prompt,
+            request_id=request_id, when_busy=when_busy,
+        )
+        await self._rt.queue.enqueue(self.id, reason="submitted")
+        return admission.submission
+
+    async def wait(
+        self, submission_id: str, *, timeout: float | None = None, poll_s: float = 0.02
+    ) -> SubmissionRecord:
+        """Wait until the submission settles and return it (any outcome)."""
+
+        async def settled() -> SubmissionRecord:
+            while True:
+                sub = await durable(self._rt.journal.read, lambda v: v.get_submission(submission_id))
+                if sub is None:
+                    raise SubmissionFailed(submission_id, "unknown", {"message": "no such submission"})
+                if sub.status in _SETTLED:
+                    return sub
+                await asyncio.sleep(poll_s)
+
+        return await asyncio.wait_for(settled(), timeout)
+
+    async def run(self, prompt: str, *, request_id: str | None = None,
+                  timeout: float | None = None) -> str:
+        """Submit and wait; return the final answer or raise :class:`SubmissionFailed`."""
+        sub = await self.wait((await self.submit(prompt, request_id=request_id)).id,
+                              timeout=timeout)
+        if sub.status != SubmissionStatus.COMPLETED:
+            error = None if sub.error is None else {
+                "code": sub.error.code, "message": sub.error.message,
+                "unknown_calls": list(sub.error.unknown_calls),
+            }
+            raise SubmissionFailed(sub.id, sub.status.value, error)
+        return sub.result_text or ""
+
+    async def events(self, after: int = 0, limit: int | None = None) -> list[EventRecord]:
+        """Events after the cursor ``after``; each event's ``seq`` is the next cursor."""
+        return list(
+            await durable(self._rt.journal.read, lambda v: v.events(self.id, after, limit))
+        )
+
+    async def history(self) -> list[ChatMessage]:
+        return await durable(
+            self._rt.journal.read,
+            lambda v: build_history(v.messages(self.id), v.session_tool_tasks(self.id)),
+        )
+
+    async def state(self) -> SessionRecord | None:
+        return await durable(self._rt.journal.read, lambda v: v.get_session(self.id))
+
+    async def abort(self) -> list[str]:
+        """Record a durable abort intent on every unsettled submission; returns their ids."""
+        marked = await durable(self._rt.journal.request_abort, self.id)
+        await self._rt.queue.enqueue(self.id, reason="abort")
+        return marked
+
+    async def resume(self) -> None:
+        """For operators: wake the session. Nothing should need it (scans do the same)."""
+        await self._rt.queue.enqueue(self.id, reason="resume")

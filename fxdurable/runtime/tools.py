@@ -1,0 +1,185 @@
+"""Tools: a name, a description, a pydantic input model, a replay policy and an ``execute``.
+
+The replay policy says what recovery may do with a call that was interrupted mid-flight
+(DESIGN §3.5): ``"safe"`` re-executes it, ``Idempotent()`` re-executes it with the same
+``ctx.execution_id``, ``"unsafe"`` never re-executes it and tells the model the outcome is
+unknown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias, cast, get_type_hints, overload
+
+import pydantic
+
+from fxdurable.errors import ConfigurationError, ToolInputError
+
+__all__ = [
+    "Idempotent",
+    "ReplayPolicy",
+    "Tool",
+    "ToolContext",
+    "define_tool",
+    "policy_name",
+    "tool",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Idempotent:
+    """Re-executed after a crash with the same ``ctx.execution_id`` (the idempotency key)."""
+
+
+ReplayPolicy: TypeAlias = Literal["safe", "unsafe"] | Idempotent
+
+
+def policy_name(policy: ReplayPolicy) -> str:
+    if isinstance(policy, Idempotent):
+        return "idempotent"
+    if policy in ("safe", "unsafe"):
+        return policy
+    raise ConfigurationError(
+        f"replay must be 'safe', 'unsafe' or Idempotent(), not {policy!r}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a tool's ``execute`` receives besides its input.
+
+    ``execution_id`` is the same on every retry of this call, across crashes and workers: pass
+    it to the downstream system as its idempotency key. ``cancelled`` is set when the turn is
+    aborted; a long tool should check it and stop.
+    """
+
+    execution_id: str
+    session_id: str
+    tool_name: str
+    attempt: int
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+ToolFn: TypeAlias = Callable[[Any, ToolContext], Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tool:
+    name: str
+    description: str
+    input_model: type[pydantic.BaseModel]
+    execute: ToolFn
+    replay: ReplayPolicy = "safe"
+    reuse: bool = True  # False: a recovered turn re-runs a completed (safe) call
+    timeout_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        policy = policy_name(self.replay)
+        if not self.reuse and policy != "safe":
+            raise ConfigurationError(
+                f"tool {self.name!r}: reuse=False re-executes a completed call, which only a "
+                "safe (read-only) tool may do"
+            )
+        if not self.name.replace("_", "").replace("-", "").isalnum():
+            raise ConfigurationError(f"tool name {self.name!r} must be letters, digits, _ or -")
+
+    @property
+    def policy(self) -> str:
+        return policy_name(self.replay)
+
+    def json_schema(self) -> dict[str, Any]:
+        return self.input_model.model_json_schema()
+
+    def parse(self, arguments: str) -> pydantic.BaseModel:
+        """Validate the model's JSON arguments; raise ToolInputError with a readable reason."""
+        try:
+            raw = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ToolInputError(f"arguments are not valid JSON: {exc}") from exc
+        try:
+            return self.input_model.model_validate(raw)
+        except pydantic.ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}"
+                for err in exc.errors()
+            )
+            raise ToolInputError(f"invalid arguments for {self.name}: {problems}") from exc
+
+    async def run(self, arguments: pydantic.BaseModel, ctx: ToolContext) -> str:
+        """Execute (sync functions run in a thread) and render the result as text."""
+        if inspect.iscoroutinefunction(self.execute):
+            result = await cast(Callable[..., Awaitable[Any]], self.execute)(arguments, ctx)
+        else:
+            result = await asyncio.to_thread(self.execute, arguments, ctx)
+        return render_result(result)
+
+
+def render_result(result: object) -> str:
+    if isinstance(result, str):
+        return result
+    if isinstance(result, pydantic.BaseModel):
+        return result.model_dump_json()
+    return json.dumps(result, default=str, ensure_ascii=False)
+
+
+def define_tool(
+    name: str,
+    *,
+    description: str,
+    input_model: type[pydantic.BaseModel],
+    execute: ToolFn,
+    replay: ReplayPolicy = "safe",
+    reuse: bool = True,
+    timeout_s: float = 300.0,
+) -> Tool:
+    return Tool(
+        name=name, description=description, input_model=input_model, execute=execute,
+        replay=replay, reuse=reuse, timeout_s=timeout_s,
+    )
+
+
+@overload
+def tool(fn: ToolFn, /) -> Tool: ...
+@overload
+def tool(
+    *, name: str | None = None, replay: ReplayPolicy = "safe", reuse: bool = True,
+    timeout_s: float = 300.0,
+) -> Callable[[ToolFn], Tool]: ...
+def tool(
+    fn: ToolFn | None = None,
+    /,
+    *,
+    name: str | None = None,
+    replay: ReplayPolicy = "safe",
+    reuse: bool = True,
+    timeout_s: float = 300.0,
+) -> Tool | Callable[[ToolFn], Tool]:
+    """Make a tool of ``def f(input: SomeModel, ctx: ToolContext)`` (sync or async).
+
+    The input model comes from the first parameter's annotation, the description from the
+    docstring.
+    """
+
+    def wrap(func: ToolFn) -> Tool:
+        params = list(inspect.signature(func).parameters)
+        hints = get_type_hints(func)
+        model = hints.get(params[0]) if params else None
+        if not (isinstance(model, type) and issubclass(model, pydantic.BaseModel)):
+            raise ConfigurationError(
+                f"@tool {func.__name__}: annotate the first parameter with a pydantic model"
+            )
+        return define_tool(
+            name or func.__name__,
+            description=inspect.cleandoc(func.__doc__ or func.__name__),
+            input_model=model,
+            execute=func,
+            replay=replay,
+            reuse=reuse,
+            timeout_s=timeout_s,
+        )
+
+    return wrap(fn) if fn is not None else wrap

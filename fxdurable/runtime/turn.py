@@ -1,0 +1,336 @@
+"""The turn driver: runs one submission step by step, a durable record at every step.
+
+For each step it reads what the records prove, asks :func:`next_action` what comes next, does
+it, and records it before going on (DESIGN §3.4-3.6). At every step boundary it honours an
+abort intent, the submission's budgets and the invocation's deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pydantic
+
+from fxdurable.core.clock import Clock
+from fxdurable.core.crash import crash_point
+from fxdurable.core.journal import Fence, Journal, Outcome
+from fxdurable.core.records import (
+    ErrorInfo,
+    ModelCallRecord,
+    SubmissionRecord,
+    ToolTaskRecord,
+    TurnRecord,
+)
+from fxdurable.core.states import ToolTaskStatus
+from fxdurable.core.store import ReadView
+from fxdurable.errors import ModelError, Suspend, ToolInputError
+from fxdurable.runtime.agent import Agent
+from fxdurable.runtime.budget import InvocationBudget
+from fxdurable.runtime.crossing import durable
+from fxdurable.runtime.decide import (
+    CallModel,
+    Complete,
+    RecoverTool,
+    RunTool,
+    is_blind_repeat,
+    next_action,
+    refusal_message,
+    unknown_message,
+)
+from fxdurable.runtime.history import build_history
+from fxdurable.runtime.models.base import Finish, ModelRequest, ModelResponse, ToolSpec
+from fxdurable.runtime.tools import Tool, ToolContext
+
+__all__ = ["TurnDriver"]
+
+log = logging.getLogger("fxdurable.turn")
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    submission: SubmissionRecord
+    turn: TurnRecord
+    last_call: ModelCallRecord | None
+    round_tasks: Sequence[ToolTaskRecord]
+
+
+class TurnDriver:
+    """Drives one submission within one attempt. Raises :class:`Suspend` at a deadline."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        agent: Agent,
+        fence: Fence,
+        budget: InvocationBudget,
+        *,
+        worker: str,
+        clock: Clock,
+    ) -> None:
+        self._journal = journal
+        self._agent = agent
+        self._fence = fence
+        self._budget = budget
+        self._worker = worker
+        self._clock = clock
+        self._attempt = 0
+        self._running_tool: asyncio.Task[str] | None = None
+        self._abort_seen = False
+
+    # -- called by the heartbeat -------------------------------------------------------------
+
+    def abort_requested(self) -> None:
+        """Cancel the tool in flight (if any); the loop settles ``aborted`` at the boundary."""
+        self._abort_seen = True
+        if self._running_tool is not None:
+            self._running_tool.cancel()
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def run(self, submission_id: str) -> None:
+        j = self._journal
+        start = await durable(j.begin_attempt, self._fence, submission_id, worker=self._worker)
+        self._attempt = start.attempt.number
+        sub = start.submission
+        if sub.interruptions >= self._agent.durability.max_attempts:
+            await self._fail(
+                sub.id, "attempts_exhausted",
+                f"interrupted {sub.interruptions} times; the budget is "
+                f"{self._agent.durability.max_attempts} attempts",
+            )
+            return
+        if start.recovered:
+            await self._refresh_stale_reads(sub.id)
+        while True:
+            snap = await durable(j.read, lambda view: self._snapshot(view, submission_id))
+            if snap.submission.abort_requested or self._abort_seen:
+                await self._resolve_running(snap.round_tasks)
+                await durable(j.settle, self._fence, submission_id, "aborted")
+                return
+            started = snap.submission.started_at or 0.0
+            if self._now() - started > self._agent.durability.timeout_s:
+                await self._fail(
+                    submission_id, "timeout",
+                    f"the turn ran past its {self._agent.durability.timeout_s:g}s budget",
+                    snap.round_tasks,
+                )
+                return
+            reason = self._budget.stop_reason()
+            if reason is not None:
+                raise Suspend(reason)
+            action = next_action(snap.turn, snap.last_call, snap.round_tasks)
+            match action:
+                case CallModel(round=round_):
+                    if not await self._call_model(snap.turn, round_):
+                        return
+                case RunTool(task=task):
+                    await self._run_tool(task)
+                case RecoverTool(task=task):
+                    await self._recover_tool(task)
+                case Complete(text=text):
+                    await durable(j.settle, self._fence, submission_id, "completed", text=text)
+                    return
+
+    def _now(self) -> float:
+        return self._clock.now()
+
+    @staticmethod
+    def _snapshot(view: ReadView, submission_id: str) -> _Snapshot:
+        sub = view.get_submission(submission_id)
+        turn = view.get_turn(submission_id)
+        assert sub is not None and turn is not None, "begin_attempt created both"
+        last = view.get_model_call(turn.id, turn.rounds - 1) if turn.rounds else None
+        tasks = [t for t in view.tool_tasks(turn.id) if last and t.round == last.round]
+        return _Snapshot(sub, turn, last, tasks)
+
+    # -- model ---------------------------------------------------------------------------------
+
+    async def _call_model(self, turn: TurnRecord, round_: int) -> bool:
+        def read(view: ReadView) -> ModelRequest:
+            history = build_history(
+                view.messages(turn.session_id), view.session_tool_tasks(turn.session_id)
+            )
+            return ModelRequest(
+                instructions=self._agent.instructions,
+                messages=history,
+                tools=[
+                    ToolSpec(name=t.name, description=t.description, parameters=t.json_schema())
+                    for t in self._agent.tools
+                ],
+            )
+
+        request = await durable(self._journal.read, read)
+        crash_point("model.before-request")
+        try:
+            response = await self._stream(request)
+        except ModelError as exc:
+            await self._fail(turn.submission_id, "model_error", str(exc))
+            return False
+        crash_point("model.after-finish")
+        policies = [self._policy_for(call.name) for call in response.tool_calls]
+        await durable(
+            self._journal.record_model_call, self._fence, turn.id, round_=round_,
+            text=response.text, tool_calls=response.tool_calls, policies=policies,
+            usage=response.usage,
+        )
+        return True
+
+    async def _stream(self, request: ModelRequest) -> ModelResponse:
+        stream = self._agent.model.stream(request)
+        deltas = 0
+        try:
+            async for part in stream:
+                if isinstance(part, Finish):
+                    return part.response  # record at the finish; never wait for the close
+                deltas += 1
+                if deltas == 1:
+                    crash_point("model.mid-stream")
+        except ModelError:
+            raise
+        except Exception as exc:
+            raise ModelError(f"model {self._agent.model.name!r} failed: {exc!r}") from exc
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        raise ModelError(f"model {self._agent.model.name!r} ended its stream without finishing")
+
+    def _policy_for(self, name: str) -> str:
+        tool = self._agent.tool(name)
+        # An unknown tool is never executed (it fails at validation), so "safe" is honest.
+        return tool.policy if tool is not None else "safe"
+
+    # -- tools ---------------------------------------------------------------------------------
+
+    async def _run_tool(self, task: ToolTaskRecord) -> None:
+        j = self._journal
+        tool = self._agent.tool(task.tool)
+        if tool is None:
+            known = ", ".join(t.name for t in self._agent.tools) or "none"
+            await self._finish(task, ToolTaskStatus.FAILED, f"unknown tool {task.tool!r}; "
+                               f"available tools: {known}")
+            return
+        try:
+            arguments = tool.parse(task.arguments)
+        except ToolInputError as exc:
+            await self._finish(task, ToolTaskStatus.FAILED, str(exc))
+            return
+        history = await durable(j.read, lambda view: view.session_tool_tasks(task.session_id))
+        if is_blind_repeat(task, history):
+            await self._finish(task, ToolTaskStatus.REFUSED, refusal_message(task.tool))
+            return
+        if self._agent.before_tool is not None:
+            crash_point("hook.before-tool", task.tool)
+            denial = await self._agent.before_tool(task.tool, task.arguments)
+            if denial is not None:
+                await self._finish(task, ToolTaskStatus.FAILED, f"denied: {denial}")
+                return
+        started = await durable(j.start_tool, self._fence, task.id)
+        crash_point("tool.after-intent", task.tool)
+        await self._execute(started, tool, arguments)
+
+    async def _recover_tool(self, task: ToolTaskRecord) -> None:
+        """A task found ``running``: a crash cut it short. Its recorded policy decides."""
+        tool = self._agent.tool(task.tool)
+        if task.policy == "unsafe" or tool is None:
+            await self._finish(task, ToolTaskStatus.OUTCOME_UNKNOWN, unknown_message(task.tool))
+            return
+        try:
+            arguments = tool.parse(task.arguments)
+        except ToolInputError as exc:  # the tool's input model changed under a running task
+            await self._finish(task, ToolTaskStatus.FAILED, str(exc))
+            return
+        started = await durable(self._journal.start_tool, self._fence, task.id, reason="recovery")
+        await self._execute(started, tool, arguments)
+
+    async def _refresh_stale_reads(self, submission_id: str) -> None:
+        """``reuse=False``: re-run completed safe reads of the round a crash interrupted."""
+        snap = await durable(self._journal.read, lambda v: self._snapshot(v, submission_id))
+        if all(t.status != ToolTaskStatus.RUNNING and t.status != ToolTaskStatus.PENDING
+               for t in snap.round_tasks):
+            return  # the round finished: the model already read those results
+        for task in snap.round_tasks:
+            tool = self._agent.tool(task.tool)
+            if task.status == ToolTaskStatus.COMPLETED and tool is not None and not tool.reuse:
+                started = await durable(
+                    self._journal.start_tool, self._fence, task.id, reason="refresh"
+                )
+                await self._execute(started, tool, tool.parse(task.arguments))
+
+    async def _execute(
+        self, task: ToolTaskRecord, tool: Tool, arguments: pydantic.BaseModel
+    ) -> None:
+        ctx = ToolContext(
+            execution_id=task.execution_id, session_id=task.session_id, tool_name=tool.name,
+            attempt=task.runs,
+        )
+        self._running_tool = asyncio.ensure_future(tool.run(arguments, ctx))
+        status: ToolTaskStatus
+        try:
+            result = await asyncio.wait_for(self._running_tool, timeout=tool.timeout_s)
+            status = ToolTaskStatus.COMPLETED
+        except TimeoutError:
+            status, result = self._interrupted(tool, f"timed out after {tool.timeout_s:g}s")
+        except asyncio.CancelledError:
+            if not self._abort_seen:
+                raise  # the worker itself is being torn down: leave the task running
+            ctx.cancelled.set()
+            status, result = self._interrupted(tool, "cancelled by an abort")
+        except Exception as exc:
+            status, result = ToolTaskStatus.FAILED, f"{type(exc).__name__}: {exc}"
+        finally:
+            self._running_tool = None
+        crash_point("tool.after-execute", tool.name)
+        await self._finish(task, status, result)
+        crash_point("tool.after-record", tool.name)
+
+    @staticmethod
+    def _interrupted(tool: Tool, why: str) -> tuple[ToolTaskStatus, str]:
+        """A call stopped mid-flight: safe ones are simply cancelled, others are unknown."""
+        if tool.policy == "safe":
+            return ToolTaskStatus.CANCELLED, f"{tool.name} {why}"
+        return ToolTaskStatus.OUTCOME_UNKNOWN, f"{tool.name} {why}. " + unknown_message(
+            tool.name
+        )
+
+    async def _finish(self, task: ToolTaskRecord, status: ToolTaskStatus, result: str) -> None:
+        await durable(self._journal.finish_tool, self._fence, task.id, status, result)
+
+    # -- endings -------------------------------------------------------------------------------
+
+    async def _resolve_running(self, tasks: Sequence[ToolTaskRecord]) -> None:
+        """Before settling: a task still ``running`` was cut short by a crash."""
+        for task in tasks:
+            if task.status != ToolTaskStatus.RUNNING:
+                continue
+            if task.policy == "safe":
+                await self._finish(task, ToolTaskStatus.CANCELLED, "cancelled")
+            else:
+                await self._finish(
+                    task, ToolTaskStatus.OUTCOME_UNKNOWN, unknown_message(task.tool)
+                )
+
+    async def _fail(
+        self, submission_id: str, code: str, message: str,
+        round_tasks: Sequence[ToolTaskRecord] = (),
+    ) -> None:
+        j = self._journal
+        if not round_tasks:
+            snap = await durable(j.read, lambda v: self._snapshot(v, submission_id))
+            round_tasks = snap.round_tasks
+        await self._resolve_running(round_tasks)
+        tasks = await durable(j.read, lambda v: v.tool_tasks(submission_id))
+        unknown = tuple(
+            f"{t.tool} ({t.id})" for t in tasks if t.status == ToolTaskStatus.OUTCOME_UNKNOWN
+        )
+        if unknown:
+            message += "; outcome unknown for: " + ", ".join(unknown)
+        outcome: Outcome = "failed"
+        await durable(
+            j.settle, self._fence, submission_id, outcome,
+            error=ErrorInfo(code=code, message=message, unknown_calls=unknown),
+        )
+        log.warning("submission %s failed: %s", submission_id, message)

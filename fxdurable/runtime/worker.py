@@ -1,0 +1,171 @@
+"""Handling one wake: claim the session, run it to rest or to the deadline, let go.
+
+The store, not the queue, decides what is done: a wake for a session at rest does nothing, and
+a wake for a session another live worker holds is dropped (that worker's release re-checks for
+work in the same transaction, so nothing is lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from fxdurable.core.clock import Clock
+from fxdurable.core.crash import crash_point
+from fxdurable.core.journal import Fence, Journal, WorkerIdentity
+from fxdurable.core.states import AttemptStatus
+from fxdurable.core.store import ReadView
+from fxdurable.errors import LeaseLostError, Suspend, UnknownAgentError
+from fxdurable.queues.base import WakeQueue
+from fxdurable.runtime.agent import Agent
+from fxdurable.runtime.budget import InvocationBudget
+from fxdurable.runtime.crossing import durable
+from fxdurable.runtime.turn import TurnDriver
+
+__all__ = ["WakeHandler", "WorkerSettings", "local_process_is_dead", "this_worker"]
+
+log = logging.getLogger("fxdurable.worker")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerSettings:
+    """Lease timing. A SIGKILLed worker on another host is recovered within ``lease_ttl_s``
+    plus one scan; on the same host at once (its pid is gone)."""
+
+    lease_ttl_s: float = 15.0
+    heartbeat_s: float = 5.0
+    scan_interval_s: float = 5.0
+
+
+def this_worker() -> WorkerIdentity:
+    return WorkerIdentity(host=socket.gethostname(), pid=os.getpid())
+
+
+def local_process_is_dead(host: str, pid: int) -> bool:
+    """True only when ``pid`` on this host certainly no longer exists."""
+    if host != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # exists, owned by someone else
+    return False
+
+
+class WakeHandler:
+    def __init__(
+        self,
+        journal: Journal,
+        queue: WakeQueue,
+        agents: Mapping[str, Agent],
+        clock: Clock,
+        settings: WorkerSettings,
+    ) -> None:
+        self._journal = journal
+        self._queue = queue
+        self._agents = agents
+        self._clock = clock
+        self._settings = settings
+        self._identity = this_worker()
+
+    async def handle(self, session_id: str, budget: InvocationBudget) -> None:
+        """Run the session until it rests or the budget says stop. Never raises for a
+        session it cannot run: it logs why and leaves the session intact."""
+        j = self._journal
+        session = await durable(j.read, lambda v: v.get_session(session_id))
+        if session is None:
+            log.warning("wake for unknown session %s ignored", session_id)
+            return
+        agent = self._agents.get(session.agent)
+        if agent is None:
+            log.error("%s", UnknownAgentError(session_id, session.agent, list(self._agents)))
+            return
+        if session.status != "active":
+            return  # at rest: a duplicate or late wake
+        fence = await durable(
+            j.claim, session_id, self._identity, ttl_s=self._settings.lease_ttl_s,
+            holder_is_dead=local_process_is_dead,
+        )
+        if fence is None:
+            return  # another live worker owns it; its release re-checks for work
+        if await durable(j.read, lambda v: _interrupted_work(v, session_id)):
+            crash_point("recovery.after-claim")
+        driver_box: list[TurnDriver] = []
+        work = asyncio.ensure_future(self._run(fence, agent, budget, driver_box))
+        beat = asyncio.ensure_future(self._heartbeat(fence, work, driver_box))
+        try:
+            await work
+        except Suspend as stop:
+            await self._continue_later(fence, stop.reason)
+            return
+        except LeaseLostError as exc:
+            log.warning("%s", exc)
+            return
+        except asyncio.CancelledError:
+            # Torn down mid-step (a hard shutdown): keep the lease; it expires and the work
+            # is recovered like a crash.
+            raise
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError, LeaseLostError):
+                await beat
+        if await durable(j.release, fence):
+            await self._queue.enqueue(session_id, reason="more work")
+
+    async def _run(
+        self, fence: Fence, agent: Agent, budget: InvocationBudget, box: list[TurnDriver]
+    ) -> None:
+        j = self._journal
+        while True:
+            unsettled = await durable(j.read, lambda v: v.unsettled_submissions(fence.session_id))
+            if not unsettled:
+                return
+            driver = TurnDriver(
+                j, agent, fence, budget, worker=f"{self._identity.host}:{self._identity.pid}",
+                clock=self._clock,
+            )
+            box[:] = [driver]
+            await driver.run(unsettled[0].id)
+
+    async def _heartbeat(
+        self, fence: Fence, work: asyncio.Future[None], box: list[TurnDriver]
+    ) -> None:
+        j = self._journal
+        while True:
+            await asyncio.sleep(self._settings.heartbeat_s)
+            try:
+                await durable(j.heartbeat, fence, ttl_s=self._settings.lease_ttl_s)
+            except LeaseLostError:
+                log.warning("lease on %s lost; stopping this worker's run", fence.session_id)
+                work.cancel()
+                return
+            unsettled = await durable(j.read, lambda v: v.unsettled_submissions(fence.session_id))
+            if box and unsettled and unsettled[0].abort_requested:
+                box[0].abort_requested()
+
+    async def _continue_later(self, fence: Fence, reason: str) -> None:
+        """Deadline or shutdown at a step boundary: commit, enqueue a continuation, let go."""
+        j = self._journal
+        running = await durable(j.read, lambda v: v.unsettled_submissions(fence.session_id))
+        if running:
+            await durable(j.suspend, fence, running[0].id, reason=reason)
+        crash_point("continuation.before-enqueue")
+        await self._queue.enqueue(fence.session_id, reason=f"continuation ({reason})")
+        crash_point("continuation.after-enqueue")
+        await durable(j.release, fence)
+
+
+def _interrupted_work(view: ReadView, session_id: str) -> bool:
+    """True when a previous owner left an attempt running: this claim is a recovery."""
+    for sub in view.unsettled_submissions(session_id):
+        attempts = view.attempts(sub.id)
+        if attempts and attempts[-1].status == AttemptStatus.RUNNING:
+            return True
+    return False

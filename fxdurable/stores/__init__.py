@@ -1,0 +1,26 @@
+"""Store backends, chosen by URL."""
+
+from __future__ import annotations
+
+from fxdurable.core.store import Store
+from fxdurable.errors import ConfigurationError
+
+__all__ = ["open_store"]
+
+
+def open_store(url: str) -> Store:
+    """Open the store a URL names: ``sqlite:///path.db`` (the embedded default)."""
+    scheme = url.split(":", 1)[0]
+    if scheme == "sqlite":
+        from fxdurable.stores.sqlite import SqliteStore
+
+        return SqliteStore(url)
+    if scheme in ("redis", "rediss", "dynamodb"):
+        raise ConfigurationError(
+            f"the {scheme} store is not available in this version of fxdurable; "
+            "use sqlite:///path.db"
+        )
+    raise ConfigurationError(
+        f"unknown store URL {url!r}: expected sqlite:///path.db (redis:// and dynamodb:// "
+        "come later)"
+    )

@@ -1,0 +1,388 @@
+"""The embedded default store: one SQLite file, WAL mode, ``synchronous=FULL``.
+
+``FULL`` fsyncs the WAL at every commit, so a committed step survives a power cut, not only a
+SIGKILL; ``?synchronous=NORMAL`` in the URL trades that for speed (a power cut may then lose
+the last commits, never corrupt the file). Each thread gets its own connection; writers are
+serialised by ``BEGIN IMMEDIATE``, which also gives each transaction a consistent view.
+
+Each record is one row: key and query columns beside the record's JSON (``data``), so the
+schema changes only when a query needs a new column. Migrations are forward-only and numbered.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+from urllib.parse import parse_qs, urlparse
+
+from fxdurable.core.recordcodec import decode, encode
+from fxdurable.core.records import (
+    AttemptRecord,
+    EventRecord,
+    MessageRecord,
+    ModelCallRecord,
+    SessionRecord,
+    SubmissionRecord,
+    ToolTaskRecord,
+    TurnRecord,
+)
+from fxdurable.core.store import ReadView, Tx
+from fxdurable.errors import ConfigurationError, ConflictError, StoreError
+
+__all__ = ["SqliteStore"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY, status TEXT NOT NULL, version INTEGER NOT NULL, data TEXT NOT NULL
+    );
+    CREATE INDEX sessions_status ON sessions(status);
+    CREATE TABLE submissions (
+        id TEXT PRIMARY KEY, session_id TEXT NOT NULL, seq INTEGER NOT NULL,
+        request_id TEXT NOT NULL UNIQUE, status TEXT NOT NULL, version INTEGER NOT NULL,
+        data TEXT NOT NULL, UNIQUE (session_id, seq)
+    );
+    CREATE INDEX submissions_unsettled ON submissions(session_id, status, seq);
+    CREATE TABLE attempts (
+        submission_id TEXT NOT NULL, number INTEGER NOT NULL, version INTEGER NOT NULL,
+        data TEXT NOT NULL, PRIMARY KEY (submission_id, number)
+    );
+    CREATE TABLE turns (id TEXT PRIMARY KEY, version INTEGER NOT NULL, data TEXT NOT NULL);
+    CREATE TABLE model_calls (
+        turn_id TEXT NOT NULL, round INTEGER NOT NULL, data TEXT NOT NULL,
+        PRIMARY KEY (turn_id, round)
+    );
+    CREATE TABLE tool_tasks (
+        id TEXT PRIMARY KEY, session_id TEXT NOT NULL, turn_id TEXT NOT NULL,
+        round INTEGER NOT NULL, idx INTEGER NOT NULL, version INTEGER NOT NULL,
+        data TEXT NOT NULL, UNIQUE (turn_id, round, idx)
+    );
+    CREATE INDEX tool_tasks_session ON tool_tasks(session_id);
+    CREATE TABLE messages (
+        session_id TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    );
+    CREATE TABLE events (
+        session_id TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    );
+    """,
+)
+
+_UNSETTLED = "('queued', 'running')"
+
+
+class _SqliteTx:
+    """Reads and conditional writes on one connection, inside the caller's transaction."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def _one(self, cls: type[R], sql: str, *args: object) -> R | None:
+        row = self._conn.execute(sql, args).fetchone()
+        return None if row is None else decode(cls, row[0])
+
+    def _all(self, cls: type[R], sql: str, *args: object) -> list[R]:
+        return [decode(cls, row[0]) for row in self._conn.execute(sql, args)]
+
+    def _put(
+        self, table: str, keys: dict[str, object], extra: dict[str, object], record: object,
+        version: int, expected_version: int | None,
+    ) -> None:
+        data = encode(record)
+        if expected_version is None:
+            cols = {**keys, **extra, "version": version, "data": data}
+            sql = (
+                f"INSERT INTO {table} ({', '.join(cols)}) "
+                f"VALUES ({', '.join('?' for _ in cols)})"
+            )
+            try:
+                self._conn.execute(sql, tuple(cols.values()))
+            except sqlite3.IntegrityError as exc:
+                raise ConflictError(f"{table} record {keys} already exists") from exc
+            return
+        sets = {**extra, "version": version, "data": data}
+        where = " AND ".join(f"{k} = ?" for k in keys)
+        sql = (
+            f"UPDATE {table} SET {', '.join(f'{k} = ?' for k in sets)} "
+            f"WHERE {where} AND version = ?"
+        )
+        cursor = self._conn.execute(sql, (*sets.values(), *keys.values(), expected_version))
+        if cursor.rowcount != 1:
+            raise ConflictError(
+                f"{table} record {keys} changed since it was read (expected version "
+                f"{expected_version})"
+            )
+
+    def _insert(self, table: str, keys: dict[str, object], record: object) -> None:
+        cols = {**keys, "data": encode(record)}
+        sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
+        try:
+            self._conn.execute(sql, tuple(cols.values()))
+        except sqlite3.IntegrityError as exc:
+            raise ConflictError(f"{table} record {keys} already exists") from exc
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def get_session(self, session_id: str) -> SessionRecord | None:
+        return self._one(SessionRecord, "SELECT data FROM sessions WHERE id = ?", session_id)
+
+    def list_sessions(self) -> Sequence[SessionRecord]:
+        return self._all(SessionRecord, "SELECT data FROM sessions ORDER BY id")
+
+    def active_sessions(self) -> Sequence[SessionRecord]:
+        return self._all(
+            SessionRecord, "SELECT data FROM sessions WHERE status = 'active' ORDER BY id"
+        )
+
+    def get_submission(self, submission_id: str) -> SubmissionRecord | None:
+        return self._one(
+            SubmissionRecord, "SELECT data FROM submissions WHERE id = ?", submission_id
+        )
+
+    def get_submission_by_request(self, request_id: str) -> SubmissionRecord | None:
+        return self._one(
+            SubmissionRecord, "SELECT data FROM submissions WHERE request_id = ?", request_id
+        )
+
+    def submissions(self, session_id: str) -> Sequence[SubmissionRecord]:
+        return self._all(
+            SubmissionRecord,
+            "SELECT data FROM submissions WHERE session_id = ? ORDER BY seq",
+            session_id,
+        )
+
+    def unsettled_submissions(self, session_id: str) -> Sequence[SubmissionRecord]:
+        return self._all(
+            SubmissionRecord,
+            f"SELECT data FROM submissions WHERE session_id = ? AND status IN {_UNSETTLED} "
+            "ORDER BY seq",
+            session_id,
+        )
+
+    def attempts(self, submission_id: str) -> Sequence[AttemptRecord]:
+        return self._all(
+            AttemptRecord,
+            "SELECT data FROM attempts WHERE submission_id = ? ORDER BY number",
+            submission_id,
+        )
+
+    def get_turn(self, turn_id: str) -> TurnRecord | None:
+        return self._one(TurnRecord, "SELECT data FROM turns WHERE id = ?", turn_id)
+
+    def get_model_call(self, turn_id: str, round_: int) -> ModelCallRecord | None:
+        return self._one(
+            ModelCallRecord,
+            "SELECT data FROM model_calls WHERE turn_id = ? AND round = ?",
+            turn_id,
+            round_,
+        )
+
+    def model_calls(self, turn_id: str) -> Sequence[ModelCallRecord]:
+        return self._all(
+            ModelCallRecord,
+            "SELECT data FROM model_calls WHERE turn_id = ? ORDER BY round",
+            turn_id,
+        )
+
+    def get_tool_task(self, task_id: str) -> ToolTaskRecord | None:
+        return self._one(ToolTaskRecord, "SELECT data FROM tool_tasks WHERE id = ?", task_id)
+
+    def tool_tasks(self, turn_id: str) -> Sequence[ToolTaskRecord]:
+        return self._all(
+            ToolTaskRecord,
+            "SELECT data FROM tool_tasks WHERE turn_id = ? ORDER BY round, idx",
+            turn_id,
+        )
+
+    def session_tool_tasks(self, session_id: str) -> Sequence[ToolTaskRecord]:
+        return self._all(
+            ToolTaskRecord,
+            "SELECT data FROM tool_tasks WHERE session_id = ? ORDER BY rowid",
+            session_id,
+        )
+
+    def messages(self, session_id: str) -> Sequence[MessageRecord]:
+        return self._all(
+            MessageRecord,
+            "SELECT data FROM messages WHERE session_id = ? ORDER BY seq",
+            session_id,
+        )
+
+    def events(
+        self, session_id: str, after: int = 0, limit: int | None = None
+    ) -> Sequence[EventRecord]:
+        return self._all(
+            EventRecord,
+            "SELECT data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            session_id,
+            after,
+            -1 if limit is None else limit,
+        )
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def put_session(self, record: SessionRecord, *, expected_version: int | None) -> None:
+        self._put(
+            "sessions", {"id": record.id}, {"status": record.status.value}, record,
+            record.version, expected_version,
+        )
+
+    def put_submission(self, record: SubmissionRecord, *, expected_version: int | None) -> None:
+        extra: dict[str, object] = {"status": record.status.value}
+        if expected_version is None:
+            extra |= {
+                "session_id": record.session_id, "seq": record.seq,
+                "request_id": record.request_id,
+            }
+        self._put(
+            "submissions", {"id": record.id}, extra, record, record.version, expected_version
+        )
+
+    def put_attempt(self, record: AttemptRecord, *, expected_version: int | None) -> None:
+        self._put(
+            "attempts", {"submission_id": record.submission_id, "number": record.number}, {},
+            record, record.version, expected_version,
+        )
+
+    def put_turn(self, record: TurnRecord, *, expected_version: int | None) -> None:
+        self._put("turns", {"id": record.id}, {}, record, record.version, expected_version)
+
+    def put_tool_task(self, record: ToolTaskRecord, *, expected_version: int | None) -> None:
+        extra: dict[str, object] = {}
+        if expected_version is None:
+            extra = {
+                "session_id": record.session_id, "turn_id": record.turn_id,
+                "round": record.round, "idx": record.index,
+            }
+        self._put(
+            "tool_tasks", {"id": record.id}, extra, record, record.version, expected_version
+        )
+
+    def insert_model_call(self, record: ModelCallRecord) -> None:
+        self._insert("model_calls", {"turn_id": record.turn_id, "round": record.round}, record)
+
+    def append_message(self, record: MessageRecord) -> None:
+        self._insert("messages", {"session_id": record.session_id, "seq": record.seq}, record)
+
+    def append_event(self, record: EventRecord) -> None:
+        self._insert("events", {"session_id": record.session_id, "seq": record.seq}, record)
+
+
+class SqliteStore:
+    """``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``.
+
+    Query options: ``synchronous=FULL|NORMAL`` (default FULL), ``busy_timeout_ms`` (default
+    10000: how long a writer waits for another process's transaction).
+    """
+
+    def __init__(self, url: str) -> None:
+        parsed = urlparse(url)
+        if parsed.scheme != "sqlite" or not parsed.path or parsed.path == "/":
+            raise ConfigurationError(
+                f"not a SQLite URL: {url!r} (expected sqlite:///relative.db or "
+                "sqlite:////absolute/path.db)"
+            )
+        self.url = url
+        options = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
+        self._synchronous = options.pop("synchronous", "FULL").upper()
+        if self._synchronous not in ("FULL", "NORMAL", "EXTRA"):
+            raise ConfigurationError(f"synchronous must be FULL, NORMAL or EXTRA in {url!r}")
+        try:
+            self._busy_timeout_ms = int(options.pop("busy_timeout_ms", "10000"))
+        except ValueError as exc:
+            raise ConfigurationError(f"busy_timeout_ms must be an integer in {url!r}") from exc
+        if options:
+            raise ConfigurationError(f"unknown SQLite URL options {sorted(options)} in {url!r}")
+        # sqlite:///x.db -> "x.db" (relative); sqlite:////abs/x.db -> "/abs/x.db"
+        self.path = Path(parsed.path[1:])
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._migrate()
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = sqlite3.connect(
+                    self.path, isolation_level=None, timeout=self._busy_timeout_ms / 1000,
+                    check_same_thread=False,
+                )
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA synchronous={self._synchronous}")
+                conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot open SQLite store at {self.path}: {exc}") from exc
+            self._local.conn = conn
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
+    def _migrate(self) -> None:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+            current = row[0] or 0
+            if current > len(_MIGRATIONS):
+                raise StoreError(
+                    f"{self.path} has schema version {current}, newer than this fxdurable "
+                    f"understands ({len(_MIGRATIONS)}): upgrade fxdurable"
+                )
+            for number, script in enumerate(_MIGRATIONS[current:], start=current + 1):
+                for statement in script.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (number,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def transact(self, body: Callable[[Tx], T]) -> T:
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"SQLite store {self.path} is unavailable: {exc}") from exc
+        try:
+            result = body(_SqliteTx(conn))
+            if inspect.isawaitable(result):
+                if inspect.iscoroutine(result):
+                    result.close()
+                raise TypeError(
+                    "a transaction body returned an awaitable: the durable core is "
+                    "synchronous, do the async work outside the transaction"
+                )
+            conn.execute("COMMIT")
+            return result
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def read(self, body: Callable[[ReadView], T]) -> T:
+        conn = self._conn()
+        conn.execute("BEGIN")
+        try:
+            return body(_SqliteTx(conn))
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+        self._local = threading.local()

@@ -1,0 +1,1 @@
+"""Shared fixtures; see tests/crash for the crash suite."""
