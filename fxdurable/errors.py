@@ -128,7 +128,7 @@ class SubmissionFailed(FxDurableError):
         super().__init__(f"submission {submission_id} {status}: {reason}")
 
 
-class Suspend(BaseException):  # noqa: N818 - a signal, not an error
+class Suspend(BaseException):
     """Stop at this step boundary: commit, enqueue a continuation, release the lease."""
 
     def __init__(self, reason: str) -> None:

@@ -9,7 +9,7 @@ from typing import TypeAlias
 __all__ = ["JsonObject", "JsonValue", "dumps", "loads_object"]
 
 JsonValue: TypeAlias = (
-    str | int | float | bool | None | Sequence["JsonValue"] | Mapping[str, "JsonValue"]
+    str | int | float | bool | Sequence["JsonValue"] | Mapping[str, "JsonValue"] | None
 )
 JsonObject: TypeAlias = Mapping[str, JsonValue]
 

@@ -120,21 +120,35 @@ class _SessionScope:
         s = self.session
         self.tx.append_event(
             EventRecord(
-                session_id=s.id, seq=s.next_event_seq, type=type_, turn_id=turn_id,
-                data=data, at=self.now,
+                session_id=s.id,
+                seq=s.next_event_seq,
+                type=type_,
+                turn_id=turn_id,
+                data=data,
+                at=self.now,
             )
         )
         self.session = replace(s, next_event_seq=s.next_event_seq + 1)
 
     def append_message(
-        self, turn_id: str, role: str, text: str, *, round_: int | None = None,
+        self,
+        turn_id: str,
+        role: str,
+        text: str,
+        *,
+        round_: int | None = None,
         tool_calls: tuple[ToolCallRequest, ...] = (),
     ) -> None:
         s = self.session
         self.tx.append_message(
             MessageRecord(
-                session_id=s.id, seq=s.next_message_seq, turn_id=turn_id, role=role, text=text,
-                round=round_, tool_calls=tool_calls,
+                session_id=s.id,
+                seq=s.next_message_seq,
+                turn_id=turn_id,
+                role=role,
+                text=text,
+                round=round_,
+                tool_calls=tool_calls,
             )
         )
         self.session = replace(s, next_message_seq=s.next_message_seq + 1)
@@ -220,8 +234,12 @@ class Journal:
                 scope = _SessionScope(tx, session, now)
             seq = scope.session.next_submission_seq
             submission = SubmissionRecord(
-                id=submission_id, session_id=session_id, seq=seq, request_id=request,
-                prompt=prompt, status=advance("submission", None, SubmissionStatus.QUEUED),
+                id=submission_id,
+                session_id=session_id,
+                seq=seq,
+                request_id=request,
+                prompt=prompt,
+                status=advance("submission", None, SubmissionStatus.QUEUED),
                 created_at=now,
             )
             tx.put_submission(submission, expected_version=None)
@@ -292,7 +310,10 @@ class Journal:
             owner = self._ids.new_id("lease")
             token = lease.token + 1
             new_lease = Lease(
-                owner=owner, token=token, expires_at=now + ttl_s, host=worker.host,
+                owner=owner,
+                token=token,
+                expires_at=now + ttl_s,
+                host=worker.host,
                 pid=worker.pid,
             )
             tx.put_session(
@@ -363,11 +384,14 @@ class Journal:
             turn = tx.get_turn(sub.id)
             if sub.status == SubmissionStatus.QUEUED:
                 sub = replace(
-                    sub, status=advance("submission", sub.status, SubmissionStatus.RUNNING),
+                    sub,
+                    status=advance("submission", sub.status, SubmissionStatus.RUNNING),
                     started_at=scope.now,
                 )
                 turn = TurnRecord(
-                    id=sub.id, session_id=sub.session_id, submission_id=sub.id,
+                    id=sub.id,
+                    session_id=sub.session_id,
+                    submission_id=sub.id,
                     status=advance("turn", None, TurnStatus.RUNNING),
                 )
                 tx.put_turn(turn, expected_version=None)
@@ -376,8 +400,10 @@ class Journal:
             elif sub.status != SubmissionStatus.RUNNING or turn is None:
                 raise IllegalTransition("submission", sub.status, SubmissionStatus.RUNNING)
             attempt = AttemptRecord(
-                submission_id=sub.id, number=sub.attempts + 1,
-                status=advance("attempt", None, AttemptStatus.RUNNING), worker=worker,
+                submission_id=sub.id,
+                number=sub.attempts + 1,
+                status=advance("attempt", None, AttemptStatus.RUNNING),
+                worker=worker,
                 started_at=scope.now,
             )
             tx.put_attempt(attempt, expected_version=None)
@@ -415,20 +441,31 @@ class Journal:
             calls = tuple(tool_calls)
             tx.insert_model_call(
                 ModelCallRecord(
-                    turn_id=turn_id, round=round_,
-                    status=advance("model_call", None, ModelCallStatus.COMPLETED), text=text,
-                    tool_calls=calls, usage=usage, created_at=scope.now,
+                    turn_id=turn_id,
+                    round=round_,
+                    status=advance("model_call", None, ModelCallStatus.COMPLETED),
+                    text=text,
+                    tool_calls=calls,
+                    usage=usage,
+                    created_at=scope.now,
                 )
             )
             tasks = []
             for index, (call, policy) in enumerate(zip(calls, policies, strict=True)):
                 task_id = tool_task_id(turn_id, round_, index)
                 task = ToolTaskRecord(
-                    id=task_id, session_id=turn.session_id, turn_id=turn_id, round=round_,
-                    index=index, tool=call.name, arguments=call.arguments,
-                    provider_id=call.provider_id, policy=policy,
+                    id=task_id,
+                    session_id=turn.session_id,
+                    turn_id=turn_id,
+                    round=round_,
+                    index=index,
+                    tool=call.name,
+                    arguments=call.arguments,
+                    provider_id=call.provider_id,
+                    policy=policy,
                     status=advance("tool_task", None, ToolTaskStatus.PENDING),
-                    execution_id=execution_id(task_id), updated_at=scope.now,
+                    execution_id=execution_id(task_id),
+                    updated_at=scope.now,
                 )
                 tx.put_tool_task(task, expected_version=None)
                 tasks.append(task)
@@ -438,8 +475,12 @@ class Journal:
             )
             scope.append_message(turn_id, "assistant", text, round_=round_, tool_calls=calls)
             scope.emit(
-                "model.completed", turn_id=turn_id, round=round_, text=text,
-                tools=[c.name for c in calls], input_tokens=usage.input_tokens,
+                "model.completed",
+                turn_id=turn_id,
+                round=round_,
+                text=text,
+                tools=[c.name for c in calls],
+                input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
             )
             scope.write()
@@ -447,7 +488,9 @@ class Journal:
 
         return self._store.transact(body)
 
-    def start_tool(self, fence: Fence, task_id: str, *, reason: str | None = None) -> ToolTaskRecord:
+    def start_tool(
+        self, fence: Fence, task_id: str, *, reason: str | None = None
+    ) -> ToolTaskRecord:
         """Record the intent to execute (pending -> running), or a re-execution after a crash."""
 
         def body(tx: Tx) -> ToolTaskRecord:
@@ -457,9 +500,16 @@ class Journal:
             status = advance("tool_task", task.status, ToolTaskStatus.RUNNING)
             updated = self._put_task(tx, task, status, runs=task.runs + 1, now=scope.now)
             scope.emit(
-                "tool.started", turn_id=task.turn_id, task=task.id, tool=task.tool,
-                round=task.round, index=task.index, policy=task.policy, run=updated.runs,
-                execution_id=task.execution_id, reason=reason,
+                "tool.started",
+                turn_id=task.turn_id,
+                task=task.id,
+                tool=task.tool,
+                round=task.round,
+                index=task.index,
+                policy=task.policy,
+                run=updated.runs,
+                execution_id=task.execution_id,
+                reason=reason,
             )
             scope.write()
             return updated
@@ -480,8 +530,13 @@ class Journal:
                 raise IllegalTransition("tool_task", task.status, target)
             updated = self._put_task(tx, task, target, result=result, now=scope.now)
             scope.emit(
-                f"tool.{target.value}", turn_id=task.turn_id, task=task.id, tool=task.tool,
-                round=task.round, index=task.index, result=result,
+                f"tool.{target.value}",
+                turn_id=task.turn_id,
+                task=task.id,
+                tool=task.tool,
+                round=task.round,
+                index=task.index,
+                result=result,
             )
             scope.write()
             return updated
@@ -496,9 +551,7 @@ class Journal:
             scope = _SessionScope(tx, session, self._clock.now())
             last = self._running_attempt(tx, submission_id)
             self._put_attempt(tx, last, AttemptStatus.YIELDED, reason, scope.now)
-            scope.emit(
-                "attempt.yielded", turn_id=submission_id, number=last.number, reason=reason
-            )
+            scope.emit("attempt.yielded", turn_id=submission_id, number=last.number, reason=reason)
             scope.write()
 
         self._store.transact(body)
@@ -535,8 +588,10 @@ class Journal:
                         raise IllegalTransition("tool_task", task.status, "settled turn")
                 tx.put_turn(
                     replace(
-                        turn, status=advance("turn", turn.status, _TURN_OUTCOME[outcome]),
-                        final_text=text, version=turn.version + 1,
+                        turn,
+                        status=advance("turn", turn.status, _TURN_OUTCOME[outcome]),
+                        final_text=text,
+                        version=turn.version + 1,
                     ),
                     expected_version=turn.version,
                 )
@@ -552,7 +607,8 @@ class Journal:
                 data["text"] = text
             if error is not None:
                 data["error"] = {
-                    "code": error.code, "message": error.message,
+                    "code": error.code,
+                    "message": error.message,
                     "unknown_calls": list(error.unknown_calls),
                 }
             scope.emit(f"submission.{outcome}", turn_id=submission_id, **data)
@@ -621,16 +677,24 @@ class Journal:
     ) -> None:
         tx.put_attempt(
             replace(
-                attempt, status=advance("attempt", attempt.status, status), ended_at=now,
-                reason=reason, version=attempt.version + 1,
+                attempt,
+                status=advance("attempt", attempt.status, status),
+                ended_at=now,
+                reason=reason,
+                version=attempt.version + 1,
             ),
             expected_version=attempt.version,
         )
 
     @staticmethod
     def _put_task(
-        tx: Tx, task: ToolTaskRecord, status: ToolTaskStatus, *, now: float,
-        runs: int | None = None, result: str | None = None,
+        tx: Tx,
+        task: ToolTaskRecord,
+        status: ToolTaskStatus,
+        *,
+        now: float,
+        runs: int | None = None,
+        result: str | None = None,
     ) -> ToolTaskRecord:
         changes: dict[str, object] = {"status": status, "updated_at": now}
         if runs is not None:

@@ -33,10 +33,8 @@ __all__ = [
     "Usage",
 ]
 
-_record = dataclass(frozen=True, slots=True, kw_only=True)
 
-
-@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Lease:
     """Who may write a session now. ``token`` is the fencing token: it only ever grows."""
 
@@ -47,7 +45,7 @@ class Lease:
     pid: int | None = None
 
 
-@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SessionRecord:
     id: str
     agent: str
@@ -60,7 +58,7 @@ class SessionRecord:
     version: int = 1
 
 
-@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ErrorInfo:
     """A structured failure a user (and an operator reading the trace) can act on."""
 
@@ -69,7 +67,7 @@ class ErrorInfo:
     unknown_calls: tuple[str, ...] = ()
 
 
-@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SubmissionRecord:
     id: str
     session_id: str
@@ -88,7 +86,7 @@ class SubmissionRecord:
     version: int = 1
 
 
-@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AttemptRecord:
     submission_id: str
     number: int
@@ -100,7 +98,7 @@ class AttemptRecord:
     version: int = 1
 
 
-@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TurnRecord:
     id: str
     session_id: str
@@ -111,7 +109,7 @@ class TurnRecord:
     version: int = 1
 
 
-@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallRequest:
     """One tool call as the model asked for it. ``provider_id`` is echoed back, never trusted."""
 
@@ -120,13 +118,13 @@ class ToolCallRequest:
     provider_id: str | None = None
 
 
-@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
 
 
-@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelCallRecord:
     turn_id: str
     round: int
@@ -137,7 +135,7 @@ class ModelCallRecord:
     created_at: float
 
 
-@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolTaskRecord:
     id: str
     session_id: str
@@ -156,7 +154,7 @@ class ToolTaskRecord:
     version: int = 1
 
 
-@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MessageRecord:
     """A conversation entry. Tool results are not messages: they are read from the tasks."""
 
@@ -169,7 +167,7 @@ class MessageRecord:
     tool_calls: tuple[ToolCallRequest, ...] = ()
 
 
-@_record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EventRecord:
     session_id: str
     seq: int

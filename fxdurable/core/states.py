@@ -14,13 +14,13 @@ from typing import TypeVar
 from fxdurable.errors import IllegalTransition
 
 __all__ = [
+    "TRANSITIONS",
     "AttemptStatus",
     "ModelCallStatus",
     "SessionStatus",
     "SubmissionStatus",
     "ToolTaskStatus",
     "TurnStatus",
-    "TRANSITIONS",
     "advance",
     "is_terminal",
 ]
@@ -120,9 +120,7 @@ TRANSITIONS: Mapping[str, Mapping[StrEnum | None, frozenset[StrEnum]]] = {
         K.PENDING: frozenset({K.RUNNING, K.FAILED, K.CANCELLED, K.REFUSED}),
         # running -> running is a re-execution after a crash (safe, or idempotent with the
         # same execution id); the event log records each one.
-        K.RUNNING: frozenset(
-            {K.RUNNING, K.COMPLETED, K.FAILED, K.CANCELLED, K.OUTCOME_UNKNOWN}
-        ),
+        K.RUNNING: frozenset({K.RUNNING, K.COMPLETED, K.FAILED, K.CANCELLED, K.OUTCOME_UNKNOWN}),
         # A completed *safe* call with reuse=False is run again when a recovered turn
         # re-enters its round, so the model reads the world as it is now.
         K.COMPLETED: frozenset({K.RUNNING}),

@@ -60,9 +60,9 @@ class ReadView(Protocol):
 
     def session_tool_tasks(self, session_id: str) -> Sequence[ToolTaskRecord]: ...
     def messages(self, session_id: str) -> Sequence[MessageRecord]: ...
-    def events(self, session_id: str, after: int = 0, limit: int | None = None) -> Sequence[
-        EventRecord
-    ]:
+    def events(
+        self, session_id: str, after: int = 0, limit: int | None = None
+    ) -> Sequence[EventRecord]:
         """Events with ``seq > after`` in sequence order: ``after`` is the reader's cursor."""
         ...
 

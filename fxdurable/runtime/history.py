@@ -44,7 +44,9 @@ def build_history(
             if is_terminal(task.status):
                 history.append(
                     ChatMessage(
-                        role="tool", text=task.result or "", tool_call_id=call_id(task),
+                        role="tool",
+                        text=task.result or "",
+                        tool_call_id=call_id(task),
                         tool_name=task.tool,
                     )
                 )

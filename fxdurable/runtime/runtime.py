@@ -86,7 +86,9 @@ class Runtime:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
@@ -163,7 +165,9 @@ class Runtime:
                 lease = session.lease
                 live = lease.owner is not None and lease.expires_at > now
                 dead_here = (
-                    live and lease.host is not None and lease.pid is not None
+                    live
+                    and lease.host is not None
+                    and lease.pid is not None
                     and local_process_is_dead(lease.host, lease.pid)
                 )
                 if not live or dead_here:
@@ -212,8 +216,12 @@ class SessionHandle:
     ) -> SubmissionRecord:
         """Admit ``prompt`` durably and wake a worker. Idempotent on ``request_id``."""
         admission = await durable(
-            self._rt.journal.admit, self.id, agent=self.agent, prompt=prompt,
-            request_id=request_id, when_busy=when_busy,
+            self._rt.journal.admit,
+            self.id,
+            agent=self.agent,
+            prompt=prompt,
+            request_id=request_id,
+            when_busy=when_busy,
         )
         await self._rt.queue.enqueue(self.id, reason="submitted")
         return admission.submission
@@ -225,33 +233,42 @@ class SessionHandle:
 
         async def settled() -> SubmissionRecord:
             while True:
-                sub = await durable(self._rt.journal.read, lambda v: v.get_submission(submission_id))
+                sub: SubmissionRecord | None = await durable(
+                    self._rt.journal.read, lambda v: v.get_submission(submission_id)
+                )
                 if sub is None:
-                    raise SubmissionFailed(submission_id, "unknown", {"message": "no such submission"})
+                    raise SubmissionFailed(
+                        submission_id, "unknown", {"message": "no such submission"}
+                    )
                 if sub.status in _SETTLED:
                     return sub
                 await asyncio.sleep(poll_s)
 
         return await asyncio.wait_for(settled(), timeout)
 
-    async def run(self, prompt: str, *, request_id: str | None = None,
-                  timeout: float | None = None) -> str:
+    async def run(
+        self, prompt: str, *, request_id: str | None = None, timeout: float | None = None
+    ) -> str:
         """Submit and wait; return the final answer or raise :class:`SubmissionFailed`."""
-        sub = await self.wait((await self.submit(prompt, request_id=request_id)).id,
-                              timeout=timeout)
+        sub = await self.wait(
+            (await self.submit(prompt, request_id=request_id)).id, timeout=timeout
+        )
         if sub.status != SubmissionStatus.COMPLETED:
-            error = None if sub.error is None else {
-                "code": sub.error.code, "message": sub.error.message,
-                "unknown_calls": list(sub.error.unknown_calls),
-            }
+            error = (
+                None
+                if sub.error is None
+                else {
+                    "code": sub.error.code,
+                    "message": sub.error.message,
+                    "unknown_calls": list(sub.error.unknown_calls),
+                }
+            )
             raise SubmissionFailed(sub.id, sub.status.value, error)
         return sub.result_text or ""
 
     async def events(self, after: int = 0, limit: int | None = None) -> list[EventRecord]:
         """Events after the cursor ``after``; each event's ``seq`` is the next cursor."""
-        return list(
-            await durable(self._rt.journal.read, lambda v: v.events(self.id, after, limit))
-        )
+        return list(await durable(self._rt.journal.read, lambda v: v.events(self.id, after, limit)))
 
     async def history(self) -> list[ChatMessage]:
         return await durable(

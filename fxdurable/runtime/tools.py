@@ -43,9 +43,7 @@ def policy_name(policy: ReplayPolicy) -> str:
         return "idempotent"
     if policy in ("safe", "unsafe"):
         return policy
-    raise ConfigurationError(
-        f"replay must be 'safe', 'unsafe' or Idempotent(), not {policy!r}"
-    )
+    raise ConfigurationError(f"replay must be 'safe', 'unsafe' or Idempotent(), not {policy!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +135,13 @@ def define_tool(
     timeout_s: float = 300.0,
 ) -> Tool:
     return Tool(
-        name=name, description=description, input_model=input_model, execute=execute,
-        replay=replay, reuse=reuse, timeout_s=timeout_s,
+        name=name,
+        description=description,
+        input_model=input_model,
+        execute=execute,
+        replay=replay,
+        reuse=reuse,
+        timeout_s=timeout_s,
     )
 
 
@@ -146,7 +149,10 @@ def define_tool(
 def tool(fn: ToolFn, /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, replay: ReplayPolicy = "safe", reuse: bool = True,
+    *,
+    name: str | None = None,
+    replay: ReplayPolicy = "safe",
+    reuse: bool = True,
     timeout_s: float = 300.0,
 ) -> Callable[[ToolFn], Tool]: ...
 def tool(

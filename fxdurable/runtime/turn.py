@@ -97,7 +97,8 @@ class TurnDriver:
         sub = start.submission
         if sub.interruptions >= self._agent.durability.max_attempts:
             await self._fail(
-                sub.id, "attempts_exhausted",
+                sub.id,
+                "attempts_exhausted",
                 f"interrupted {sub.interruptions} times; the budget is "
                 f"{self._agent.durability.max_attempts} attempts",
             )
@@ -113,7 +114,8 @@ class TurnDriver:
             started = snap.submission.started_at or 0.0
             if self._now() - started > self._agent.durability.timeout_s:
                 await self._fail(
-                    submission_id, "timeout",
+                    submission_id,
+                    "timeout",
                     f"the turn ran past its {self._agent.durability.timeout_s:g}s budget",
                     snap.round_tasks,
                 )
@@ -172,8 +174,13 @@ class TurnDriver:
         crash_point("model.after-finish")
         policies = [self._policy_for(call.name) for call in response.tool_calls]
         await durable(
-            self._journal.record_model_call, self._fence, turn.id, round_=round_,
-            text=response.text, tool_calls=response.tool_calls, policies=policies,
+            self._journal.record_model_call,
+            self._fence,
+            turn.id,
+            round_=round_,
+            text=response.text,
+            tool_calls=response.tool_calls,
+            policies=policies,
             usage=response.usage,
         )
         return True
@@ -210,8 +217,9 @@ class TurnDriver:
         tool = self._agent.tool(task.tool)
         if tool is None:
             known = ", ".join(t.name for t in self._agent.tools) or "none"
-            await self._finish(task, ToolTaskStatus.FAILED, f"unknown tool {task.tool!r}; "
-                               f"available tools: {known}")
+            await self._finish(
+                task, ToolTaskStatus.FAILED, f"unknown tool {task.tool!r}; available tools: {known}"
+            )
             return
         try:
             arguments = tool.parse(task.arguments)
@@ -249,8 +257,10 @@ class TurnDriver:
     async def _refresh_stale_reads(self, submission_id: str) -> None:
         """``reuse=False``: re-run completed safe reads of the round a crash interrupted."""
         snap = await durable(self._journal.read, lambda v: self._snapshot(v, submission_id))
-        if all(t.status != ToolTaskStatus.RUNNING and t.status != ToolTaskStatus.PENDING
-               for t in snap.round_tasks):
+        if all(
+            t.status != ToolTaskStatus.RUNNING and t.status != ToolTaskStatus.PENDING
+            for t in snap.round_tasks
+        ):
             return  # the round finished: the model already read those results
         for task in snap.round_tasks:
             tool = self._agent.tool(task.tool)
@@ -264,7 +274,9 @@ class TurnDriver:
         self, task: ToolTaskRecord, tool: Tool, arguments: pydantic.BaseModel
     ) -> None:
         ctx = ToolContext(
-            execution_id=task.execution_id, session_id=task.session_id, tool_name=tool.name,
+            execution_id=task.execution_id,
+            session_id=task.session_id,
+            tool_name=tool.name,
             attempt=task.runs,
         )
         self._running_tool = asyncio.ensure_future(tool.run(arguments, ctx))
@@ -292,9 +304,7 @@ class TurnDriver:
         """A call stopped mid-flight: safe ones are simply cancelled, others are unknown."""
         if tool.policy == "safe":
             return ToolTaskStatus.CANCELLED, f"{tool.name} {why}"
-        return ToolTaskStatus.OUTCOME_UNKNOWN, f"{tool.name} {why}. " + unknown_message(
-            tool.name
-        )
+        return ToolTaskStatus.OUTCOME_UNKNOWN, f"{tool.name} {why}. " + unknown_message(tool.name)
 
     async def _finish(self, task: ToolTaskRecord, status: ToolTaskStatus, result: str) -> None:
         await durable(self._journal.finish_tool, self._fence, task.id, status, result)
@@ -309,12 +319,13 @@ class TurnDriver:
             if task.policy == "safe":
                 await self._finish(task, ToolTaskStatus.CANCELLED, "cancelled")
             else:
-                await self._finish(
-                    task, ToolTaskStatus.OUTCOME_UNKNOWN, unknown_message(task.tool)
-                )
+                await self._finish(task, ToolTaskStatus.OUTCOME_UNKNOWN, unknown_message(task.tool))
 
     async def _fail(
-        self, submission_id: str, code: str, message: str,
+        self,
+        submission_id: str,
+        code: str,
+        message: str,
         round_tasks: Sequence[ToolTaskRecord] = (),
     ) -> None:
         j = self._journal
@@ -330,7 +341,10 @@ class TurnDriver:
             message += "; outcome unknown for: " + ", ".join(unknown)
         outcome: Outcome = "failed"
         await durable(
-            j.settle, self._fence, submission_id, outcome,
+            j.settle,
+            self._fence,
+            submission_id,
+            outcome,
             error=ErrorInfo(code=code, message=message, unknown_calls=unknown),
         )
         log.warning("submission %s failed: %s", submission_id, message)

@@ -90,7 +90,10 @@ class WakeHandler:
         if session.status != "active":
             return  # at rest: a duplicate or late wake
         fence = await durable(
-            j.claim, session_id, self._identity, ttl_s=self._settings.lease_ttl_s,
+            j.claim,
+            session_id,
+            self._identity,
+            ttl_s=self._settings.lease_ttl_s,
             holder_is_dead=local_process_is_dead,
         )
         if fence is None:
@@ -128,7 +131,11 @@ class WakeHandler:
             if not unsettled:
                 return
             driver = TurnDriver(
-                j, agent, fence, budget, worker=f"{self._identity.host}:{self._identity.pid}",
+                j,
+                agent,
+                fence,
+                budget,
+                worker=f"{self._identity.host}:{self._identity.pid}",
                 clock=self._clock,
             )
             box[:] = [driver]

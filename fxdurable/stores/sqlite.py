@@ -93,16 +93,18 @@ class _SqliteTx:
         return [decode(cls, row[0]) for row in self._conn.execute(sql, args)]
 
     def _put(
-        self, table: str, keys: dict[str, object], extra: dict[str, object], record: object,
-        version: int, expected_version: int | None,
+        self,
+        table: str,
+        keys: dict[str, object],
+        extra: dict[str, object],
+        record: object,
+        version: int,
+        expected_version: int | None,
     ) -> None:
         data = encode(record)
         if expected_version is None:
             cols = {**keys, **extra, "version": version, "data": data}
-            sql = (
-                f"INSERT INTO {table} ({', '.join(cols)}) "
-                f"VALUES ({', '.join('?' for _ in cols)})"
-            )
+            sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
             try:
                 self._conn.execute(sql, tuple(cols.values()))
             except sqlite3.IntegrityError as exc:
@@ -231,25 +233,32 @@ class _SqliteTx:
 
     def put_session(self, record: SessionRecord, *, expected_version: int | None) -> None:
         self._put(
-            "sessions", {"id": record.id}, {"status": record.status.value}, record,
-            record.version, expected_version,
+            "sessions",
+            {"id": record.id},
+            {"status": record.status.value},
+            record,
+            record.version,
+            expected_version,
         )
 
     def put_submission(self, record: SubmissionRecord, *, expected_version: int | None) -> None:
         extra: dict[str, object] = {"status": record.status.value}
         if expected_version is None:
             extra |= {
-                "session_id": record.session_id, "seq": record.seq,
+                "session_id": record.session_id,
+                "seq": record.seq,
                 "request_id": record.request_id,
             }
-        self._put(
-            "submissions", {"id": record.id}, extra, record, record.version, expected_version
-        )
+        self._put("submissions", {"id": record.id}, extra, record, record.version, expected_version)
 
     def put_attempt(self, record: AttemptRecord, *, expected_version: int | None) -> None:
         self._put(
-            "attempts", {"submission_id": record.submission_id, "number": record.number}, {},
-            record, record.version, expected_version,
+            "attempts",
+            {"submission_id": record.submission_id, "number": record.number},
+            {},
+            record,
+            record.version,
+            expected_version,
         )
 
     def put_turn(self, record: TurnRecord, *, expected_version: int | None) -> None:
@@ -259,12 +268,12 @@ class _SqliteTx:
         extra: dict[str, object] = {}
         if expected_version is None:
             extra = {
-                "session_id": record.session_id, "turn_id": record.turn_id,
-                "round": record.round, "idx": record.index,
+                "session_id": record.session_id,
+                "turn_id": record.turn_id,
+                "round": record.round,
+                "idx": record.index,
             }
-        self._put(
-            "tool_tasks", {"id": record.id}, extra, record, record.version, expected_version
-        )
+        self._put("tool_tasks", {"id": record.id}, extra, record, record.version, expected_version)
 
     def insert_model_call(self, record: ModelCallRecord) -> None:
         self._insert("model_calls", {"turn_id": record.turn_id, "round": record.round}, record)
@@ -314,7 +323,9 @@ class SqliteStore:
         if conn is None:
             try:
                 conn = sqlite3.connect(
-                    self.path, isolation_level=None, timeout=self._busy_timeout_ms / 1000,
+                    self.path,
+                    isolation_level=None,
+                    timeout=self._busy_timeout_ms / 1000,
                     check_same_thread=False,
                 )
                 conn.execute("PRAGMA journal_mode=WAL")

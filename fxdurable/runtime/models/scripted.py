@@ -69,7 +69,9 @@ class ScriptedModel:
                 await asyncio.sleep(self._delay_s)
             yield TextDelta(text[start : start + self._chunk_size])
         words = sum(len(m.text.split()) for m in request.messages)
-        usage = Usage(input_tokens=words, output_tokens=len(text.split()) + len(response.tool_calls))
+        usage = Usage(
+            input_tokens=words, output_tokens=len(text.split()) + len(response.tool_calls)
+        )
         yield Finish(ModelResponse(text=text, tool_calls=response.tool_calls, usage=usage))
 
 
