@@ -276,6 +276,9 @@ class SessionHandle:
             lambda v: build_history(v.messages(self.id), v.session_tool_tasks(self.id)),
         )
 
+    async def submission(self, submission_id: str) -> SubmissionRecord | None:
+        return await durable(self._rt.journal.read, lambda v: v.get_submission(submission_id))
+
     async def state(self) -> SessionRecord | None:
         return await durable(self._rt.journal.read, lambda v: v.get_session(self.id))
 

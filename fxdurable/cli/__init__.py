@@ -1,0 +1,1 @@
+"""The ``fxdurable`` command line."""

@@ -1,0 +1,124 @@
+"""``fxdurable demo``: the durable-turn story on the embedded store, in the current directory.
+
+First run: tests, then an unsafe deploy. Crash it with ``--crash-at tool.after-execute:deploy``
+and run it again: the recovered turn says the outcome is unknown, inspects production, and
+does not deploy twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import sys
+from pathlib import Path
+
+from fxdurable.cli.demo_agent import FOLLOW_UP, PROMPT, engineer
+from fxdurable.cli.render import Style, describe
+from fxdurable.core.crash import CRASH_POINTS
+from fxdurable.core.records import SubmissionRecord
+from fxdurable.core.states import SubmissionStatus
+from fxdurable.errors import ConfigurationError
+from fxdurable.runtime.runtime import Runtime, SessionHandle
+from fxdurable.runtime.worker import WorkerSettings
+
+__all__ = ["run_demo"]
+
+SESSION = "engineer"
+_SETTLED = (SubmissionStatus.COMPLETED, SubmissionStatus.FAILED, SubmissionStatus.ABORTED)
+
+
+def validate_crash_spec(spec: str) -> str:
+    point = spec.partition(":")[0]
+    if point not in CRASH_POINTS:
+        raise ConfigurationError(
+            f"unknown crash point {point!r}; choose one of: {', '.join(sorted(CRASH_POINTS))}"
+        )
+    return spec
+
+
+async def _demo(workdir: Path, budget_s: float | None) -> int:
+    style = Style()
+    agent = engineer(workdir)
+    db = workdir / "demo.db"
+    settings = WorkerSettings(lease_ttl_s=10.0, heartbeat_s=2.0, scan_interval_s=1.0)
+    async with Runtime(
+        [agent],
+        store=f"sqlite:///{db.resolve()}",
+        settings=settings,
+        invocation_budget_s=budget_s,
+    ) as rt:
+        rt.install_signal_handlers()
+        session = rt.session(SESSION)
+        journal = rt.journal
+        subs = await asyncio.to_thread(journal.read, lambda v: list(v.submissions(SESSION)))
+        unsettled = [s for s in subs if s.status not in _SETTLED]
+        cursor = 0
+        if unsettled:
+            print(
+                style.yellow(
+                    f"Recovering session '{SESSION}': {len(unsettled)} unfinished turn(s) found "
+                    f"in {db}. Resuming from the last committed step."
+                )
+            )
+            state = await session.state()
+            cursor = (state.next_event_seq - 1) if state else 0
+            targets = unsettled
+        else:
+            prompt = PROMPT if not subs else FOLLOW_UP
+            if subs:
+                print(
+                    style.dim(
+                        "The release story already ran in this directory; sending a follow-up "
+                        f"message. (Remove {workdir} to start over.)"
+                    )
+                )
+            else:
+                print(style.bold(f"fxdurable demo: a durable agent turn, stored in {db}"))
+            state = await session.state()
+            cursor = (state.next_event_seq - 1) if state else 0
+            targets = [await session.submit(prompt, request_id=f"demo-{len(subs) + 1}")]
+        final = await _follow(session, targets, cursor, style)
+    print()
+    for sub in final:
+        if sub.status == SubmissionStatus.COMPLETED:
+            print(style.green(f"Outcome: completed — {sub.result_text}"))
+        else:
+            reason = sub.error.message if sub.error else sub.status.value
+            print(style.red(f"Outcome: {sub.status} — {reason}"))
+    print(
+        style.dim(f"Trace: fxdurable trace {SESSION} --db {db}    Audit: fxdurable check --db {db}")
+    )
+    return 0 if all(s.status == SubmissionStatus.COMPLETED for s in final) else 1
+
+
+async def _follow(
+    session: SessionHandle, targets: list[SubmissionRecord], cursor: int, style: Style
+) -> list[SubmissionRecord]:
+    """Print the session's events as workers record them, until every target settles."""
+    while True:
+        records = [await session.submission(t.id) for t in targets]
+        for event in await session.events(after=cursor):
+            cursor = event.seq
+            line = describe(event, style)
+            if line is not None:
+                print(f"  {line}", flush=True)
+        # Read the outcome before the events: the last events are printed before returning.
+        if all(r is not None and r.status in _SETTLED for r in records):
+            return [r for r in records if r is not None]
+        await asyncio.sleep(0.05)
+
+
+def run_demo(*, crash_at: str | None, directory: str, budget_s: float | None) -> int:
+    if crash_at:
+        os.environ["FXD_CRASH_AT"] = validate_crash_spec(crash_at)
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        # Each line reaches a pipe before a crash point's SIGKILL can cut the story short.
+        sys.stdout.reconfigure(line_buffering=True)
+    workdir = Path(directory)
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        return asyncio.run(_demo(workdir, budget_s))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,127 @@
+"""The demo's agent: a release engineer with a safe test run, an UNSAFE deploy, and a check.
+
+``deploy`` appends one line per deploy to ``deployments.log`` (the outside world);
+``check_deployment`` reads it. The scripted model reacts to what it is told: after an unknown
+deploy it inspects production instead of deploying again.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pydantic
+
+from fxdurable.runtime.agent import Agent
+from fxdurable.runtime.models.base import ModelRequest, ModelResponse
+from fxdurable.runtime.models.scripted import ScriptedModel, call, reply, turn_messages
+from fxdurable.runtime.tools import Tool, ToolContext, define_tool
+
+__all__ = ["FOLLOW_UP", "PROMPT", "RELEASE", "engineer"]
+
+RELEASE = "1.4"
+PROMPT = f"Ship release {RELEASE} to production."
+FOLLOW_UP = f"Is release {RELEASE} live in production?"
+
+
+class NoInput(pydantic.BaseModel):
+    pass
+
+
+class DeployInput(pydantic.BaseModel):
+    version: str = pydantic.Field(description="the release to deploy, e.g. 1.4")
+
+
+def _tools(workdir: Path) -> list[Tool]:
+    log = workdir / "deployments.log"
+
+    def run_tests(_: NoInput, ctx: ToolContext) -> str:
+        time.sleep(0.2)
+        return "128 passed, 0 failed"
+
+    def deploy(inp: DeployInput, ctx: ToolContext) -> str:
+        time.sleep(0.2)
+        with log.open("a") as f:
+            f.write(
+                f"{time.strftime('%Y-%m-%dT%H:%M:%S')} release={inp.version} "
+                f"execution={ctx.execution_id}\n"
+            )
+        return f"release {inp.version} deployed to production"
+
+    def check_deployment(_: NoInput, ctx: ToolContext) -> str:
+        lines = log.read_text().splitlines() if log.exists() else []
+        if not lines:
+            return "production runs release 1.3; no deploy on record"
+        last = lines[-1].split()
+        version = last[1].removeprefix("release=")
+        return (
+            f"production runs release {version} (deployed {last[0]}; "
+            f"{len(lines)} deploy(s) on record)"
+        )
+
+    return [
+        define_tool(
+            "run_tests", description="Run the test suite.", input_model=NoInput, execute=run_tests
+        ),
+        define_tool(
+            "deploy",
+            description="Deploy a release to production.",
+            input_model=DeployInput,
+            execute=deploy,
+            replay="unsafe",
+        ),
+        define_tool(
+            "check_deployment",
+            description="Inspect which release production runs.",
+            input_model=NoInput,
+            execute=check_deployment,
+            reuse=False,
+        ),
+    ]
+
+
+def _policy(request: ModelRequest) -> ModelResponse:
+    turn = turn_messages(request)
+    asked = turn[0].text if turn else ""
+    results = [m for m in turn if m.role == "tool"]
+    last = results[-1] if results else None
+    if asked == FOLLOW_UP or "live" in asked:
+        if last is None:
+            return reply("Let me look at production.", call("check_deployment"))
+        return reply(f"Production says: {last.text}.")
+    if last is None:
+        return reply("I'll run the test suite before shipping.", call("run_tests"))
+    if last.tool_name == "run_tests":
+        return reply(f"Tests pass. Deploying release {RELEASE}.", call("deploy", version=RELEASE))
+    if last.tool_name == "deploy":
+        if "may or may not have completed" in last.text and not last.text.startswith("Refused"):
+            return reply(
+                "The deploy was interrupted and its outcome is unknown. I will inspect "
+                "production before deciding anything.",
+                call("check_deployment"),
+            )
+        if last.text.startswith("Refused"):
+            return reply(
+                "I checked: it is not live. Deploying deliberately.",
+                call("deploy", version=RELEASE),
+            )
+        return reply(f"Release {RELEASE} is live in production.")
+    if last.tool_name == "check_deployment":
+        if f"release {RELEASE}" in last.text:
+            return reply(
+                f"Release {RELEASE} is live in production. The interrupted deploy did "
+                "complete, so I did not deploy again."
+            )
+        return reply(
+            f"Release {RELEASE} is not live yet; deploying it.", call("deploy", version=RELEASE)
+        )
+    return reply("I am not sure what happened; please check the trace.")
+
+
+def engineer(workdir: Path) -> Agent:
+    return Agent(
+        "engineer",
+        ScriptedModel(_policy, name="scripted/release-engineer"),
+        instructions="You are a careful release engineer.",
+        tools=_tools(workdir),
+    )

@@ -1,0 +1,101 @@
+"""The ``fxdurable`` command: demo, trace, check."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from fxdurable import __version__
+from fxdurable.core.store import Store
+from fxdurable.errors import FxDurableError
+from fxdurable.stores import open_store
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fxdurable", description="Durable LLM-agent turns that outlive their processes."
+    )
+    parser.add_argument("--version", action="version", version=f"fxdurable {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="run the durable release-engineer story")
+    demo.add_argument(
+        "--crash-at",
+        metavar="POINT[:TOOL]",
+        help="SIGKILL this process at a named crash point (e.g. tool.after-execute:deploy)",
+    )
+    demo.add_argument("--dir", default=".fxd-demo", help="where demo.db and deployments.log live")
+    demo.add_argument(
+        "--invocation-budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop each invocation after this long and continue in a new one",
+    )
+
+    for name, text in (
+        ("trace", "print a session's timeline, one line per step"),
+        ("check", "audit a store against the crash invariants"),
+    ):
+        cmd = sub.add_parser(name, help=text)
+        if name == "trace":
+            cmd.add_argument("session", help="session id")
+        where = cmd.add_mutually_exclusive_group(required=True)
+        where.add_argument("--db", help="path of a SQLite store file")
+        where.add_argument("--store", help="store URL, e.g. sqlite:///path.db")
+        if name == "check":
+            cmd.add_argument(
+                "--at-rest",
+                action="store_true",
+                help="no worker is running: unsettled work counts as a violation",
+            )
+    return parser
+
+
+def _open_existing(db: str | None, url: str | None) -> Store:
+    if db is not None:
+        path = Path(db)
+        if not path.is_file():
+            raise FxDurableError(f"no store at {db}: the file does not exist")
+        url = f"sqlite:///{path.resolve()}"
+    assert url is not None
+    return open_store(url)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        if args.command == "demo":
+            from fxdurable.cli.demo import run_demo
+
+            return run_demo(
+                crash_at=args.crash_at, directory=args.dir, budget_s=args.invocation_budget
+            )
+        store = _open_existing(args.db, args.store)
+        try:
+            if args.command == "trace":
+                from fxdurable.cli.trace import print_trace
+
+                return print_trace(store, args.session)
+            from fxdurable.cli.check import run_check
+
+            return run_check(store, at_rest=args.at_rest)
+        finally:
+            store.close()
+    except FxDurableError as exc:
+        print(f"fxdurable: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""One line per event, for people: the demo's live output and ``fxdurable trace``."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import TextIO
+
+from fxdurable.core.records import EventRecord
+
+__all__ = ["Style", "describe"]
+
+
+class Style:
+    """ANSI colour only when the stream is a terminal (and NO_COLOR is unset)."""
+
+    def __init__(self, stream: TextIO = sys.stdout) -> None:
+        self.enabled = stream.isatty() and not os.environ.get("NO_COLOR")
+
+    def _wrap(self, code: str, text: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if self.enabled else text
+
+    def dim(self, text: str) -> str:
+        return self._wrap("2", text)
+
+    def bold(self, text: str) -> str:
+        return self._wrap("1", text)
+
+    def green(self, text: str) -> str:
+        return self._wrap("32", text)
+
+    def yellow(self, text: str) -> str:
+        return self._wrap("33", text)
+
+    def red(self, text: str) -> str:
+        return self._wrap("31", text)
+
+    def cyan(self, text: str) -> str:
+        return self._wrap("36", text)
+
+
+def _short(text: object, width: int = 90) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def describe(event: EventRecord, style: Style) -> str | None:
+    """A compact line for ``event``; None for bookkeeping events a person need not see."""
+    d = event.data
+    kind = event.type
+    task = f"r{d.get('round')}.t{d.get('index')}" if "round" in d and "index" in d else ""
+    if kind == "session.created":
+        return style.dim(f"session created for agent {d.get('agent')}")
+    if kind == "submission.admitted":
+        return style.dim(f"submission {d.get('submission')} admitted")
+    if kind == "turn.started":
+        return style.bold(f"you: {_short(d.get('prompt'))}")
+    if kind == "attempt.started":
+        return style.dim(f"attempt {d.get('number')} started on {d.get('worker')}")
+    if kind == "attempt.interrupted":
+        return style.yellow(
+            f"attempt {d.get('number')} was interrupted (its process died); resuming from the "
+            "last committed step"
+        )
+    if kind == "attempt.yielded":
+        return style.dim(f"attempt {d.get('number')} yielded ({d.get('reason')}); continuing")
+    if kind == "model.completed":
+        tools = d.get("tools")
+        tools = tools if isinstance(tools, list) else []
+        calls = f" → {', '.join(str(t) for t in tools)}" if tools else ""
+        return f"model: {_short(d.get('text')) or '(no text)'}{style.cyan(calls)}"
+    if kind == "tool.started":
+        reason = d.get("reason")
+        why = f", {reason}" if reason else ""
+        return style.dim(
+            f"tool {d.get('tool')} {task} running (run {d.get('run')}, {d.get('policy')}{why})"
+        )
+    if kind == "tool.completed":
+        return style.green(f"tool {d.get('tool')} {task} completed: {_short(d.get('result'))}")
+    if kind == "tool.outcome_unknown":
+        return style.yellow(
+            f"tool {d.get('tool')} {task} outcome_unknown: Outcome unknown. "
+            "Operation will NOT be replayed automatically; the model is told to inspect first."
+        )
+    if kind.startswith("tool."):
+        status = kind.split(".", 1)[1]
+        return style.red(f"tool {d.get('tool')} {task} {status}: {_short(d.get('result'))}")
+    if kind == "abort.requested":
+        return style.yellow(f"abort requested for {d.get('submissions')}")
+    if kind == "submission.completed":
+        return style.green(f"turn completed: {_short(d.get('text'))}")
+    if kind in ("submission.failed", "submission.aborted"):
+        error = d.get("error")
+        message = error.get("message") if isinstance(error, dict) else ""
+        return style.red(f"turn {kind.split('.')[1]} {message or ''}".rstrip())
+    return style.dim(kind)
+
+
+def clock_time(at: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(at))

@@ -1,0 +1,273 @@
+"""The crash invariants of DESIGN §5, checked from the store (and a log of external effects).
+
+One checker for every store/queue pair: it reads only through :class:`ReadView`. A crash test
+runs it after every restart-to-rest; ``fxdurable check`` runs it on a production store.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from fxdurable.core.records import EventRecord, SessionRecord, SubmissionRecord
+from fxdurable.core.states import (
+    AttemptStatus,
+    SessionStatus,
+    SubmissionStatus,
+    ToolTaskStatus,
+    TurnStatus,
+)
+from fxdurable.core.store import ReadView
+
+__all__ = ["Effect", "StoreSummary", "Violation", "check_effects", "check_store"]
+
+_SETTLED = {SubmissionStatus.COMPLETED, SubmissionStatus.FAILED, SubmissionStatus.ABORTED}
+_TURN_FOR = {
+    SubmissionStatus.COMPLETED: TurnStatus.COMPLETED,
+    SubmissionStatus.FAILED: TurnStatus.FAILED,
+    SubmissionStatus.ABORTED: TurnStatus.ABORTED,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    code: str
+    session_id: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.code}: session {self.session_id}: {self.detail}"
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSummary:
+    sessions: int
+    submissions: int
+    tool_tasks: int
+    events: int
+    violations: tuple[Violation, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Effect:
+    """One external effect as the outside world saw it (e.g. a line in a deployments log)."""
+
+    tool: str
+    execution_id: str
+
+
+def check_store(view: ReadView, *, now: float, at_rest: bool = False) -> StoreSummary:
+    """Every invariant that the store alone can prove.
+
+    ``at_rest``: the caller knows no worker is running (a crash test after its final run), so
+    any unsettled submission or running task is a violation, not work in progress.
+    """
+    violations: list[Violation] = []
+    n_subs = n_tasks = n_events = 0
+    request_ids: Counter[str] = Counter()
+    for session in view.list_sessions():
+        subs = view.submissions(session.id)
+        events = view.events(session.id)
+        n_subs += len(subs)
+        n_events += len(events)
+        n_tasks += len(view.session_tool_tasks(session.id))
+        request_ids.update(s.request_id for s in subs)
+        violations += _check_events(session, events)
+        violations += _check_submissions(view, session, subs, events, now, at_rest)
+        violations += _check_steps(view, session, subs, events, now, at_rest)
+    for request_id, count in request_ids.items():
+        if count > 1:
+            violations.append(
+                Violation("request-id-reused", "*", f"request {request_id} has {count} submissions")
+            )
+    return StoreSummary(
+        sessions=len(view.list_sessions()),
+        submissions=n_subs,
+        tool_tasks=n_tasks,
+        events=n_events,
+        violations=tuple(violations),
+    )
+
+
+def _lease_live(session: SessionRecord, now: float) -> bool:
+    return session.lease.owner is not None and session.lease.expires_at > now
+
+
+def _check_events(session: SessionRecord, events: Sequence[EventRecord]) -> list[Violation]:
+    out = []
+    seqs = [e.seq for e in events]
+    if seqs != list(range(1, len(seqs) + 1)):
+        missing = sorted(set(range(1, (max(seqs) if seqs else 0) + 1)) - set(seqs))
+        out.append(Violation("event-gap", session.id, f"missing event seqs {missing[:10]}"))
+    if session.next_event_seq != len(seqs) + 1:
+        out.append(
+            Violation(
+                "event-cursor",
+                session.id,
+                f"next_event_seq is {session.next_event_seq} but {len(seqs)} events exist",
+            )
+        )
+    return out
+
+
+def _check_submissions(
+    view: ReadView,
+    session: SessionRecord,
+    subs: Sequence[SubmissionRecord],
+    events: Sequence[EventRecord],
+    now: float,
+    at_rest: bool,
+) -> list[Violation]:
+    out = []
+    settle_events: dict[str, list[str]] = defaultdict(list)
+    for event in events:
+        if event.type in ("submission.completed", "submission.failed", "submission.aborted"):
+            settle_events[str(event.data.get("submission"))].append(event.type.split(".")[1])
+    unsettled = [s for s in subs if s.status not in _SETTLED]
+    for sub in subs:
+        outcomes = settle_events.get(sub.id, [])
+        if sub.status in _SETTLED:
+            if outcomes != [sub.status.value]:
+                out.append(
+                    Violation(
+                        "settled-not-once",
+                        session.id,
+                        f"submission {sub.id} is {sub.status} but settle events say {outcomes}",
+                    )
+                )
+            turn = view.get_turn(sub.id)
+            if turn is not None and turn.status != _TURN_FOR[sub.status]:
+                out.append(
+                    Violation(
+                        "turn-mismatch",
+                        session.id,
+                        f"submission {sub.id} is {sub.status}, its turn {turn.status}",
+                    )
+                )
+        elif outcomes:
+            out.append(Violation("settle-event-unsettled", session.id, f"{sub.id} has {outcomes}"))
+        running = [a for a in view.attempts(sub.id) if a.status == AttemptStatus.RUNNING]
+        if len(running) > 1 or (running and sub.status in _SETTLED):
+            out.append(
+                Violation(
+                    "attempt-running",
+                    session.id,
+                    f"submission {sub.id} ({sub.status}) has {len(running)} running attempts",
+                )
+            )
+    expected = SessionStatus.ACTIVE if unsettled else SessionStatus.IDLE
+    if session.status != expected:
+        out.append(
+            Violation(
+                "session-status",
+                session.id,
+                f"status {session.status} with {len(unsettled)} unsettled submissions",
+            )
+        )
+    if unsettled and at_rest:
+        out.append(
+            Violation(
+                "unsettled-at-rest",
+                session.id,
+                f"{len(unsettled)} submissions never settled: {[s.id for s in unsettled]}",
+            )
+        )
+    return out
+
+
+def _check_steps(
+    view: ReadView,
+    session: SessionRecord,
+    subs: Sequence[SubmissionRecord],
+    events: Sequence[EventRecord],
+    now: float,
+    at_rest: bool,
+) -> list[Violation]:
+    out = []
+    model_events: Counter[tuple[str, int]] = Counter()
+    task_events: dict[str, Counter[str]] = defaultdict(Counter)
+    refreshes: Counter[str] = Counter()
+    for event in events:
+        if event.type == "model.completed" and event.turn_id is not None:
+            model_events[(event.turn_id, int(str(event.data.get("round"))))] += 1
+        elif event.type.startswith("tool."):
+            task_id = str(event.data.get("task"))
+            task_events[task_id][event.type] += 1
+            if event.type == "tool.started" and event.data.get("reason") == "refresh":
+                refreshes[task_id] += 1
+    for sub in subs:
+        calls = view.model_calls(sub.id)
+        for call in calls:
+            if model_events[(sub.id, call.round)] != 1:
+                out.append(
+                    Violation(
+                        "step-recorded-not-once",
+                        session.id,
+                        f"model call {sub.id} round {call.round} has "
+                        f"{model_events[(sub.id, call.round)]} completion events",
+                    )
+                )
+        rounds = {c.round for c in calls}
+        for key, count in model_events.items():
+            if key[0] == sub.id and key[1] not in rounds:
+                out.append(
+                    Violation("step-without-record", session.id, f"model event {key} x{count}")
+                )
+        for task in view.tool_tasks(sub.id):
+            seen = task_events[task.id]
+            if task.status == ToolTaskStatus.RUNNING and (at_rest or not _lease_live(session, now)):
+                out.append(
+                    Violation(
+                        "task-left-running",
+                        session.id,
+                        f"tool task {task.id} ({task.tool}) is running with no live owner",
+                    )
+                )
+            if task.status == ToolTaskStatus.OUTCOME_UNKNOWN and not seen["tool.outcome_unknown"]:
+                out.append(
+                    Violation(
+                        "unknown-without-event",
+                        session.id,
+                        f"tool task {task.id} ({task.tool}) is outcome_unknown with no event",
+                    )
+                )
+            if seen["tool.completed"] > 1 + refreshes[task.id]:
+                out.append(
+                    Violation(
+                        "step-recorded-not-once",
+                        session.id,
+                        f"tool task {task.id} completed {seen['tool.completed']} times",
+                    )
+                )
+    return out
+
+
+def check_effects(view: ReadView, effects: Iterable[Effect]) -> list[Violation]:
+    """Unsafe effects happen at most once per call; idempotent ones once per execution id.
+
+    ``effects`` are what the outside world recorded, each tagged with the execution id the
+    tool was given. Safe effects are reads and may repeat.
+    """
+    counts = Counter((e.tool, e.execution_id) for e in effects)
+    out = []
+    for session in view.list_sessions():
+        for task in view.session_tool_tasks(session.id):
+            n = counts.get((task.tool, task.execution_id), 0)
+            if task.policy in ("unsafe", "idempotent") and n > 1:
+                out.append(
+                    Violation(
+                        f"{task.policy}-effect-repeated",
+                        session.id,
+                        f"{task.tool} ({task.id}) took effect {n} times",
+                    )
+                )
+            if task.status == ToolTaskStatus.COMPLETED and task.policy != "safe" and n != 1:
+                out.append(
+                    Violation(
+                        "effect-missing",
+                        session.id,
+                        f"{task.tool} ({task.id}) completed but took effect {n} times",
+                    )
+                )
+    return out
