@@ -78,7 +78,15 @@ async def _demo(workdir: Path, budget_s: float | None) -> int:
             state = await session.state()
             cursor = (state.next_event_seq - 1) if state else 0
             targets = [await session.submit(prompt, request_id=f"demo-{len(subs) + 1}")]
-        final = await _follow(session, targets, cursor, style)
+        final = await _follow(rt, session, targets, cursor, style)
+    if final is None:
+        print(
+            style.yellow(
+                "\nStopped at a step boundary; nothing is lost. Run `fxdurable demo` again to "
+                "continue the turn."
+            )
+        )
+        return 3
     print()
     for sub in final:
         if sub.status == SubmissionStatus.COMPLETED:
@@ -93,10 +101,16 @@ async def _demo(workdir: Path, budget_s: float | None) -> int:
 
 
 async def _follow(
-    session: SessionHandle, targets: list[SubmissionRecord], cursor: int, style: Style
-) -> list[SubmissionRecord]:
-    """Print the session's events as workers record them, until every target settles."""
+    rt: Runtime,
+    session: SessionHandle,
+    targets: list[SubmissionRecord],
+    cursor: int,
+    style: Style,
+) -> list[SubmissionRecord] | None:
+    """Print the session's events as workers record them, until every target settles
+    (or None when a SIGINT/SIGTERM stopped the runtime first)."""
     while True:
+        stopped = rt.stopped
         records = [await session.submission(t.id) for t in targets]
         for event in await session.events(after=cursor):
             cursor = event.seq
@@ -106,6 +120,8 @@ async def _follow(
         # Read the outcome before the events: the last events are printed before returning.
         if all(r is not None and r.status in _SETTLED for r in records):
             return [r for r in records if r is not None]
+        if stopped:
+            return None
         await asyncio.sleep(0.05)
 
 

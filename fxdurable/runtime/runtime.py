@@ -107,6 +107,11 @@ class Runtime:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop, sig.name)
 
+    @property
+    def stopped(self) -> bool:
+        """A stop was requested and every session in flight has reached a boundary."""
+        return self._stopping and not self._in_flight
+
     def request_stop(self, reason: str = "shutdown") -> None:
         self._stopping = True
         for budget in list(self._budgets):
