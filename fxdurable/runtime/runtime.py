@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 from collections.abc import Sequence
 from types import TracebackType
@@ -34,13 +35,15 @@ __all__ = ["Runtime", "SessionHandle"]
 
 log = logging.getLogger("fxdurable.runtime")
 
+DEFAULT_STORE = "sqlite:///.fxd/fxd.db"
 _SETTLED = (SubmissionStatus.COMPLETED, SubmissionStatus.FAILED, SubmissionStatus.ABORTED)
 
 
 class Runtime:
     """Run agents durably in this process. Use as ``async with Runtime(...) as rt:``.
 
-    ``store`` is a URL (``sqlite:///.fxd/fxd.db`` by default) or a store object.
+    ``store`` is a URL or a store object; by default ``$FXD_STORE``, else
+    ``sqlite:///.fxd/fxd.db``.
     ``invocation_budget_s`` bounds each wake (continuations carry the rest), ``concurrency``
     is how many sessions run at once.
     """
@@ -49,7 +52,7 @@ class Runtime:
         self,
         agents: Sequence[Agent],
         *,
-        store: str | Store = "sqlite:///.fxd/fxd.db",
+        store: str | Store | None = None,
         settings: WorkerSettings | None = None,
         invocation_budget_s: float | None = None,
         concurrency: int = 4,
@@ -62,6 +65,8 @@ class Runtime:
         self.agents = {a.name: a for a in agents}
         if len(self.agents) != len(agents):
             raise ConfigurationError("agent names must be unique")
+        if store is None:
+            store = os.environ.get("FXD_STORE") or DEFAULT_STORE
         self._store = open_store(store) if isinstance(store, str) else store
         self._owns_store = isinstance(store, str)
         self._clock = clock or SystemClock()
