@@ -112,6 +112,8 @@ class WakeHandler:
             log.warning("%s", exc)
             return
         except asyncio.CancelledError:
+            if beat.done() and not beat.cancelled() and beat.result():
+                return  # fenced out: the heartbeat found the lease taken over
             # Torn down mid-step (a hard shutdown): keep the lease; it expires and the work
             # is recovered like a crash.
             raise
@@ -143,7 +145,9 @@ class WakeHandler:
 
     async def _heartbeat(
         self, fence: Fence, work: asyncio.Future[None], box: list[TurnDriver]
-    ) -> None:
+    ) -> bool:
+        """Extend the lease until cancelled; returns True if the lease was lost (and the
+        work cancelled: it may not write any more, fencing would refuse it anyway)."""
         j = self._journal
         while True:
             await asyncio.sleep(self._settings.heartbeat_s)
@@ -152,7 +156,7 @@ class WakeHandler:
             except LeaseLostError:
                 log.warning("lease on %s lost; stopping this worker's run", fence.session_id)
                 work.cancel()
-                return
+                return True
             unsettled = await durable(j.read, lambda v: v.unsettled_submissions(fence.session_id))
             if box and unsettled and unsettled[0].abort_requested:
                 box[0].abort_requested()
