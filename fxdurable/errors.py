@@ -79,7 +79,7 @@ class AgentBusyError(AdmissionError):
 
 
 class RequestConflictError(AdmissionError):
-    """A request id was reused for a different session."""
+    """A request id was reused for a different session or prompt. Nothing was written."""
 
 
 class StoreError(FxDurableError):

@@ -38,6 +38,12 @@ def _target() -> tuple[str, str | None] | None:
     if not spec:
         return None
     point, _, tool = spec.partition(":")
+    if point not in CRASH_POINTS:
+        # A typo must not make a crash test silently run to completion.
+        raise ValueError(
+            f"FXD_CRASH_AT names unknown crash point {point!r}; known: "
+            + ", ".join(sorted(CRASH_POINTS))
+        )
     return point, tool or None
 
 

@@ -56,6 +56,7 @@ from fxdurable.errors import (
 __all__ = ["Admission", "AttemptStart", "Fence", "Journal", "Outcome", "WorkerIdentity"]
 
 T = TypeVar("T")
+_R = TypeVar("_R", SubmissionRecord, TurnRecord, ToolTaskRecord)
 
 Outcome = Literal["completed", "failed", "aborted"]
 _SUBMISSION_OUTCOME = {
@@ -206,10 +207,11 @@ class Journal:
         def body(tx: Tx) -> Admission:
             existing = tx.get_submission_by_request(request)
             if existing is not None:
-                if existing.session_id != session_id:
+                if existing.session_id != session_id or existing.prompt != prompt:
                     raise RequestConflictError(
-                        f"request id {request!r} was already used for session "
-                        f"{existing.session_id!r}"
+                        f"request id {request!r} was already used for another submission "
+                        f"(session {existing.session_id!r}); a retry must repeat the same "
+                        "session and prompt, new work needs a new request id"
                     )
                 return Admission(existing, created=False)
             now = self._clock.now()
@@ -370,7 +372,11 @@ class Journal:
         def body(tx: Tx) -> AttemptStart:
             session = self._fenced(tx, fence)
             scope = _SessionScope(tx, session, self._clock.now())
-            sub = self._submission(tx, submission_id)
+            sub = self._owned(fence, self._submission(tx, submission_id))
+            first = tx.unsettled_submissions(fence.session_id)
+            if not first or first[0].id != sub.id:
+                # Per-session order (DESIGN §3.2): only the oldest unsettled submission runs.
+                raise IllegalTransition("submission", sub.status, "running out of order")
             recovered = False
             previous = tx.attempts(submission_id)
             if previous and previous[-1].status == AttemptStatus.RUNNING:
@@ -409,6 +415,7 @@ class Journal:
             tx.put_attempt(attempt, expected_version=None)
             sub = replace(sub, attempts=attempt.number)
             self._put_submission(tx, sub)
+            sub = replace(sub, version=sub.version + 1)
             scope.emit("attempt.started", turn_id=turn.id, number=attempt.number, worker=worker)
             scope.write()
             return AttemptStart(submission=sub, turn=turn, attempt=attempt, recovered=recovered)
@@ -433,9 +440,7 @@ class Journal:
         def body(tx: Tx) -> list[ToolTaskRecord]:
             session = self._fenced(tx, fence)
             scope = _SessionScope(tx, session, self._clock.now())
-            turn = self._turn(tx, turn_id)
-            if turn.status != TurnStatus.RUNNING:
-                raise IllegalTransition("turn", turn.status, "model call")
+            turn = self._running_turn(tx, fence, turn_id)
             if round_ != turn.rounds:
                 raise IllegalTransition("model_call", f"round {turn.rounds}", f"round {round_}")
             calls = tuple(tool_calls)
@@ -496,7 +501,15 @@ class Journal:
         def body(tx: Tx) -> ToolTaskRecord:
             session = self._fenced(tx, fence)
             scope = _SessionScope(tx, session, self._clock.now())
-            task = self._task(tx, task_id)
+            task = self._owned(fence, self._task(tx, task_id))
+            self._running_turn(tx, fence, task.turn_id)
+            if task.status == ToolTaskStatus.RUNNING and task.policy == "unsafe":
+                # Unknown means unknown: an interrupted unsafe call is never re-executed.
+                raise IllegalTransition("tool_task", task.status, "re-run of an unsafe call")
+            if task.status == ToolTaskStatus.COMPLETED and task.policy != "safe":
+                raise IllegalTransition(
+                    "tool_task", task.status, f"refresh of a {task.policy} call"
+                )
             status = advance("tool_task", task.status, ToolTaskStatus.RUNNING)
             updated = self._put_task(tx, task, status, runs=task.runs + 1, now=scope.now)
             scope.emit(
@@ -524,7 +537,8 @@ class Journal:
         def body(tx: Tx) -> ToolTaskRecord:
             session = self._fenced(tx, fence)
             scope = _SessionScope(tx, session, self._clock.now())
-            task = self._task(tx, task_id)
+            task = self._owned(fence, self._task(tx, task_id))
+            self._running_turn(tx, fence, task.turn_id)
             target = advance("tool_task", task.status, status)
             if not is_terminal(target):
                 raise IllegalTransition("tool_task", task.status, target)
@@ -549,6 +563,7 @@ class Journal:
         def body(tx: Tx) -> None:
             session = self._fenced(tx, fence)
             scope = _SessionScope(tx, session, self._clock.now())
+            self._owned(fence, self._submission(tx, submission_id))
             last = self._running_attempt(tx, submission_id)
             self._put_attempt(tx, last, AttemptStatus.YIELDED, reason, scope.now)
             scope.emit("attempt.yielded", turn_id=submission_id, number=last.number, reason=reason)
@@ -575,7 +590,7 @@ class Journal:
         def body(tx: Tx) -> SubmissionRecord:
             session = self._fenced(tx, fence)
             scope = _SessionScope(tx, session, self._clock.now())
-            sub = self._submission(tx, submission_id)
+            sub = self._owned(fence, self._submission(tx, submission_id))
             target = advance("submission", sub.status, _SUBMISSION_OUTCOME[outcome])
             turn = tx.get_turn(submission_id)
             if turn is not None:
@@ -637,6 +652,22 @@ class Journal:
                 f"is stale; current {session.lease.token}); this worker may not write"
             )
         return session
+
+    @staticmethod
+    def _owned(fence: Fence, record: _R) -> _R:
+        """A fence covers its own session only: records of other sessions are refused."""
+        if record.session_id != fence.session_id:
+            raise LeaseLostError(
+                f"the lease on session {fence.session_id!r} does not cover a record of "
+                f"session {record.session_id!r}"
+            )
+        return record
+
+    def _running_turn(self, tx: ReadView, fence: Fence, turn_id: str) -> TurnRecord:
+        turn = self._owned(fence, self._turn(tx, turn_id))
+        if turn.status != TurnStatus.RUNNING:
+            raise IllegalTransition("turn", turn.status, "a step of a settled turn")
+        return turn
 
     @staticmethod
     def _submission(tx: ReadView, submission_id: str) -> SubmissionRecord:

@@ -131,8 +131,11 @@ TRANSITIONS: Mapping[str, Mapping[StrEnum | None, frozenset[StrEnum]]] = {
     },
 }
 
-_TERMINAL: frozenset[StrEnum] = frozenset(
-    {
+# Keyed by (enum class, value): StrEnum members of different machines compare equal as
+# strings ("completed"), and must not be confused.
+_TERMINAL: frozenset[tuple[type[StrEnum], str]] = frozenset(
+    (type(status), status.value)
+    for status in (
         Sub.COMPLETED,
         Sub.FAILED,
         Sub.ABORTED,
@@ -147,14 +150,27 @@ _TERMINAL: frozenset[StrEnum] = frozenset(
         K.CANCELLED,
         K.OUTCOME_UNKNOWN,
         K.REFUSED,
-    }
+        M.COMPLETED,
+        M.FAILED,
+    )
 )
+_ENUMS: Mapping[str, type[StrEnum]] = {
+    "session": SessionStatus,
+    "submission": SubmissionStatus,
+    "attempt": AttemptStatus,
+    "turn": TurnStatus,
+    "model_call": ModelCallStatus,
+    "tool_task": ToolTaskStatus,
+}
 
 E = TypeVar("E", bound=StrEnum)
 
 
 def advance(machine: str, current: StrEnum | None, target: E) -> E:
     """Return ``target`` if ``machine`` allows ``current -> target``; raise otherwise."""
+    enum = _ENUMS[machine]
+    if not isinstance(target, enum) or not (current is None or isinstance(current, enum)):
+        raise IllegalTransition(machine, current, target)
     allowed = TRANSITIONS[machine].get(current)
     if allowed is None or target not in allowed:
         raise IllegalTransition(machine, current, target)
@@ -163,4 +179,4 @@ def advance(machine: str, current: StrEnum | None, target: E) -> E:
 
 def is_terminal(status: StrEnum) -> bool:
     """A settled status: nothing recorded in it is ever re-done (reuse=False aside)."""
-    return status in _TERMINAL
+    return (type(status), status.value) in _TERMINAL

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, unquote, urlparse
 
 from fxdurable.core.recordcodec import decode, encode
 from fxdurable.core.records import (
@@ -294,13 +294,20 @@ class SqliteStore:
 
     def __init__(self, url: str) -> None:
         parsed = urlparse(url)
-        if parsed.scheme != "sqlite" or not parsed.path or parsed.path == "/":
+        if (
+            parsed.scheme != "sqlite"
+            or parsed.netloc
+            or not parsed.path
+            or parsed.path == "/"
+            or ":memory:" in parsed.path
+        ):
             raise ConfigurationError(
                 f"not a SQLite URL: {url!r} (expected sqlite:///relative.db or "
-                "sqlite:////absolute/path.db)"
+                "sqlite:////absolute/path.db; no host, and no :memory:, which each thread "
+                "would see as a different empty database)"
             )
         self.url = url
-        options = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
+        options = {k: v[-1] for k, v in parse_qs(parsed.query, keep_blank_values=True).items()}
         self._synchronous = options.pop("synchronous", "FULL").upper()
         if self._synchronous not in ("FULL", "NORMAL", "EXTRA"):
             raise ConfigurationError(f"synchronous must be FULL, NORMAL or EXTRA in {url!r}")
@@ -311,7 +318,7 @@ class SqliteStore:
         if options:
             raise ConfigurationError(f"unknown SQLite URL options {sorted(options)} in {url!r}")
         # sqlite:///x.db -> "x.db" (relative); sqlite:////abs/x.db -> "/abs/x.db"
-        self.path = Path(parsed.path[1:])
+        self.path = Path(unquote(parsed.path[1:]))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
