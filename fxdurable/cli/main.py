@@ -60,12 +60,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _open_existing(db: str | None, url: str | None) -> Store:
     if db is not None:
-        path = Path(db)
-        if not path.is_file():
-            raise FxDurableError(f"no store at {db}: the file does not exist")
-        url = f"sqlite:///{path.resolve()}"
+        url = f"sqlite:///{Path(db).resolve()}"
     assert url is not None
-    return open_store(url)
+    return open_store(url, create=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

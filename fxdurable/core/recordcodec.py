@@ -13,7 +13,8 @@ import functools
 import json
 import types
 import typing
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeAlias, TypeVar, cast
 
 from fxdurable.core.codec import JsonObject, JsonValue
 
@@ -22,20 +23,11 @@ __all__ = ["decode", "encode"]
 R = TypeVar("R")
 
 
-def _plain(value: object) -> object:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+Convert: TypeAlias = Callable[[Any], Any]
+
+
+def _identity(value: Any) -> Any:
     return value
-
-
-def encode(record: object) -> str:
-    return json.dumps(_plain(record), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 @functools.cache
@@ -44,25 +36,83 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls, localns={"JsonValue": JsonValue, "JsonObject": JsonObject})
 
 
-def _build(tp: Any, value: Any) -> Any:
-    if value is None:
-        return None
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
+def _optional_inner(tp: Any) -> Any:
+    """``X | None`` -> ``X``; anything else unchanged."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _build(args[0], value) if len(args) == 1 else value
-    if origin is tuple:
-        (item, *_rest) = typing.get_args(tp)
-        return tuple(_build(item, v) for v in value)
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        hints = _hints(tp)
-        names = {f.name for f in dataclasses.fields(tp)}
-        return tp(**{k: _build(hints[k], v) for k, v in value.items() if k in names})
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return tp(value)
-    return value
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+def _is_record(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+# Converters are compiled once per type (records are encoded and decoded on every step, so
+# walking type hints per value would dominate a step's CPU).
+
+
+@functools.cache
+def _encoder(tp: Any) -> Convert | None:
+    """None when values of ``tp`` are already JSON-ready (StrEnums are ``str``)."""
+    tp = _optional_inner(tp)
+    if _is_record(tp):
+        fields = [(f.name, _encoder(_hints(tp)[f.name])) for f in dataclasses.fields(tp)]
+
+        def encode_record(value: Any) -> Any:
+            if value is None:
+                return None
+            return {
+                name: (conv(getattr(value, name)) if conv else getattr(value, name))
+                for name, conv in fields
+            }
+
+        return encode_record
+    if typing.get_origin(tp) is tuple:
+        item = _encoder(typing.get_args(tp)[0])
+        if item is not None:
+            return lambda value: None if value is None else [item(v) for v in value]
+    return None
+
+
+@functools.cache
+def _decoder(tp: Any) -> Convert | None:
+    """None when the decoded JSON value is already the field's value."""
+    inner = _optional_inner(tp)
+    if _is_record(inner):
+        hints = _hints(inner)
+        fields = {f.name: _decoder(hints[f.name]) for f in dataclasses.fields(inner)}
+        cls = inner
+
+        def decode_record(value: Any) -> Any:
+            if value is None:
+                return None
+            # Unknown keys (a newer writer) are ignored; missing ones take their defaults.
+            kwargs = {}
+            for key, item in value.items():
+                if key in fields:
+                    conv = fields[key]
+                    kwargs[key] = item if conv is None or item is None else conv(item)
+            return cls(**kwargs)
+
+        return decode_record
+    if typing.get_origin(inner) is tuple:
+        item = _decoder(typing.get_args(inner)[0]) or _identity
+        return lambda value: None if value is None else tuple(item(v) for v in value)
+    if isinstance(inner, type) and issubclass(inner, enum.Enum):
+        return inner
+    return None
+
+
+def encode(record: object) -> str:
+    conv = _encoder(cast(Any, type(record)))
+    plain = conv(record) if conv is not None else record
+    return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def decode(cls: type[R], text: str | bytes) -> R:
-    result: R = _build(cls, json.loads(text))
+    conv = _decoder(cast(Any, cls))
+    value = json.loads(text)
+    result: R = conv(value) if conv is not None else value
     return result

@@ -94,7 +94,7 @@ def is_blind_repeat(task: ToolTaskRecord, history: Sequence[ToolTaskRecord]) -> 
     """True if ``task`` repeats an unknown call (same tool, same input) not yet refused once.
 
     The first repeat after an ``outcome_unknown`` is refused; a deliberate second repeat runs.
-    ``history`` is the session's tool tasks in the order they were created.
+    ``history`` is the turn's tool tasks in position order (round, index).
     """
     key = (task.tool, canonical_arguments(task.arguments))
     refused_since_unknown: bool | None = None  # None: no unknown call with this key yet

@@ -226,8 +226,10 @@ class TurnDriver:
         except ToolInputError as exc:
             await self._finish(task, ToolTaskStatus.FAILED, str(exc))
             return
-        history = await durable(j.read, lambda view: view.session_tool_tasks(task.session_id))
-        if is_blind_repeat(task, history):
+        # The turn's own calls only: the model was told of the unknown outcome in this turn,
+        # and reading the session's whole history here would make a step cost grow with it.
+        earlier = await durable(j.read, lambda view: view.tool_tasks(task.turn_id))
+        if is_blind_repeat(task, earlier):
             await self._finish(task, ToolTaskStatus.REFUSED, refusal_message(task.tool))
             return
         if self._agent.before_tool is not None:

@@ -8,13 +8,17 @@ from fxdurable.errors import ConfigurationError
 __all__ = ["open_store"]
 
 
-def open_store(url: str) -> Store:
-    """Open the store a URL names: ``sqlite:///path.db`` (the embedded default)."""
+def open_store(url: str, *, create: bool = True) -> Store:
+    """Open the store a URL names: ``sqlite:///path.db`` (the embedded default).
+
+    ``create=False`` is for read-only tools: a missing or foreign store is an error, and
+    nothing (not even the schema) is written.
+    """
     scheme = url.split(":", 1)[0]
     if scheme == "sqlite":
         from fxdurable.stores.sqlite import SqliteStore
 
-        return SqliteStore(url)
+        return SqliteStore(url, create=create)
     if scheme in ("redis", "rediss", "dynamodb"):
         raise ConfigurationError(
             f"the {scheme} store is not available in this version of fxdurable; "

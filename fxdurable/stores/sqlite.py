@@ -292,7 +292,7 @@ class SqliteStore:
     10000: how long a writer waits for another process's transaction).
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, create: bool = True) -> None:
         parsed = urlparse(url)
         if (
             parsed.scheme != "sqlite"
@@ -319,11 +319,17 @@ class SqliteStore:
             raise ConfigurationError(f"unknown SQLite URL options {sorted(options)} in {url!r}")
         # sqlite:///x.db -> "x.db" (relative); sqlite:////abs/x.db -> "/abs/x.db"
         self.path = Path(unquote(parsed.path[1:]))
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not create and not self.path.is_file():
+            raise StoreError(f"no fxdurable store at {self.path}: the file does not exist")
+        if create:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self._migrate()
+        if create:
+            self._migrate()
+        else:
+            self._check_schema()
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -344,6 +350,19 @@ class SqliteStore:
             with self._lock:
                 self._connections.append(conn)
         return conn
+
+    def _check_schema(self) -> None:
+        """For read-only tools (trace, check): never write to a file we were pointed at."""
+        conn = self._conn()
+        try:
+            row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path} is not an fxdurable store ({exc})") from exc
+        if row[0] != len(_MIGRATIONS):
+            raise StoreError(
+                f"{self.path} has fxdurable schema version {row[0]}, this fxdurable reads "
+                f"version {len(_MIGRATIONS)}: open it with a matching fxdurable"
+            )
 
     def _migrate(self) -> None:
         conn = self._conn()

@@ -1,0 +1,192 @@
+"""The ``fxdurable`` command as a user runs it: real subprocesses in scratch directories.
+
+Every command runs with stdout and stderr piped (not a TTY), which is also how the tests check
+that no ANSI colour codes leak into logs and pipes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from fxdurable import __version__
+from fxdurable.core.crash import CRASH_POINTS
+
+ANSI = re.compile(r"\x1b\[")
+VIOLATION = re.compile(r"^[a-z-]+: session \S+: .+$")
+
+
+def fxd(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("FXD_CRASH_AT", "NO_COLOR")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "fxdurable", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr)):
+        assert not ANSI.search(stream), f"ANSI escape in {name} of a non-TTY run:\n{stream!r}"
+    return proc
+
+
+def explain(proc: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One clean demo run, shared read-only: tests that change it work on a copy."""
+    cwd = tmp_path_factory.mktemp("demo")
+    proc = fxd("demo", "--dir", "d", cwd=cwd)
+    assert proc.returncode == 0, explain(proc)
+    return cwd / "d"
+
+
+@pytest.fixture
+def demo_copy(demo_dir: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "d"
+    shutil.copytree(demo_dir, copy)
+    return copy
+
+
+def test_version(tmp_path: Path) -> None:
+    proc = fxd("--version", cwd=tmp_path)
+    assert proc.returncode == 0, explain(proc)
+    assert proc.stdout.strip() == f"fxdurable {__version__}"
+
+
+def test_demo_clean_run_completes(tmp_path: Path) -> None:
+    proc = fxd("demo", "--dir", "d", cwd=tmp_path)
+    assert proc.returncode == 0, explain(proc)
+    assert "Outcome: completed" in proc.stdout, explain(proc)
+    assert "tool deploy r1.t0 completed" in proc.stdout, explain(proc)
+    assert (tmp_path / "d" / "demo.db").is_file()
+    deploys = (tmp_path / "d" / "deployments.log").read_text().splitlines()
+    assert len(deploys) == 1, deploys
+
+
+def test_second_demo_sends_the_follow_up(demo_copy: Path) -> None:
+    proc = fxd("demo", "--dir", str(demo_copy), cwd=demo_copy.parent)
+    assert proc.returncode == 0, explain(proc)
+    assert "sending a follow-up message" in proc.stdout, explain(proc)
+    assert "you: Is release 1.4 live in production?" in proc.stdout, explain(proc)
+    assert "check_deployment" in proc.stdout, explain(proc)
+    assert "Outcome: completed" in proc.stdout, explain(proc)
+    assert "Ship release" not in proc.stdout, "the first story ran again:\n" + proc.stdout
+    # The follow-up only looks at production: still exactly one deploy on record.
+    assert len((demo_copy / "deployments.log").read_text().splitlines()) == 1
+    check = fxd("check", "--db", str(demo_copy / "demo.db"), "--at-rest", cwd=demo_copy.parent)
+    assert check.returncode == 0, explain(check)
+    assert check.stdout.startswith("ok: 1 sessions, 2 submissions, 3 tool tasks"), explain(check)
+
+
+def test_demo_rejects_an_unknown_crash_point(tmp_path: Path) -> None:
+    proc = fxd("demo", "--crash-at", "not.a.point", "--dir", "d", cwd=tmp_path)
+    assert proc.returncode == 2, explain(proc)
+    assert "unknown crash point 'not.a.point'" in proc.stderr, explain(proc)
+    for point in CRASH_POINTS:
+        assert point in proc.stderr, f"valid point {point} not listed:\n{proc.stderr}"
+    assert "Traceback" not in proc.stderr, explain(proc)
+    assert not (tmp_path / "d").exists(), "a refused demo still created its directory"
+
+
+def test_trace_prints_the_timeline(demo_dir: Path, tmp_path: Path) -> None:
+    proc = fxd("trace", "engineer", "--db", str(demo_dir / "demo.db"), cwd=tmp_path)
+    assert proc.returncode == 0, explain(proc)
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("session engineer  agent=engineer status=idle lease=free")
+    assert any("tool deploy r1.t0 completed" in line for line in lines), explain(proc)
+    assert re.search(r"^submission \S+: completed after 1 attempt\(s\)", proc.stdout, re.M)
+
+
+def test_trace_unknown_session_exits_2(demo_dir: Path, tmp_path: Path) -> None:
+    proc = fxd("trace", "nobody", "--db", str(demo_dir / "demo.db"), cwd=tmp_path)
+    assert proc.returncode == 2, explain(proc)
+    assert "no session 'nobody'" in proc.stderr, explain(proc)
+    assert "engineer" in proc.stderr, "the message should name the sessions that exist"
+    assert proc.stdout == "", explain(proc)
+
+
+@pytest.mark.parametrize("command", [["trace", "engineer"], ["check"]])
+def test_missing_db_exits_2_and_creates_nothing(command: list[str], tmp_path: Path) -> None:
+    proc = fxd(*command, "--db", "missing.db", cwd=tmp_path)
+    assert proc.returncode == 2, explain(proc)
+    assert "no fxdurable store at" in proc.stderr and "missing.db" in proc.stderr, explain(proc)
+    assert "Traceback" not in proc.stderr, explain(proc)
+    assert list(tmp_path.iterdir()) == [], "a read-only command created files"
+
+
+def test_missing_store_url_is_refused_too(tmp_path: Path) -> None:
+    proc = fxd("check", "--store", "sqlite:///typo.db", cwd=tmp_path)
+    assert proc.returncode == 2, explain(proc)
+    assert list(tmp_path.iterdir()) == [], "a read-only command created files"
+
+
+def test_check_on_a_foreign_sqlite_file_writes_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "other-app.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY)")
+    conn.close()
+    proc = fxd("check", "--db", str(db), cwd=tmp_path)
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    conn.close()
+    tables = [name for (name,) in rows]
+    assert tables == ["invoices"], f"a read-only command changed another app's database: {tables}"
+    assert proc.returncode == 2, explain(proc)
+
+
+def test_check_healthy_db(demo_dir: Path, tmp_path: Path) -> None:
+    proc = fxd("check", "--db", str(demo_dir / "demo.db"), cwd=tmp_path)
+    assert proc.returncode == 0, explain(proc)
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1, explain(proc)
+    assert lines[0] == (
+        "ok: 1 sessions, 1 submissions, 2 tool tasks, 12 events; every invariant holds"
+    ), explain(proc)
+
+
+def _delete_an_event(db: Path) -> set[str]:
+    with sqlite3.connect(db) as conn:
+        # A bookkeeping event: only the sequence itself can notice it is gone.
+        deleted = conn.execute(
+            "DELETE FROM events WHERE json_extract(data, '$.type') = 'attempt.started'"
+        ).rowcount
+    assert deleted == 1
+    return {"event-gap", "event-cursor"}
+
+
+def _task_back_to_running(db: Path) -> set[str]:
+    with sqlite3.connect(db) as conn:
+        changed = conn.execute(
+            "UPDATE tool_tasks SET data = json_set(data, '$.status', 'running') "
+            "WHERE json_extract(data, '$.tool') = 'deploy'"
+        ).rowcount
+    assert changed == 1
+    return {"task-left-running"}
+
+
+@pytest.mark.parametrize("tamper", [_delete_an_event, _task_back_to_running])
+def test_check_tampered_db_lists_each_violation(
+    tamper: Callable[[Path], set[str]], demo_copy: Path
+) -> None:
+    db = demo_copy / "demo.db"
+    expected = tamper(db)
+    proc = fxd("check", "--db", str(db), cwd=demo_copy.parent)
+    assert proc.returncode == 1, explain(proc)
+    *violations, summary = proc.stdout.splitlines()
+    assert summary == f"{len(violations)} invariant violation(s) in sqlite:///{db.resolve()}"
+    for line in violations:
+        assert VIOLATION.match(line), f"not one violation per line: {line!r}"
+    assert {line.split(":", 1)[0] for line in violations} == expected, explain(proc)
+    assert len(violations) == len(expected), explain(proc)
