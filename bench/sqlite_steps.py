@@ -291,8 +291,9 @@ def measure_growth(
     builder, build_store = open_journal(sqlite_url(path, "NORMAL"))
     long = SessionDriver(builder, "long")
     long.grow(events)
+    built = long.events()
     build_store.close()
-    on_progress(f"built a {long.events():,}-event session")
+    on_progress(f"built a {built:,}-event session")
 
     journal, store = open_journal(sqlite_url(path))
     long.journal = journal

@@ -17,9 +17,14 @@ class InvocationBudget:
         self._ends_at = None if deadline_s is None else time.monotonic() + deadline_s
         self._margin_s = margin_s
         self._stop_reason: str | None = None
+        self._progressed = False
 
     def request_stop(self, reason: str = "shutdown") -> None:
         self._stop_reason = self._stop_reason or reason
+
+    def record_progress(self) -> None:
+        """A step is about to run in this invocation: the deadline may stop us from now on."""
+        self._progressed = True
 
     def remaining(self) -> float | None:
         return None if self._ends_at is None else self._ends_at - time.monotonic()
@@ -29,6 +34,8 @@ class InvocationBudget:
         if self._stop_reason is not None:
             return self._stop_reason
         remaining = self.remaining()
-        if remaining is not None and remaining <= self._margin_s:
+        # Every invocation takes at least one step before its deadline may stop it: otherwise
+        # a budget smaller than claim + resume would yield forever without progress.
+        if self._progressed and remaining is not None and remaining <= self._margin_s:
             return "deadline"
         return None

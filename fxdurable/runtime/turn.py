@@ -92,25 +92,36 @@ class TurnDriver:
 
     async def run(self, submission_id: str) -> None:
         j = self._journal
+        queued = await durable(j.read, lambda view: view.get_submission(submission_id))
+        if queued is not None and queued.status == "queued" and queued.abort_requested:
+            # Aborted before it ever ran: it settles without a turn, so its prompt never
+            # enters the conversation later turns are shown.
+            await durable(j.settle, self._fence, submission_id, "aborted")
+            return
         start = await durable(j.begin_attempt, self._fence, submission_id, worker=self._worker)
         self._attempt = start.attempt.number
-        sub = start.submission
-        if sub.interruptions >= self._agent.durability.max_attempts:
-            await self._fail(
-                sub.id,
-                "attempts_exhausted",
-                f"interrupted {sub.interruptions} times; the budget is "
-                f"{self._agent.durability.max_attempts} attempts",
-            )
-            return
-        if start.recovered:
-            await self._refresh_stale_reads(sub.id)
+        first_boundary = True
         while True:
             snap = await durable(j.read, lambda view: self._snapshot(view, submission_id))
+            # An abort intent wins over every budget (DESIGN §3.8).
             if snap.submission.abort_requested or self._abort_seen:
                 await self._resolve_running(snap.round_tasks)
                 await durable(j.settle, self._fence, submission_id, "aborted")
                 return
+            if first_boundary:
+                first_boundary = False
+                sub = snap.submission
+                if sub.interruptions >= self._agent.durability.max_attempts:
+                    await self._fail(
+                        sub.id,
+                        "attempts_exhausted",
+                        f"interrupted {sub.interruptions} times; the budget is "
+                        f"{self._agent.durability.max_attempts} attempts",
+                        snap.round_tasks,
+                    )
+                    return
+                if start.recovered and await self._refresh_stale_reads(snap):
+                    continue  # refreshed results were recorded: read the records again
             started = snap.submission.started_at or 0.0
             if self._now() - started > self._agent.durability.timeout_s:
                 await self._fail(
@@ -124,6 +135,7 @@ class TurnDriver:
             if reason is not None:
                 raise Suspend(reason)
             action = next_action(snap.turn, snap.last_call, snap.round_tasks)
+            self._budget.record_progress()
             match action:
                 case CallModel(round=round_):
                     if not await self._call_model(snap.turn, round_):
@@ -256,14 +268,15 @@ class TurnDriver:
         started = await durable(self._journal.start_tool, self._fence, task.id, reason="recovery")
         await self._execute(started, tool, arguments)
 
-    async def _refresh_stale_reads(self, submission_id: str) -> None:
-        """``reuse=False``: re-run completed safe reads of the round a crash interrupted."""
-        snap = await durable(self._journal.read, lambda v: self._snapshot(v, submission_id))
+    async def _refresh_stale_reads(self, snap: _Snapshot) -> bool:
+        """``reuse=False``: re-run completed safe reads of the round a crash interrupted.
+        Returns True if any was re-run."""
         if all(
             t.status != ToolTaskStatus.RUNNING and t.status != ToolTaskStatus.PENDING
             for t in snap.round_tasks
         ):
-            return  # the round finished: the model already read those results
+            return False  # the round finished: the model already read those results
+        refreshed = False
         for task in snap.round_tasks:
             tool = self._agent.tool(task.tool)
             if task.status == ToolTaskStatus.COMPLETED and tool is not None and not tool.reuse:
@@ -271,6 +284,8 @@ class TurnDriver:
                     self._journal.start_tool, self._fence, task.id, reason="refresh"
                 )
                 await self._execute(started, tool, tool.parse(task.arguments))
+                refreshed = True
+        return refreshed
 
     async def _execute(
         self, task: ToolTaskRecord, tool: Tool, arguments: pydantic.BaseModel

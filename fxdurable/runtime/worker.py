@@ -170,7 +170,10 @@ class WakeHandler:
         crash_point("continuation.before-enqueue")
         await self._queue.enqueue(fence.session_id, reason=f"continuation ({reason})")
         crash_point("continuation.after-enqueue")
-        await durable(j.release, fence)
+        if await durable(j.release, fence):
+            # Another worker may have taken the continuation wake while we still held the
+            # lease and dropped it: wake again now that the lease is free (DESIGN §9).
+            await self._queue.enqueue(fence.session_id, reason=f"continuation ({reason})")
 
 
 def _interrupted_work(view: ReadView, session_id: str) -> bool:

@@ -11,10 +11,12 @@ schema changes only when a query needs a new column. Migrations are forward-only
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import parse_qs, unquote, urlparse
@@ -49,7 +51,8 @@ _MIGRATIONS: tuple[str, ...] = (
         request_id TEXT NOT NULL UNIQUE, status TEXT NOT NULL, version INTEGER NOT NULL,
         data TEXT NOT NULL, UNIQUE (session_id, seq)
     );
-    CREATE INDEX submissions_unsettled ON submissions(session_id, status, seq);
+    CREATE INDEX submissions_unsettled ON submissions(session_id, seq)
+        WHERE status IN ('queued', 'running');
     CREATE TABLE attempts (
         submission_id TEXT NOT NULL, number INTEGER NOT NULL, version INTEGER NOT NULL,
         data TEXT NOT NULL, PRIMARY KEY (submission_id, number)
@@ -285,6 +288,12 @@ class _SqliteTx:
         self._insert("events", {"session_id": record.session_id, "seq": record.seq}, record)
 
 
+@dataclass(frozen=True, slots=True)
+class _Slot:
+    conn: sqlite3.Connection
+    lock: threading.RLock
+
+
 class SqliteStore:
     """``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``.
 
@@ -324,7 +333,8 @@ class SqliteStore:
         if create:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
+        self._slots: list[_Slot] = []
+        self._closed = False
         self._lock = threading.Lock()
         if create:
             self._migrate()
@@ -332,8 +342,13 @@ class SqliteStore:
             self._check_schema()
 
     def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
+        return self._slot().conn
+
+    def _slot(self) -> _Slot:
+        slot: _Slot | None = getattr(self._local, "slot", None)
+        if slot is None:
+            if self._closed:
+                raise StoreError(f"SQLite store {self.path} is closed")
             try:
                 conn = sqlite3.connect(
                     self.path,
@@ -346,10 +361,24 @@ class SqliteStore:
                 conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot open SQLite store at {self.path}: {exc}") from exc
-            self._local.conn = conn
+            slot = _Slot(conn, threading.RLock())
+            self._local.slot = slot
             with self._lock:
-                self._connections.append(conn)
-        return conn
+                self._slots.append(slot)
+        return slot
+
+    @contextlib.contextmanager
+    def _using(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection, held so that close() waits for the work in flight.
+
+        A journal call cancelled on the event loop keeps running in its thread; closing its
+        connection under it would crash the interpreter inside sqlite3.
+        """
+        slot = self._slot()
+        with slot.lock:
+            if self._closed:
+                raise StoreError(f"SQLite store {self.path} is closed")
+            yield slot.conn
 
     def _check_schema(self) -> None:
         """For read-only tools (trace, check): never write to a file we were pointed at."""
@@ -387,39 +416,44 @@ class SqliteStore:
             raise
 
     def transact(self, body: Callable[[Tx], T]) -> T:
-        conn = self._conn()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise StoreError(f"SQLite store {self.path} is unavailable: {exc}") from exc
-        try:
-            result = body(_SqliteTx(conn))
-            if inspect.isawaitable(result):
-                if inspect.iscoroutine(result):
-                    result.close()
-                raise TypeError(
-                    "a transaction body returned an awaitable: the durable core is "
-                    "synchronous, do the async work outside the transaction"
-                )
-            conn.execute("COMMIT")
-            return result
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+        with self._using() as conn:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise StoreError(f"SQLite store {self.path} is unavailable: {exc}") from exc
+            try:
+                result = body(_SqliteTx(conn))
+                if inspect.isawaitable(result):
+                    if inspect.iscoroutine(result):
+                        result.close()
+                    raise TypeError(
+                        "a transaction body returned an awaitable: the durable core is "
+                        "synchronous, do the async work outside the transaction"
+                    )
+                conn.execute("COMMIT")
+                return result
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
 
     def read(self, body: Callable[[ReadView], T]) -> T:
-        conn = self._conn()
-        conn.execute("BEGIN")
-        try:
-            return body(_SqliteTx(conn))
-        finally:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+        with self._using() as conn:
+            try:
+                conn.execute("BEGIN")
+            except sqlite3.OperationalError as exc:
+                raise StoreError(f"SQLite store {self.path}: cannot read: {exc}") from exc
+            try:
+                return body(_SqliteTx(conn))
+            finally:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
 
     def close(self) -> None:
+        """Close every connection, waiting for each one's transaction in flight."""
+        self._closed = True
         with self._lock:
-            for conn in self._connections:
-                conn.close()
-            self._connections.clear()
-        self._local = threading.local()
+            slots, self._slots = self._slots, []
+        for slot in slots:
+            with slot.lock:
+                slot.conn.close()

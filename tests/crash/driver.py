@@ -1,0 +1,315 @@
+"""The crash suite's subject: a real process running one agent session to rest.
+
+Run as ``python tests/crash/driver.py --store URL --dir D --scenario NAME [--next]
+[--invocation-budget S]``, with ``FXD_CRASH_AT=<point>[:<tool>]`` in the environment to kill it
+at a named crash point. It only uses the public API of :mod:`fxdurable`.
+
+The story (session ``s``, request id ``crash-1``): ``read_state`` → ``charge`` → ``deploy`` →
+final answer. After a deploy whose outcome is unknown, the scripted model inspects with
+``check_deploy`` and never deploys again. ``--next`` sends the follow-up ``status?`` (request id
+``crash-next``), answered after one ``read_state``. Every run without ``--next`` submits the story
+again with the same request id, as a client retrying its POST would (admission is idempotent).
+
+The outside world lives in ``D``, every line written with ``O_APPEND`` and fsynced:
+
+- ``effects.log``: ``charge <execution_id>`` (once per new idempotency key) and
+  ``deploy <execution_id>`` (every time deploy runs): the external effects;
+- ``ledger.txt``: the charge downstream's idempotency keys (it dedupes on them);
+- ``calls.log``: ``<tool> <execution_id> <run>`` for every execution of every tool;
+- ``hooks.log``: ``<tool>`` for every ``before_tool`` call (scenario ``hook``);
+- ``model.log``: ``<story|next> r<round>`` for every request the scripted model serves.
+
+Scenarios: ``story`` (plain); ``abort`` (read_state is slow and the driver aborts the session
+once it has started); ``abort-deploy`` (the same with the unsafe deploy); ``hook`` (an
+allow-all ``before_tool`` hook); ``continuation`` (tools take a little time so a small
+``--invocation-budget`` expires and the turn spans several invocations). ``--max-attempts``
+sets the agent's attempt budget; ``--hostname`` makes the process pose as another machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pydantic
+
+import fxdurable as fx
+
+SESSION = "s"
+STORY_REQUEST = "crash-1"
+NEXT_REQUEST = "crash-next"
+STORY = "Read the state, charge order 42 and deploy release 2.0."
+FOLLOW_UP = "status?"
+# Longer than one ScriptedModel chunk (16 characters): model.mid-stream needs a second delta.
+OPENING = "I will read the current state first, then charge order 42 and deploy release 2.0."
+UNKNOWN_MARK = "may or may not have completed"
+SCENARIOS = ("story", "abort", "abort-deploy", "hook", "continuation")
+SETTLED = ("completed", "failed", "aborted")
+
+
+def append_line(path: Path, line: str) -> None:
+    """One durable line: O_APPEND (atomic w.r.t. other appenders) and fsync before returning."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+class NoInput(pydantic.BaseModel):
+    pass
+
+
+class ChargeInput(pydantic.BaseModel):
+    order: str
+    amount_cents: int
+
+
+class DeployInput(pydantic.BaseModel):
+    version: str
+
+
+def build_tools(
+    workdir: Path, *, slow_read_s: float, slow_deploy_s: float, step_s: float
+) -> list[fx.Tool]:
+    effects = workdir / "effects.log"
+    ledger = workdir / "ledger.txt"
+    calls = workdir / "calls.log"
+
+    def read_state(_: NoInput, ctx: fx.ToolContext) -> str:
+        append_line(calls, f"read_state {ctx.execution_id} {ctx.attempt}")
+        time.sleep(slow_read_s or step_s)
+        return "order 42 is unpaid; production runs release 1.9"
+
+    def charge(inp: ChargeInput, ctx: fx.ToolContext) -> str:
+        # The downstream payment system: it dedupes on the idempotency key it is given.
+        append_line(calls, f"charge {ctx.execution_id} {ctx.attempt}")
+        time.sleep(step_s)
+        if ctx.execution_id in read_lines(ledger):
+            return f"order {inp.order} was already charged (idempotency key {ctx.execution_id})"
+        append_line(ledger, ctx.execution_id)
+        append_line(effects, f"charge {ctx.execution_id}")
+        return f"charged {inp.amount_cents} cents for order {inp.order}"
+
+    def deploy(inp: DeployInput, ctx: fx.ToolContext) -> str:
+        # No idempotency at all: every execution is a deploy.
+        append_line(calls, f"deploy {ctx.execution_id} {ctx.attempt}")
+        time.sleep(slow_deploy_s or step_s)
+        append_line(effects, f"deploy {ctx.execution_id}")
+        return f"release {inp.version} deployed"
+
+    def check_deploy(_: NoInput, ctx: fx.ToolContext) -> str:
+        append_line(calls, f"check_deploy {ctx.execution_id} {ctx.attempt}")
+        deploys = [line for line in read_lines(effects) if line.startswith("deploy ")]
+        return f"{len(deploys)} deploy(s) on record"
+
+    return [
+        fx.define_tool(
+            "read_state",
+            description="Read the order and production state.",
+            input_model=NoInput,
+            execute=read_state,
+        ),
+        fx.define_tool(
+            "charge",
+            description="Charge an order (the payment API dedupes on the idempotency key).",
+            input_model=ChargeInput,
+            execute=charge,
+            replay=fx.Idempotent(),
+        ),
+        fx.define_tool(
+            "deploy",
+            description="Deploy a release to production.",
+            input_model=DeployInput,
+            execute=deploy,
+            replay="unsafe",
+        ),
+        fx.define_tool(
+            "check_deploy",
+            description="Count the deploys production has on record.",
+            input_model=NoInput,
+            execute=check_deploy,
+        ),
+    ]
+
+
+def current_turn(messages: Sequence[object]) -> list[object]:
+    items = list(messages)
+    for i in range(len(items) - 1, -1, -1):
+        if getattr(items[i], "role", None) == "user":
+            return items[i:]
+    return items
+
+
+def make_policy(workdir: Path) -> Callable[[fx.ModelRequest], fx.ModelResponse]:
+    """The scripted model, logging each request it serves to ``model.log`` as
+    ``<story|next> r<round>``: a recorded step served from its record never shows up twice."""
+    requests = workdir / "model.log"
+
+    def logged(request: fx.ModelRequest) -> fx.ModelResponse:
+        turn = current_turn(request.messages)
+        asked = getattr(turn[0], "text", "") if turn else ""
+        round_ = sum(1 for m in turn if getattr(m, "role", None) == "assistant")
+        append_line(requests, f"{'next' if asked == FOLLOW_UP else 'story'} r{round_}")
+        return policy(request)
+
+    return logged
+
+
+def policy(request: fx.ModelRequest) -> fx.ModelResponse:
+    """The scripted model: reacts to the conversation, as a model would after a recovery."""
+    turn = current_turn(request.messages)
+    asked = getattr(turn[0], "text", "") if turn else ""
+    results = [m for m in turn if getattr(m, "role", None) == "tool"]
+    last = results[-1] if results else None
+    if asked == FOLLOW_UP:
+        if last is None:
+            return fx.reply("Let me read the current state.", fx.call("read_state"))
+        return fx.reply(f"Status: {last.text}")
+    if last is None:
+        return fx.reply(OPENING, fx.call("read_state"))
+    if last.tool_name == "read_state":
+        return fx.reply(
+            "State read; charging order 42.",
+            fx.call("charge", order="42", amount_cents=4200),
+        )
+    if last.tool_name == "charge":
+        return fx.reply("Charged; deploying release 2.0.", fx.call("deploy", version="2.0"))
+    if last.tool_name == "deploy":
+        if UNKNOWN_MARK in last.text:
+            return fx.reply(
+                "The deploy's outcome is unknown; inspecting production before deciding.",
+                fx.call("check_deploy"),
+            )
+        return fx.reply("Done: order 42 charged and release 2.0 deployed.")
+    if last.tool_name == "check_deploy":
+        return fx.reply(f"The deploy was interrupted; {last.text}. I will not deploy again.")
+    return fx.reply(f"Unexpected result from {last.tool_name}: {last.text}")
+
+
+def build_agent(
+    workdir: Path, scenario: str, *, follow_up: bool, max_attempts: int = 10
+) -> fx.Agent:
+    slow_read_s = 1.0 if scenario == "abort" and not follow_up else 0.0
+    slow_deploy_s = 1.0 if scenario == "abort-deploy" else 0.0
+    step_s = 0.03 if scenario == "continuation" else 0.0
+    hook = None
+    if scenario == "hook":
+        hooks = workdir / "hooks.log"
+
+        async def allow_all(tool_name: str, arguments_json: str) -> str | None:
+            append_line(hooks, tool_name)
+            return None
+
+        hook = allow_all
+    return fx.Agent(
+        "crash-agent",
+        fx.ScriptedModel(make_policy(workdir), name="scripted/crash"),
+        instructions="You run the crash suite's story.",
+        tools=build_tools(
+            workdir, slow_read_s=slow_read_s, slow_deploy_s=slow_deploy_s, step_s=step_s
+        ),
+        before_tool=hook,
+        durability=fx.Durability(max_attempts=max_attempts),
+    )
+
+
+async def wait_for_tool_start(handle: fx.SessionHandle, tool: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        events = await handle.events()
+        if any(e.type == "tool.started" and e.data.get("tool") == tool for e in events):
+            return
+        await asyncio.sleep(0.02)
+    raise TimeoutError(f"no tool.started event for {tool}")
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    workdir = Path(args.dir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    agent = build_agent(workdir, args.scenario, follow_up=args.next, max_attempts=args.max_attempts)
+    settings = fx.WorkerSettings(lease_ttl_s=5.0, heartbeat_s=0.5, scan_interval_s=0.2)
+    async with fx.Runtime(
+        [agent],
+        store=args.store,
+        settings=settings,
+        invocation_budget_s=args.invocation_budget,
+        shutdown_grace_s=2.0,
+    ) as rt:
+        handle = rt.session(SESSION)
+
+        def submission_ids(view: Any) -> list[str]:
+            return [s.id for s in view.submissions(SESSION)]
+
+        existing = await asyncio.to_thread(rt.journal.read, submission_ids)
+        if args.next:
+            await handle.submit(FOLLOW_UP, request_id=NEXT_REQUEST)
+        else:
+            # Like a client retrying its POST after a crash: admission is idempotent on the
+            # request id, so a rerun gets the same submission back, never a second one.
+            story = await handle.submit(STORY, request_id=STORY_REQUEST)
+            assert not existing or story.id == existing[0], (story.id, existing)
+            if not existing and args.scenario in ("abort", "abort-deploy"):
+                tool = "read_state" if args.scenario == "abort" else "deploy"
+                await wait_for_tool_start(handle, tool, args.timeout)
+                marked = await handle.abort()
+                print(f"abort requested for {marked}", flush=True)
+
+        deadline = time.monotonic() + args.timeout
+        while True:
+            ids = await asyncio.to_thread(rt.journal.read, submission_ids)
+            subs = [await handle.submission(i) for i in ids]
+            if all(s is not None and s.status in SETTLED for s in subs):
+                break
+            if time.monotonic() > deadline:
+                print(f"timed out waiting for {ids} to settle", file=sys.stderr)
+                return 3
+            await asyncio.sleep(0.05)
+    for sub in subs:
+        assert sub is not None
+        error = None if sub.error is None else {"code": sub.error.code, "msg": sub.error.message}
+        outcome = {
+            "request_id": sub.request_id,
+            "status": str(sub.status),
+            "text": sub.result_text,
+            "error": error,
+        }
+        print("outcome " + json.dumps(outcome), flush=True)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", required=True, help="store URL, e.g. sqlite:///abs/path.db")
+    parser.add_argument("--dir", required=True, help="the outside world's directory")
+    parser.add_argument("--scenario", choices=SCENARIOS, default="story")
+    parser.add_argument("--invocation-budget", type=float, default=None, metavar="SECONDS")
+    parser.add_argument("--next", action="store_true", help="send the follow-up message")
+    parser.add_argument("--max-attempts", type=int, default=10, help="the agent's budget")
+    parser.add_argument(
+        "--hostname", default=None, help="pose as this host (a worker on another machine)"
+    )
+    parser.add_argument("--timeout", type=float, default=45.0, help="give up after SECONDS")
+    args = parser.parse_args(argv)
+    if args.hostname:
+        # Leases record host and pid; a dead process on *another* host cannot be detected, so
+        # its lease must expire first and be found by the periodic scan.
+        socket.gethostname = lambda: args.hostname
+    return asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

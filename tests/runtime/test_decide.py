@@ -1,0 +1,222 @@
+"""Pure tests of the sans-I/O decisions: what comes next, and what counts as a blind repeat."""
+
+from __future__ import annotations
+
+import pytest
+
+from fxdurable.core.clock import execution_id, tool_task_id
+from fxdurable.core.records import ModelCallRecord, ToolCallRequest, ToolTaskRecord, TurnRecord
+from fxdurable.core.states import ModelCallStatus, ToolTaskStatus, TurnStatus
+from fxdurable.runtime.decide import (
+    CallModel,
+    Complete,
+    RecoverTool,
+    RunTool,
+    canonical_arguments,
+    is_blind_repeat,
+    next_action,
+    refusal_message,
+    unknown_message,
+)
+
+K = ToolTaskStatus
+TURN = "sub-1"
+
+
+def turn(rounds: int) -> TurnRecord:
+    return TurnRecord(
+        id=TURN, session_id="s1", submission_id=TURN, status=TurnStatus.RUNNING, rounds=rounds
+    )
+
+
+def model_call(round_: int, text: str = "", *calls: tuple[str, str]) -> ModelCallRecord:
+    return ModelCallRecord(
+        turn_id=TURN,
+        round=round_,
+        status=ModelCallStatus.COMPLETED,
+        text=text,
+        tool_calls=tuple(ToolCallRequest(name=n, arguments=a) for n, a in calls),
+        created_at=0.0,
+    )
+
+
+def task(
+    index: int,
+    status: ToolTaskStatus,
+    *,
+    tool: str = "deploy",
+    arguments: str = '{"version": "1.4"}',
+    round_: int = 0,
+    turn_id: str = TURN,
+    policy: str = "unsafe",
+) -> ToolTaskRecord:
+    task_id = tool_task_id(turn_id, round_, index)
+    return ToolTaskRecord(
+        id=task_id,
+        session_id="s1",
+        turn_id=turn_id,
+        round=round_,
+        index=index,
+        tool=tool,
+        arguments=arguments,
+        provider_id=None,
+        policy=policy,
+        status=status,
+        execution_id=execution_id(task_id),
+        updated_at=0.0,
+    )
+
+
+# -- next_action -------------------------------------------------------------------------------
+
+
+def test_a_new_turn_calls_the_model_for_round_zero():
+    assert next_action(turn(0), None, []) == CallModel(0)
+
+
+def test_an_answer_without_tool_calls_completes():
+    assert next_action(turn(1), model_call(0, "the answer"), []) == Complete("the answer")
+    assert next_action(turn(3), model_call(2, ""), []) == Complete("")
+
+
+def test_a_pending_task_is_run_normally():
+    tasks = [task(0, K.PENDING), task(1, K.PENDING)]
+    call = model_call(0, "", ("deploy", "{}"), ("deploy", "{}"))
+    assert next_action(turn(1), call, tasks) == RunTool(tasks[0])
+
+
+def test_a_running_task_is_recovered_by_its_policy():
+    tasks = [task(0, K.COMPLETED), task(1, K.RUNNING), task(2, K.PENDING)]
+    call = model_call(0, "", *[("deploy", "{}")] * 3)
+    assert next_action(turn(1), call, tasks) == RecoverTool(tasks[1])
+
+
+def test_tasks_are_taken_in_position_order_not_the_order_given():
+    tasks = [task(2, K.PENDING), task(1, K.RUNNING), task(0, K.PENDING)]
+    call = model_call(0, "", *[("deploy", "{}")] * 3)
+    assert next_action(turn(1), call, tasks) == RunTool(tasks[2])
+    settled_first = [task(1, K.PENDING), task(0, K.COMPLETED)]
+    assert next_action(turn(1), call, settled_first) == RunTool(settled_first[0])
+
+
+@pytest.mark.parametrize(
+    "status", [K.COMPLETED, K.FAILED, K.CANCELLED, K.OUTCOME_UNKNOWN, K.REFUSED]
+)
+def test_a_settled_round_calls_the_model_for_the_next_round(status):
+    tasks = [task(0, K.COMPLETED, round_=2), task(1, status, round_=2)]
+    call = model_call(2, "", ("deploy", "{}"), ("deploy", "{}"))
+    assert next_action(turn(3), call, tasks) == CallModel(3)
+
+
+def test_the_text_of_a_round_with_tool_calls_is_not_the_answer():
+    call = model_call(0, "let me check", ("lookup", "{}"))
+    assert next_action(turn(1), call, [task(0, K.COMPLETED, tool="lookup")]) == CallModel(1)
+
+
+# -- is_blind_repeat ---------------------------------------------------------------------------
+
+
+def repeat(*earlier: ToolTaskRecord, **kw: object) -> tuple[ToolTaskRecord, list[ToolTaskRecord]]:
+    """A new pending call in the round after ``earlier``; history includes it (as the store's
+    session_tool_tasks would)."""
+    new = task(0, K.PENDING, round_=len(earlier), **kw)  # type: ignore[arg-type]
+    return new, [*earlier, new]
+
+
+def numbered(status: ToolTaskStatus, round_: int, **kw: object) -> ToolTaskRecord:
+    return task(0, status, round_=round_, **kw)  # type: ignore[arg-type]
+
+
+def test_no_history_is_not_a_repeat():
+    new, history = repeat()
+    assert not is_blind_repeat(new, history)
+
+
+def test_first_repeat_of_an_unknown_call_is_blind():
+    new, history = repeat(numbered(K.OUTCOME_UNKNOWN, 0))
+    assert is_blind_repeat(new, history)
+
+
+def test_same_input_is_compared_canonically():
+    unknown = numbered(K.OUTCOME_UNKNOWN, 0, arguments='{"a": 1, "b": [1, 2]}')
+    new, history = repeat(unknown, arguments='{ "b": [1,2],\n  "a": 1 }')
+    assert is_blind_repeat(new, history)
+
+
+def test_different_input_or_tool_is_not_a_repeat():
+    unknown = numbered(K.OUTCOME_UNKNOWN, 0)
+    new, history = repeat(unknown, arguments='{"version": "1.5"}')
+    assert not is_blind_repeat(new, history)
+    new, history = repeat(unknown, tool="rollback")
+    assert not is_blind_repeat(new, history)
+
+
+def test_second_repeat_after_a_refusal_runs():
+    new, history = repeat(numbered(K.OUTCOME_UNKNOWN, 0), numbered(K.REFUSED, 1))
+    assert not is_blind_repeat(new, history)
+
+
+def test_a_new_unknown_outcome_rearms_the_refusal():
+    new, history = repeat(
+        numbered(K.OUTCOME_UNKNOWN, 0),
+        numbered(K.REFUSED, 1),
+        numbered(K.OUTCOME_UNKNOWN, 2),
+    )
+    assert is_blind_repeat(new, history)
+
+
+def test_after_the_deliberate_repeat_ran_later_repeats_run():
+    new, history = repeat(
+        numbered(K.OUTCOME_UNKNOWN, 0), numbered(K.REFUSED, 1), numbered(K.COMPLETED, 2)
+    )
+    assert not is_blind_repeat(new, history)
+
+
+@pytest.mark.parametrize("status", [K.COMPLETED, K.FAILED, K.CANCELLED, K.REFUSED])
+def test_only_an_unknown_outcome_makes_a_repeat_blind(status):
+    new, history = repeat(numbered(status, 0))
+    assert not is_blind_repeat(new, history)
+
+
+def test_calls_after_the_task_in_history_are_ignored():
+    new = numbered(K.PENDING, 0)
+    later_unknown = numbered(K.OUTCOME_UNKNOWN, 1)
+    assert not is_blind_repeat(new, [new, later_unknown])
+
+
+def test_unknown_calls_of_earlier_turns_count():
+    other_turn = task(0, K.OUTCOME_UNKNOWN, turn_id="sub-0")
+    new, history = repeat(other_turn)
+    assert is_blind_repeat(new, history)
+
+
+def test_two_repeats_in_one_round_refuse_the_first_and_run_the_second():
+    unknown = numbered(K.OUTCOME_UNKNOWN, 0)
+    first = task(0, K.REFUSED, round_=1)
+    second = task(1, K.PENDING, round_=1)
+    assert is_blind_repeat(task(0, K.PENDING, round_=1), [unknown, task(0, K.PENDING, round_=1)])
+    assert not is_blind_repeat(second, [unknown, first, second])
+
+
+# -- messages ----------------------------------------------------------------------------------
+
+
+def test_unknown_message_says_what_the_contract_says():
+    text = unknown_message("deploy")
+    assert text == (
+        "The previous `deploy` operation was interrupted; it may or may not have completed. "
+        "Do not repeat it blindly; inspect the current system state before deciding."
+    )
+
+
+def test_refusal_message_repeats_the_warning_and_says_how_to_insist():
+    text = refusal_message("deploy")
+    assert text.startswith("Refused")
+    assert unknown_message("deploy") in text
+    assert "same call again" in text
+
+
+def test_canonical_arguments():
+    assert canonical_arguments('{"b": 1, "a": {"d": 2, "c": 3}}') == '{"a":{"c":3,"d":2},"b":1}'
+    assert canonical_arguments("  not json  ") == "not json"
+    assert canonical_arguments("{}") == canonical_arguments(" { } ")

@@ -1,0 +1,225 @@
+"""The tool, agent and model-facing API: definitions, validation, rendering, configuration."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pydantic
+import pytest
+from fxrt_support import run
+
+import fxdurable as fx
+from fxdurable.runtime.models.base import ChatMessage, Finish, TextDelta
+from fxdurable.runtime.tools import render_result
+
+
+class Deploy(pydantic.BaseModel):
+    version: str
+    dry_run: bool = False
+
+
+class Optional_(pydantic.BaseModel):
+    limit: int = 10
+
+
+def test_tool_decorator_without_arguments():
+    @fx.tool
+    def lookup(inp: Deploy, ctx: fx.ToolContext) -> str:
+        """Look up a version.
+
+        Second paragraph."""
+        return inp.version
+
+    assert isinstance(lookup, fx.Tool)
+    assert lookup.name == "lookup"
+    assert lookup.description == "Look up a version.\n\nSecond paragraph."
+    assert lookup.input_model is Deploy
+    assert lookup.replay == "safe" and lookup.policy == "safe"
+    assert lookup.reuse is True
+    schema = lookup.json_schema()
+    assert schema["properties"]["version"]["type"] == "string"
+    assert schema["required"] == ["version"]
+
+
+def test_tool_decorator_with_arguments():
+    @fx.tool(name="ship-it", replay="unsafe", timeout_s=3)
+    async def deploy(inp: Deploy, ctx: fx.ToolContext) -> str:
+        return "ok"
+
+    assert deploy.name == "ship-it"
+    assert deploy.description == "deploy"  # no docstring: the function's name
+    assert deploy.policy == "unsafe" and deploy.timeout_s == 3
+
+    @fx.tool(replay=fx.Idempotent())
+    def charge(inp: Deploy, ctx: fx.ToolContext) -> str:
+        "Charge."
+        return "ok"
+
+    assert charge.policy == "idempotent"
+    assert fx.Idempotent() == fx.Idempotent()
+
+    @fx.tool(reuse=False)
+    def read_file(inp: Deploy, ctx: fx.ToolContext) -> str:
+        "Read."
+        return "ok"
+
+    assert read_file.reuse is False and read_file.policy == "safe"
+
+
+@pytest.mark.parametrize("replay", ["unsafe", fx.Idempotent()])
+def test_reuse_false_is_only_for_safe_tools(replay):
+    with pytest.raises(fx.ConfigurationError, match="reuse=False"):
+        fx.define_tool(
+            "x",
+            description="x",
+            input_model=Deploy,
+            execute=lambda i, c: "",
+            replay=replay,
+            reuse=False,
+        )
+
+
+def test_bad_tool_definitions_are_refused():
+    with pytest.raises(fx.ConfigurationError, match="replay"):
+        fx.define_tool(
+            "x",
+            description="x",
+            input_model=Deploy,
+            execute=lambda i, c: "",
+            replay="maybe",  # type: ignore[arg-type]
+        )
+    with pytest.raises(fx.ConfigurationError, match="tool name"):
+        fx.define_tool("two words", description="x", input_model=Deploy, execute=lambda i, c: "")
+    with pytest.raises(fx.ConfigurationError, match="pydantic"):
+
+        @fx.tool
+        def untyped(inp, ctx):  # type: ignore[no-untyped-def]
+            return ""
+
+    with pytest.raises(fx.ConfigurationError, match="pydantic"):
+
+        @fx.tool
+        def not_a_model(inp: dict, ctx: fx.ToolContext) -> str:  # type: ignore[type-arg]
+            return ""
+
+
+def test_parse_validates_the_models_json():
+    tool = fx.define_tool("deploy", description="d", input_model=Deploy, execute=lambda i, c: "")
+    assert tool.parse('{"version": "1.4"}') == Deploy(version="1.4")
+    assert tool.parse('{\n  "version": "1.4",\n  "dry_run": true\n}').dry_run is True
+    with pytest.raises(fx.ToolInputError, match="not valid JSON"):
+        tool.parse('{"version": ')
+    with pytest.raises(fx.ToolInputError, match=r"invalid arguments for deploy: version: "):
+        tool.parse("{}")
+    with pytest.raises(fx.ToolInputError, match="dry_run"):
+        tool.parse('{"version": "1", "dry_run": "perhaps"}')
+    optional = fx.define_tool("o", description="o", input_model=Optional_, execute=lambda i, c: "")
+    assert optional.parse("") == Optional_()  # no arguments at all
+    assert optional.parse("   ") == Optional_()
+
+
+def test_run_renders_results_as_text():
+    ctx = fx.ToolContext(execution_id="x1", session_id="s", tool_name="t", attempt=1)
+
+    def as_dict(inp: Deploy, c: fx.ToolContext) -> dict[str, object]:
+        return {"version": inp.version, "ctx": c.execution_id, "ü": 1}
+
+    async def as_model(inp: Deploy, c: fx.ToolContext) -> Deploy:
+        return inp
+
+    tool_a = fx.define_tool("a", description="a", input_model=Deploy, execute=as_dict)
+    tool_b = fx.define_tool("b", description="b", input_model=Deploy, execute=as_model)
+
+    async def main():
+        text_a = await tool_a.run(Deploy(version="1"), ctx)
+        text_b = await tool_b.run(Deploy(version="2"), ctx)
+        return text_a, text_b
+
+    text_a, text_b = run(main())
+    assert json.loads(text_a) == {"version": "1", "ctx": "x1", "ü": 1}
+    assert "ü" in text_a  # not ASCII-escaped
+    assert json.loads(text_b) == {"version": "2", "dry_run": False}
+    assert render_result("plain") == "plain"
+    assert render_result(3) == "3"
+    assert render_result(None) == "null"
+
+
+def test_agent_and_durability_validation():
+    model = fx.ScriptedModel([fx.reply("x")])
+    tool = fx.define_tool("t", description="t", input_model=Deploy, execute=lambda i, c: "")
+    with pytest.raises(fx.ConfigurationError, match="duplicate tools"):
+        fx.Agent("eng", model, tools=[tool, tool])
+    with pytest.raises(fx.ConfigurationError):
+        fx.Agent("", model)
+    with pytest.raises(fx.ConfigurationError):
+        fx.Durability(max_attempts=0)
+    with pytest.raises(fx.ConfigurationError):
+        fx.Durability(timeout_s=0)
+    agent = fx.Agent("eng", model, tools=[tool])
+    assert agent.tool("t") is tool and agent.tool("nope") is None
+    assert agent.durability == fx.Durability(max_attempts=10, timeout_s=3600.0)
+
+
+def test_runtime_configuration_errors(tmp_path):
+    a = fx.Agent("a", fx.ScriptedModel([fx.reply("x")]))
+    with pytest.raises(fx.ConfigurationError):
+        fx.Runtime([], store=f"sqlite:///{tmp_path}/x.db")
+    with pytest.raises(fx.ConfigurationError, match="unique"):
+        fx.Runtime([a, a], store=f"sqlite:///{tmp_path}/x.db")
+    with pytest.raises(fx.ConfigurationError):
+        fx.Runtime([a], store="postgres://nowhere/db")
+    with pytest.raises(fx.ConfigurationError):
+        fx.Runtime([a], store="redis://127.0.0.1:6379/0")
+
+
+def test_scripted_model_streams_deltas_then_one_finish():
+    model = fx.ScriptedModel(
+        [fx.reply("hello world, streamed", fx.call("t", b=2, a=1))], chunk_size=5, name="demo"
+    )
+    request = fx.ModelRequest(
+        instructions="", messages=[ChatMessage(role="user", text="two words")]
+    )
+
+    async def collect():
+        return [part async for part in model.stream(request)]
+
+    parts = run(collect())
+    assert model.name == "demo"
+    assert all(isinstance(p, TextDelta) for p in parts[:-1])
+    assert "".join(p.text for p in parts[:-1]) == "hello world, streamed"
+    assert [len(p.text) for p in parts[:-1]] == [5, 5, 5, 5, 1]
+    finish = parts[-1]
+    assert isinstance(finish, Finish)
+    assert finish.response.text == "hello world, streamed"
+    assert finish.response.tool_calls == (
+        fx.ToolCallRequest(name="t", arguments='{"a": 1, "b": 2}'),
+    )
+    assert finish.response.usage.input_tokens == 2
+    assert model.requests == [request]
+
+
+def test_scripted_list_answers_by_position_in_the_turn_and_then_runs_out():
+    model = fx.ScriptedModel([fx.reply("first"), fx.reply("second")])
+    user = ChatMessage(role="user", text="go")
+    assistant = ChatMessage(role="assistant", text="first")
+
+    async def answer(*messages):
+        parts = [p async for p in model.stream(fx.ModelRequest(instructions="", messages=messages))]
+        return parts[-1].response.text
+
+    assert run(answer(user)) == "first"
+    assert run(answer(user, assistant)) == "second"
+    assert run(answer(user, assistant, assistant)) == "(script exhausted)"
+    # a new user message starts a new turn: the script starts over
+    assert run(answer(user, assistant, user)) == "first"
+
+
+def test_tool_context_cancelled_is_an_event():
+    async def main():
+        ctx = fx.ToolContext(execution_id="x", session_id="s", tool_name="t", attempt=1)
+        assert not ctx.cancelled.is_set()
+        ctx.cancelled.set()
+        await asyncio.wait_for(ctx.cancelled.wait(), 1)
+
+    run(main())
