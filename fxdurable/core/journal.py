@@ -1,6 +1,7 @@
 """The journal: every durable write fxdurable can make, as a named transition.
 
-"What can this system write?" is answered by reading this module. Each public method is one
+"What can this system write?" is answered by reading this module (DESIGN §2), which is why
+it stays one module past the usual size. Each public method is one
 atomic store transaction. Methods that act for a worker take its :class:`Fence` and refuse
 (:class:`~fxdurable.errors.LeaseLostError`) once another worker has taken the session over.
 Every status change goes through :func:`~fxdurable.core.states.advance`, so an illegal
@@ -57,6 +58,7 @@ __all__ = ["Admission", "AttemptStart", "Fence", "Journal", "Outcome", "WorkerId
 
 T = TypeVar("T")
 _R = TypeVar("_R", SubmissionRecord, TurnRecord, ToolTaskRecord)
+_Found = TypeVar("_Found")
 
 Outcome = Literal["completed", "failed", "aborted"]
 _SUBMISSION_OUTCOME = {
@@ -639,10 +641,7 @@ class Journal:
 
     @staticmethod
     def _session(tx: ReadView, session_id: str) -> SessionRecord:
-        session = tx.get_session(session_id)
-        if session is None:
-            raise RecordNotFound(f"no session {session_id!r}")
-        return session
+        return _require(tx.get_session(session_id), f"session {session_id!r}")
 
     def _fenced(self, tx: Tx, fence: Fence) -> SessionRecord:
         session = self._session(tx, fence.session_id)
@@ -671,24 +670,15 @@ class Journal:
 
     @staticmethod
     def _submission(tx: ReadView, submission_id: str) -> SubmissionRecord:
-        sub = tx.get_submission(submission_id)
-        if sub is None:
-            raise RecordNotFound(f"no submission {submission_id!r}")
-        return sub
+        return _require(tx.get_submission(submission_id), f"submission {submission_id!r}")
 
     @staticmethod
     def _turn(tx: ReadView, turn_id: str) -> TurnRecord:
-        turn = tx.get_turn(turn_id)
-        if turn is None:
-            raise RecordNotFound(f"no turn {turn_id!r}")
-        return turn
+        return _require(tx.get_turn(turn_id), f"turn {turn_id!r}")
 
     @staticmethod
     def _task(tx: ReadView, task_id: str) -> ToolTaskRecord:
-        task = tx.get_tool_task(task_id)
-        if task is None:
-            raise RecordNotFound(f"no tool task {task_id!r}")
-        return task
+        return _require(tx.get_tool_task(task_id), f"tool task {task_id!r}")
 
     @staticmethod
     def _running_attempt(tx: ReadView, submission_id: str) -> AttemptRecord:
@@ -735,3 +725,9 @@ class Journal:
         updated = dataclasses.replace(task, version=task.version + 1, **changes)  # type: ignore[arg-type]
         tx.put_tool_task(updated, expected_version=task.version)
         return updated
+
+
+def _require(record: _Found | None, what: str) -> _Found:
+    if record is None:
+        raise RecordNotFound(f"no {what}")
+    return record
