@@ -134,7 +134,15 @@ def run_demo(*, crash_at: str | None, directory: str, budget_s: float | None) ->
     workdir = Path(directory)
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        return asyncio.run(_demo(workdir, budget_s))
+        code = asyncio.run(_demo(workdir, budget_s))
+        if crash_at:
+            print(
+                f"note: crash point {crash_at} was never reached in this run "
+                "(continuation.* needs --invocation-budget; abort.*, steer.* and subagent.* "
+                "have no step in the demo story)",
+                file=sys.stderr,
+            )
+        return code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

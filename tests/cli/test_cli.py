@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -190,3 +191,36 @@ def test_check_tampered_db_lists_each_violation(
         assert VIOLATION.match(line), f"not one violation per line: {line!r}"
     assert {line.split(":", 1)[0] for line in violations} == expected, explain(proc)
     assert len(violations) == len(expected), explain(proc)
+
+
+def test_demo_says_when_its_crash_point_was_never_reached(tmp_path: Path) -> None:
+    proc = fxd("demo", "--crash-at", "continuation.before-enqueue", cwd=tmp_path)
+    assert proc.returncode == 0, explain(proc)
+    assert "crash point continuation.before-enqueue was never reached" in proc.stderr
+    assert "--invocation-budget" in proc.stderr
+
+
+def test_demo_sigterm_stops_at_a_boundary_and_the_next_run_finishes(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("FXD_CRASH_AT", "NO_COLOR")}
+    first = subprocess.Popen(
+        [sys.executable, "-m", "fxdurable", "demo"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert first.stdout is not None
+    for line in first.stdout:  # stop it once a step is under way, not before it started
+        if "tool run_tests r0.t0 running" in line:
+            first.send_signal(signal.SIGTERM)
+            break
+    out, err = first.communicate(timeout=60)
+    assert first.returncode == 3, f"exit {first.returncode}\n{out}\n{err}"
+    assert "Stopped at a step boundary" in out
+    again = fxd("demo", cwd=tmp_path)
+    assert again.returncode == 0, explain(again)
+    assert "Outcome: completed" in again.stdout
+    assert "interrupted" not in again.stdout, "a graceful stop is not a crash"
+    check = fxd("check", "--db", ".fxd-demo/demo.db", "--at-rest", cwd=tmp_path)
+    assert check.returncode == 0, explain(check)
