@@ -46,6 +46,7 @@ from fxdurable.errors import (
     StoreError,
 )
 from fxdurable.stores.sqlite import SqliteStore
+from fxdurable.testing import FakeClock
 
 T0 = 1_000.0
 TTL = 30.0
@@ -53,14 +54,6 @@ HOST_A = WorkerIdentity(host="host-a", pid=100)
 HOST_A_OTHER_PID = WorkerIdentity(host="host-a", pid=101)
 HOST_B = WorkerIdentity(host="host-b", pid=100)
 USAGE = Usage(input_tokens=7, output_tokens=3)
-
-
-class FakeClock:
-    def __init__(self, t: float = T0) -> None:
-        self.t = t
-
-    def now(self) -> float:
-        return self.t
 
 
 class CountingIds:
@@ -80,7 +73,7 @@ def store(tmp_path: Any) -> Iterator[SqliteStore]:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(T0)
 
 
 @pytest.fixture
@@ -358,7 +351,7 @@ def test_second_claim_while_live_returns_none(journal: Journal, store: SqliteSto
 def test_lease_is_held_until_its_expiry(journal: Journal, clock: FakeClock) -> None:
     journal.admit("s1", agent="agent", prompt="x")
     journal.claim("s1", HOST_A, ttl_s=TTL)
-    clock.t = T0 + TTL - 0.001
+    clock.set(T0 + TTL - 0.001)
     assert journal.claim("s1", HOST_B, ttl_s=TTL) is None
 
 
@@ -368,7 +361,7 @@ def test_expired_lease_is_taken_over_with_the_next_token(
     journal.admit("s1", agent="agent", prompt="x")
     first = journal.claim("s1", HOST_A, ttl_s=TTL)
     assert first is not None
-    clock.t = T0 + TTL + 1
+    clock.set(T0 + TTL + 1)
 
     second = journal.claim("s1", HOST_B, ttl_s=TTL)
 
@@ -377,7 +370,7 @@ def test_expired_lease_is_taken_over_with_the_next_token(
     assert second.owner != first.owner
     lease = session(journal).lease
     assert (lease.owner, lease.token, lease.host) == (second.owner, 2, "host-b")
-    assert lease.expires_at == clock.t + TTL
+    assert lease.expires_at == clock.now() + TTL
 
 
 def test_dead_holder_on_the_same_host_is_taken_over_at_once(journal: Journal) -> None:
@@ -432,11 +425,11 @@ def test_heartbeat_extends_the_lease(journal: Journal, clock: FakeClock) -> None
     journal.admit("s1", agent="agent", prompt="x")
     fence = journal.claim("s1", HOST_A, ttl_s=TTL)
     assert fence is not None
-    clock.t = T0 + 20
+    clock.set(T0 + 20)
     journal.heartbeat(fence, ttl_s=TTL)
     assert session(journal).lease.expires_at == T0 + 20 + TTL
 
-    clock.t = T0 + TTL + 5  # past the first expiry, inside the extended one
+    clock.set(T0 + TTL + 5)  # past the first expiry, inside the extended one
     assert journal.claim("s1", HOST_B, ttl_s=TTL) is None
     journal.heartbeat(fence, ttl_s=TTL)  # still the owner
 
@@ -477,7 +470,7 @@ def test_release_with_a_stale_fence_leaves_the_new_owner_alone(
     journal.admit("s1", agent="agent", prompt="x")
     old = journal.claim("s1", HOST_A, ttl_s=TTL)
     assert old is not None
-    clock.t = T0 + TTL + 1
+    clock.set(T0 + TTL + 1)
     new = journal.claim("s1", HOST_B, ttl_s=TTL)
     assert new is not None
     before = dump(store)
@@ -512,7 +505,7 @@ def test_stale_fence_cannot_write(
 ) -> None:
     run, tasks = with_tasks(journal, "safe", "safe")
     journal.start_tool(run.fence, tasks[0].id)
-    clock.t = T0 + TTL + 1
+    clock.set(T0 + TTL + 1)
     new = journal.claim("s1", HOST_B, ttl_s=TTL)
     assert new is not None and new.token == run.fence.token + 1
 
@@ -527,7 +520,7 @@ def test_current_fence_can_write(name: str, journal: Journal, clock: FakeClock) 
     """The control for the test above: the same call with the new owner's fence is accepted."""
     run, tasks = with_tasks(journal, "safe", "safe")
     journal.start_tool(run.fence, tasks[0].id)
-    clock.t = T0 + TTL + 1
+    clock.set(T0 + TTL + 1)
     new = journal.claim("s1", HOST_B, ttl_s=TTL)
     assert new is not None
     if name == "settle":
@@ -576,7 +569,7 @@ def test_begin_attempt_starts_the_turn(journal: Journal, clock: FakeClock) -> No
     sub = journal.admit("s1", agent="agent", prompt="hello").submission
     fence = journal.claim("s1", HOST_A, ttl_s=TTL)
     assert fence is not None
-    clock.t = T0 + 1
+    clock.set(T0 + 1)
 
     start = journal.begin_attempt(fence, sub.id, worker="w1")
 
@@ -613,7 +606,7 @@ def test_begin_attempt_after_a_crash_interrupts_the_previous_attempt(
     journal: Journal, clock: FakeClock
 ) -> None:
     run = run_turn(journal)
-    clock.t = T0 + TTL + 1
+    clock.set(T0 + TTL + 1)
     new = journal.claim("s1", HOST_B, ttl_s=TTL)
     assert new is not None
 
@@ -624,7 +617,7 @@ def test_begin_attempt_after_a_crash_interrupts_the_previous_attempt(
     assert start.attempt.number == 2
     first, second = journal.read(lambda r: r.attempts(run.sub_id))
     assert first.status is AttemptStatus.INTERRUPTED
-    assert (first.reason, first.ended_at) == ("crash", clock.t)
+    assert (first.reason, first.ended_at) == ("crash", clock.now())
     assert second.status is AttemptStatus.RUNNING and second.worker == "w2"
     stored = submission(journal, run.sub_id)
     assert (stored.attempts, stored.interruptions) == (2, 1)
@@ -664,7 +657,7 @@ def test_begin_attempt_on_an_unknown_submission_raises(
 
 def test_suspend_yields_the_attempt(journal: Journal, clock: FakeClock) -> None:
     run = run_turn(journal)
-    clock.t = T0 + 5
+    clock.set(T0 + 5)
     journal.suspend(run.fence, run.sub_id, reason="deadline")
 
     (attempt,) = journal.read(lambda r: r.attempts(run.sub_id))
@@ -844,7 +837,7 @@ def test_record_model_call_on_an_unknown_turn_raises(journal: Journal, store: Sq
 
 def test_tool_task_pending_running_completed(journal: Journal, clock: FakeClock) -> None:
     run, (t,) = with_tasks(journal, "unsafe")
-    clock.t = T0 + 1
+    clock.set(T0 + 1)
     started = journal.start_tool(run.fence, t.id)
     assert started.status is ToolTaskStatus.RUNNING
     assert (started.runs, started.updated_at, started.version) == (1, T0 + 1, 2)
@@ -854,7 +847,7 @@ def test_tool_task_pending_running_completed(journal: Journal, clock: FakeClock)
     assert ev.data["execution_id"] == t.execution_id
     assert (ev.data["run"], ev.data["policy"], ev.data["reason"]) == (1, "unsafe", None)
 
-    clock.t = T0 + 2
+    clock.set(T0 + 2)
     done = journal.finish_tool(run.fence, t.id, ToolTaskStatus.COMPLETED, "42")
     assert done.status is ToolTaskStatus.COMPLETED
     assert (done.result, done.runs, done.updated_at) == ("42", 1, T0 + 2)
@@ -961,7 +954,7 @@ def test_tool_calls_on_an_unknown_task_raise(journal: Journal, store: SqliteStor
 
 def test_settle_completed(journal: Journal, clock: FakeClock) -> None:
     run = run_turn(journal)
-    clock.t = T0 + 9
+    clock.set(T0 + 9)
     settled = journal.settle(run.fence, run.sub_id, "completed", text="the answer")
 
     assert settled == submission(journal, run.sub_id)
@@ -1164,7 +1157,7 @@ def test_body_that_writes_then_returns_a_coroutine_is_rolled_back(
 def test_happy_path_turn_event_log_is_gap_free(journal: Journal, clock: FakeClock) -> None:
     run, tasks = with_tasks(journal, "safe", "unsafe")
     for t in tasks:
-        clock.t += 1
+        clock.advance(1)
         journal.start_tool(run.fence, t.id)
         journal.heartbeat(run.fence, ttl_s=TTL)
         journal.finish_tool(run.fence, t.id, ToolTaskStatus.COMPLETED, f"result of {t.tool}")

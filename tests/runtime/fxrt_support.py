@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import subprocess
-import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -78,22 +77,6 @@ def owned_store(url: str) -> SqliteStore:
 
 def fresh_store(tmp_path: Any, name: str = "fx.db") -> SqliteStore:
     return owned_store(db_url(tmp_path, name))
-
-
-class FakeClock:
-    """A wall clock the test moves by hand (thread-safe: journal calls run in threads)."""
-
-    def __init__(self, start: float = 1_700_000_000.0) -> None:
-        self._now = start
-        self._lock = threading.Lock()
-
-    def now(self) -> float:
-        with self._lock:
-            return self._now
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self._now += seconds
 
 
 def dead_pid() -> int:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pydantic
 import pytest
 from fxrt_support import (
-    FakeClock,
     check_invariants,
     db_url,
     event_types,
@@ -21,6 +20,7 @@ from fxrt_support import (
 
 import fxdurable as fx
 from fxdurable.runtime.decide import unknown_message
+from fxdurable.testing import FakeClock
 
 # A lease far longer than any clock jump in these tests: advancing the fake clock must not make
 # the runtime's own lease look expired.

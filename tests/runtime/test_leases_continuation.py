@@ -13,7 +13,6 @@ import pytest
 from fxrt_support import (
     FAST,
     NO_SCAN,
-    FakeClock,
     check_invariants,
     db_url,
     dead_pid,
@@ -34,6 +33,7 @@ from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Journal, WorkerIdentity
 from fxdurable.core.records import Usage
 from fxdurable.stores.sqlite import SqliteStore
+from fxdurable.testing import FakeClock
 
 HOST = socket.gethostname()
 
