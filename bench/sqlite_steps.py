@@ -354,7 +354,7 @@ def resume_view(view: ReadView, session_id: str) -> ResumeState:
     turn = view.get_turn(unsettled[0].id)
     assert sub is not None and turn is not None
     last = view.get_model_call(turn.id, turn.rounds - 1) if turn.rounds else None
-    tasks = [t for t in view.tool_tasks(turn.id) if last is not None and t.round == last.round]
+    tasks = list(view.tool_tasks(turn.id, last.round)) if last is not None else []
     return ResumeState(unsettled=len(unsettled), last_call=last, round_tasks=tasks)
 
 

@@ -157,7 +157,7 @@ class TurnDriver:
         turn = view.get_turn(submission_id)
         assert sub is not None and turn is not None, "begin_attempt created both"
         last = view.get_model_call(turn.id, turn.rounds - 1) if turn.rounds else None
-        tasks = [t for t in view.tool_tasks(turn.id) if last and t.round == last.round]
+        tasks = view.tool_tasks(turn.id, last.round) if last is not None else ()
         return _Snapshot(sub, turn, last, tasks)
 
     # -- model ---------------------------------------------------------------------------------

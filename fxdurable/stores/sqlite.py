@@ -200,11 +200,18 @@ class _SqliteTx:
     def get_tool_task(self, task_id: str) -> ToolTaskRecord | None:
         return self._one(ToolTaskRecord, "SELECT data FROM tool_tasks WHERE id = ?", task_id)
 
-    def tool_tasks(self, turn_id: str) -> Sequence[ToolTaskRecord]:
+    def tool_tasks(self, turn_id: str, round_: int | None = None) -> Sequence[ToolTaskRecord]:
+        if round_ is None:
+            return self._all(
+                ToolTaskRecord,
+                "SELECT data FROM tool_tasks WHERE turn_id = ? ORDER BY round, idx",
+                turn_id,
+            )
         return self._all(
             ToolTaskRecord,
-            "SELECT data FROM tool_tasks WHERE turn_id = ? ORDER BY round, idx",
+            "SELECT data FROM tool_tasks WHERE turn_id = ? AND round = ? ORDER BY idx",
             turn_id,
+            round_,
         )
 
     def session_tool_tasks(self, session_id: str) -> Sequence[ToolTaskRecord]:

@@ -683,3 +683,17 @@ def test_two_handles_on_one_file_serialise_writers(tmp_path: Path) -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_tool_tasks_of_one_round(store: Store) -> None:
+    """The turn loop reads only the current round's tasks, so a step stays O(1) in a long turn."""
+
+    def body(tx: Tx) -> None:
+        for round_ in range(3):
+            for index in (1, 0):
+                tx.put_tool_task(a_task("t1", round_, index), expected_version=None)
+
+    write(store, body)
+    got = look(store, lambda r: r.tool_tasks("t1", 1))
+    assert [(t.round, t.index) for t in got] == [(1, 0), (1, 1)]
+    assert look(store, lambda r: r.tool_tasks("t1", 7)) == []
