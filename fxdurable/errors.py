@@ -12,7 +12,10 @@ FxDurableError
  │    ├── LeaseLostError       the fencing token is stale: another worker owns the session
  │    └── RecordNotFound
  ├── ToolInputError            tool arguments that do not validate (the model reads it)
- ├── ModelError                the model could not be called or answered nonsense
+ ├── ModelError                the model could not be called or answered nonsense (not retried:
+ │    │                         400/401/403/404, a malformed stream)
+ │    ├── ModelRetryableError  429, 5xx, overloaded, connect/read timeouts: retried with backoff
+ │    └── ContextLengthError   the conversation no longer fits: compacted, then retried
  └── SubmissionFailed          wait() on a submission that settled failed or aborted
 
 Signals derive from BaseException so that user code catching ``Exception`` in a tool cannot
@@ -28,10 +31,12 @@ __all__ = [
     "AgentBusyError",
     "ConfigurationError",
     "ConflictError",
+    "ContextLengthError",
     "FxDurableError",
     "IllegalTransition",
     "LeaseLostError",
     "ModelError",
+    "ModelRetryableError",
     "RecordNotFound",
     "RequestConflictError",
     "StoreError",
@@ -115,6 +120,18 @@ class ToolInputError(FxDurableError):
 
 class ModelError(FxDurableError):
     """The model could not be called, or its answer could not be understood."""
+
+
+class ModelRetryableError(ModelError):
+    """A transient model failure. ``retry_after_s`` is the provider's hint, if it gave one."""
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
+
+
+class ContextLengthError(ModelError):
+    """The request exceeds the model's context window."""
 
 
 class SubmissionFailed(FxDurableError):
