@@ -33,8 +33,7 @@ from fxdurable.core.records import (
 )
 from fxdurable.core.states import ToolTaskStatus
 from fxdurable.core.store import ReadView, Store, Tx
-from fxdurable.runtime.history import build_history
-from fxdurable.runtime.models.base import ChatMessage
+from fxdurable.runtime.history import History, build_history
 from fxdurable.stores.sqlite import SqliteStore
 
 __all__ = [
@@ -369,7 +368,7 @@ def _tool_tasks(view: ReadView, session_id: str) -> Sequence[ToolTaskRecord]:
     return view.tool_tasks(unsettled[0].id) if unsettled else []
 
 
-def _history(view: ReadView, session_id: str) -> list[ChatMessage]:
+def _history(view: ReadView, session_id: str) -> History:
     """What the next model call is sent, as ``TurnDriver._call_model`` reads it."""
     return build_history(view.messages(session_id), view.session_tool_tasks(session_id))
 

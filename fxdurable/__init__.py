@@ -9,13 +9,16 @@ from fxdurable.core.records import ErrorInfo, EventRecord, SubmissionRecord, Too
 from fxdurable.errors import (
     AgentBusyError,
     ConfigurationError,
+    ContextLengthError,
     FxDurableError,
     LeaseLostError,
+    ModelError,
+    ModelRetryableError,
     SubmissionFailed,
     ToolInputError,
     UnknownAgentError,
 )
-from fxdurable.runtime.agent import Agent, Durability
+from fxdurable.runtime.agent import Agent, Durability, ModelRetries, Pricing
 from fxdurable.runtime.models.base import ModelRequest, ModelResponse
 from fxdurable.runtime.models.scripted import ScriptedModel, call, reply
 from fxdurable.runtime.runtime import Runtime, SessionHandle
@@ -26,14 +29,19 @@ __all__ = [
     "Agent",
     "AgentBusyError",
     "ConfigurationError",
+    "ContextLengthError",
     "Durability",
     "ErrorInfo",
     "EventRecord",
     "FxDurableError",
     "Idempotent",
     "LeaseLostError",
+    "ModelError",
     "ModelRequest",
     "ModelResponse",
+    "ModelRetries",
+    "ModelRetryableError",
+    "Pricing",
     "Runtime",
     "ScriptedModel",
     "SessionHandle",

@@ -12,7 +12,8 @@ from fxdurable.testing.invariants import check_store
 __all__ = ["run_check"]
 
 
-def run_check(store: Store, *, at_rest: bool = False, out: TextIO = sys.stdout) -> int:
+def run_check(store: Store, *, at_rest: bool = False, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     summary = store.read(lambda view: check_store(view, now=time.time(), at_rest=at_rest))
     for violation in summary.violations:
         print(violation, file=out)

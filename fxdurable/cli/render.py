@@ -69,7 +69,20 @@ def describe(event: EventRecord, style: Style) -> str | None:
         tools = d.get("tools")
         tools = tools if isinstance(tools, list) else []
         calls = f" → {', '.join(str(t) for t in tools)}" if tools else ""
-        return f"model: {_short(d.get('text')) or '(no text)'}{style.cyan(calls)}"
+        tokens = style.dim(f"  [{d.get('input_tokens')}→{d.get('output_tokens')} tok]")
+        return f"model: {_short(d.get('text')) or '(no text)'}{style.cyan(calls)}{tokens}"
+    if kind == "model.partial":
+        return style.dim(f"model (streaming, round {d.get('round')}): {_short(d.get('text'))}")
+    if kind == "model.error":
+        return style.yellow(
+            f"model error {d.get('errors')} in round {d.get('round')}, retrying: "
+            f"{_short(d.get('message'))}"
+        )
+    if kind == "context.compacted":
+        return style.cyan(
+            f"context compacted: messages up to #{d.get('upto')} summarised "
+            f"({len(str(d.get('summary', '')))} chars)"
+        )
     if kind == "tool.started":
         reason = d.get("reason")
         why = f", {reason}" if reason else ""

@@ -3,15 +3,49 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import TextIO
 
 from fxdurable.cli.render import Style, clock_time, describe
+from fxdurable.core.records import Usage
 from fxdurable.core.store import ReadView, Store
 
-__all__ = ["print_trace"]
+__all__ = ["Totals", "print_trace"]
 
 
-def print_trace(store: Store, session_id: str, out: TextIO = sys.stdout) -> int:
+@dataclass(slots=True)
+class Totals:
+    """Token and cost accounting, summed from the recorded model calls."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+
+    def add(self, usage: Usage) -> None:
+        self.calls += 1
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        if usage.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + usage.cost_usd
+
+    def merge(self, other: Totals) -> None:
+        self.calls += other.calls
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        if other.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + other.cost_usd
+
+    def __str__(self) -> str:
+        cost = f", ${self.cost_usd:.4f}" if self.cost_usd is not None else ""
+        return (
+            f"{self.calls} model call(s), {self.input_tokens} input + "
+            f"{self.output_tokens} output tokens{cost}"
+        )
+
+
+def print_trace(store: Store, session_id: str, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     style = Style(out)
 
     def read(view: ReadView) -> int:
@@ -33,13 +67,19 @@ def print_trace(store: Store, session_id: str, out: TextIO = sys.stdout) -> int:
             if line is None:
                 continue
             print(f"{event.seq:>4}  {clock_time(event.at)}  {line}", file=out)
+        session_usage = Totals()
         for sub in subs:
             extra = f" ({sub.error.code}: {sub.error.message})" if sub.error else ""
+            turn_usage = Totals()
+            for call in view.model_calls(sub.id):
+                turn_usage.add(call.usage)
+            session_usage.merge(turn_usage)
             print(
                 f"submission {sub.id}: {sub.status} after {sub.attempts} attempt(s), "
-                f"{sub.interruptions} interrupted{extra}",
+                f"{sub.interruptions} interrupted; {turn_usage}{extra}",
                 file=out,
             )
+        print(f"session total: {session_usage}", file=out)
         return 0
 
     return store.read(read)

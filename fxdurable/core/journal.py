@@ -141,6 +141,7 @@ class _SessionScope:
         *,
         round_: int | None = None,
         tool_calls: tuple[ToolCallRequest, ...] = (),
+        summarizes_upto: int | None = None,
     ) -> None:
         s = self.session
         self.tx.append_message(
@@ -152,6 +153,7 @@ class _SessionScope:
                 text=text,
                 round=round_,
                 tool_calls=tool_calls,
+                summarizes_upto=summarizes_upto,
             )
         )
         self.session = replace(s, next_message_seq=s.next_message_seq + 1)
@@ -489,6 +491,7 @@ class Journal:
                 tools=[c.name for c in calls],
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
+                cost_usd=usage.cost_usd,
             )
             scope.write()
             return tasks
@@ -558,6 +561,62 @@ class Journal:
             return updated
 
         return self._store.transact(body)
+
+    def record_model_error(
+        self, fence: Fence, turn_id: str, *, round_: int, error: ErrorInfo
+    ) -> TurnRecord:
+        """Count a transient model failure against the turn's error budget (a retry follows)."""
+
+        def body(tx: Tx) -> TurnRecord:
+            session = self._fenced(tx, fence)
+            scope = _SessionScope(tx, session, self._clock.now())
+            turn = self._running_turn(tx, fence, turn_id)
+            updated = replace(turn, model_errors=turn.model_errors + 1, version=turn.version + 1)
+            tx.put_turn(updated, expected_version=turn.version)
+            scope.emit(
+                "model.error",
+                turn_id=turn_id,
+                round=round_,
+                code=error.code,
+                message=error.message,
+                errors=updated.model_errors,
+            )
+            scope.write()
+            return updated
+
+        return self._store.transact(body)
+
+    def record_partial(self, fence: Fence, turn_id: str, *, round_: int, text: str) -> None:
+        """Keep streamed text visible before the call is recorded: if the process dies, the
+        event log shows what the model had said (the recovered turn calls it again)."""
+
+        def body(tx: Tx) -> None:
+            session = self._fenced(tx, fence)
+            scope = _SessionScope(tx, session, self._clock.now())
+            self._running_turn(tx, fence, turn_id)
+            scope.emit("model.partial", turn_id=turn_id, round=round_, text=text)
+            scope.write()
+
+        self._store.transact(body)
+
+    def record_compaction(
+        self, fence: Fence, turn_id: str, *, summary: str, upto_seq: int, model: str
+    ) -> None:
+        """Append a summary that stands for every message up to ``upto_seq``."""
+
+        def body(tx: Tx) -> None:
+            session = self._fenced(tx, fence)
+            scope = _SessionScope(tx, session, self._clock.now())
+            self._running_turn(tx, fence, turn_id)
+            if upto_seq >= scope.session.next_message_seq:
+                raise IllegalTransition("message", f"seq {upto_seq}", "summary of the future")
+            scope.append_message(turn_id, "summary", summary, summarizes_upto=upto_seq)
+            scope.emit(
+                "context.compacted", turn_id=turn_id, upto=upto_seq, summary=summary, model=model
+            )
+            scope.write()
+
+        self._store.transact(body)
 
     def suspend(self, fence: Fence, submission_id: str, *, reason: str) -> None:
         """End the attempt cleanly at a step boundary; a continuation wake follows."""

@@ -105,6 +105,7 @@ class TurnRecord:
     submission_id: str
     status: TurnStatus
     rounds: int = 0  # model calls recorded so far
+    model_errors: int = 0  # transient model failures so far: the turn's error budget
     final_text: str | None = None
     version: int = 1
 
@@ -122,6 +123,7 @@ class ToolCallRequest:
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float | None = None  # when the agent knows its model's prices
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -156,15 +158,20 @@ class ToolTaskRecord:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MessageRecord:
-    """A conversation entry. Tool results are not messages: they are read from the tasks."""
+    """A conversation entry. Tool results are not messages: they are read from the tasks.
+
+    A ``"summary"`` message stands for every message up to ``summarizes_upto`` (a compaction):
+    the model is sent the summary instead of them; the originals stay for the trace.
+    """
 
     session_id: str
     seq: int
     turn_id: str
-    role: str  # "user" | "assistant"
+    role: str  # "user" | "assistant" | "summary"
     text: str
     round: int | None = None  # for assistant messages: which model call produced it
     tool_calls: tuple[ToolCallRequest, ...] = ()
+    summarizes_upto: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

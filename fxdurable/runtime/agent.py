@@ -9,11 +9,35 @@ from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.models.base import Model
 from fxdurable.runtime.tools import Tool
 
-__all__ = ["Agent", "BeforeTool", "Durability"]
+__all__ = ["Agent", "BeforeTool", "Durability", "ModelRetries", "Pricing"]
 
 # Runs before a tool's intent is recorded; returns None to allow or a reason to deny (the
 # model reads the reason). A crash inside it leaves no task running and nothing unknown.
 BeforeTool = Callable[[str, str], Awaitable[str | None]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelRetries:
+    """Transient model failures (429, 5xx, overloaded, timeouts) are retried with exponential
+    backoff and jitter, honouring the provider's Retry-After; past ``budget`` failures in one
+    turn the submission fails with ``model_error``. The count is durable: crashes do not
+    reset it."""
+
+    budget: int = 6
+    base_s: float = 1.0
+    max_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.budget < 0 or self.base_s < 0 or self.max_s < self.base_s:
+            raise ConfigurationError("ModelRetries needs budget >= 0 and 0 <= base_s <= max_s")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pricing:
+    """US dollars per million tokens, for cost accounting in the journal and the trace."""
+
+    input_per_mtok: float
+    output_per_mtok: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -24,6 +48,10 @@ class Durability:
     # a deadline do not consume attempts.
     max_attempts: int = 10
     timeout_s: float = 3600.0  # wall-clock seconds from the turn's start
+    model_retries: ModelRetries = field(default_factory=ModelRetries)
+    # Streamed text is written to the event log at most this often while a model call runs,
+    # so a crash mid-stream leaves what was said visible. Fast calls write nothing extra.
+    partial_text_every_s: float = 1.0
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -32,22 +60,61 @@ class Durability:
             raise ConfigurationError("timeout_s must be positive")
 
 
-@dataclass(frozen=True, slots=True)
 class Agent:
+    """A name, a model, instructions, tools and budgets. Immutable once built.
+
+    ``model`` is a model object or a string such as ``"openai/gpt-4o-mini"`` or
+    ``"anthropic/claude-sonnet-4-5"`` (keys and base URLs come from the environment).
+    """
+
+    __slots__ = ("before_tool", "durability", "instructions", "model", "name", "pricing", "tools")
+
     name: str
     model: Model
-    instructions: str = ""
-    tools: Sequence[Tool] = ()
-    durability: Durability = field(default_factory=Durability)
-    before_tool: BeforeTool | None = None
+    instructions: str
+    tools: tuple[Tool, ...]
+    durability: Durability
+    before_tool: BeforeTool | None
+    pricing: Pricing | None
 
-    def __post_init__(self) -> None:
-        if not self.name:
+    def __init__(
+        self,
+        name: str,
+        model: Model | str,
+        instructions: str = "",
+        tools: Sequence[Tool] = (),
+        durability: Durability | None = None,
+        before_tool: BeforeTool | None = None,
+        pricing: Pricing | None = None,
+    ) -> None:
+        if not name:
             raise ConfigurationError("an agent needs a name: sessions are bound to it")
-        names = [t.name for t in self.tools]
+        if isinstance(model, str):
+            from fxdurable.runtime.models.providers import resolve_model
+
+            model = resolve_model(model)
+        names = [t.name for t in tools]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
-            raise ConfigurationError(f"agent {self.name!r} has duplicate tools: {duplicates}")
+            raise ConfigurationError(f"agent {name!r} has duplicate tools: {duplicates}")
+        values = {
+            "name": name,
+            "model": model,
+            "instructions": instructions,
+            "tools": tuple(tools),
+            "durability": durability or Durability(),
+            "before_tool": before_tool,
+            "pricing": pricing,
+        }
+        for key, value in values.items():
+            object.__setattr__(self, key, value)
+
+    def __setattr__(self, key: str, value: object) -> None:
+        raise AttributeError(f"Agent is immutable; build a new one instead of setting {key}")
+
+    def __repr__(self) -> str:
+        tools = ", ".join(t.name for t in self.tools)
+        return f"Agent({self.name!r}, model={self.model.name!r}, tools=[{tools}])"
 
     def tool(self, name: str) -> Tool | None:
         for candidate in self.tools:

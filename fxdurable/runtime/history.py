@@ -1,19 +1,30 @@
 """The conversation the model reads, rebuilt from the records.
 
 User and assistant messages are append-only records; each tool result is read from its task,
-in the position order of the call (never completion order).
+in the position order of the call (never completion order). After a compaction, the latest
+summary stands for every message it covers: the model gets the summary with its instructions
+and only the messages after it.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from fxdurable.core.records import MessageRecord, ToolTaskRecord
+from fxdurable.core.records import MessageRecord, ToolCallRequest, ToolTaskRecord
 from fxdurable.core.states import is_terminal
 from fxdurable.runtime.models.base import ChatMessage
 
-__all__ = ["build_history", "call_id"]
+__all__ = ["History", "build_history", "call_id", "with_summary"]
+
+SUMMARY_HEADING = "Summary of the earlier conversation (older messages were compacted):"
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    summary: str | None
+    messages: list[ChatMessage]
 
 
 def call_id(task: ToolTaskRecord) -> str:
@@ -21,14 +32,26 @@ def call_id(task: ToolTaskRecord) -> str:
     return task.provider_id or task.id
 
 
+def with_summary(instructions: str, summary: str | None) -> str:
+    if summary is None:
+        return instructions
+    return f"{instructions}\n\n{SUMMARY_HEADING}\n{summary}".lstrip()
+
+
 def build_history(
-    messages: Sequence[MessageRecord], tasks: Sequence[ToolTaskRecord]
-) -> list[ChatMessage]:
+    messages: Sequence[MessageRecord], tasks: Sequence[ToolTaskRecord], *, compact: bool = True
+) -> History:
+    """What the model is sent; ``compact=False`` gives every message (for people)."""
     by_round: dict[tuple[str, int], list[ToolTaskRecord]] = defaultdict(list)
     for task in tasks:
         by_round[(task.turn_id, task.round)].append(task)
+    summaries = [m for m in messages if m.role == "summary"]
+    latest = summaries[-1] if summaries and compact else None
+    cutoff = (latest.summarizes_upto or 0) if latest is not None else 0
     history: list[ChatMessage] = []
     for message in messages:
+        if message.role == "summary" or message.seq <= cutoff:
+            continue
         if message.role == "user":
             history.append(ChatMessage(role="user", text=message.text))
             continue
@@ -36,7 +59,7 @@ def build_history(
             by_round.get((message.turn_id, message.round or 0), []), key=lambda t: t.index
         )
         calls = tuple(
-            call.__class__(name=call.name, arguments=call.arguments, provider_id=call_id(task))
+            ToolCallRequest(name=call.name, arguments=call.arguments, provider_id=call_id(task))
             for call, task in zip(message.tool_calls, round_tasks, strict=False)
         )
         history.append(ChatMessage(role="assistant", text=message.text, tool_calls=calls))
@@ -50,4 +73,4 @@ def build_history(
                         tool_name=task.tool,
                     )
                 )
-    return history
+    return History(summary=latest.text if latest is not None else None, messages=history)

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import signal
 from collections.abc import Sequence
 from types import TracebackType
@@ -27,7 +28,9 @@ from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.history import build_history
+from fxdurable.runtime.model_step import Sleep
 from fxdurable.runtime.models.base import ChatMessage
+from fxdurable.runtime.models.http import aclose_clients
 from fxdurable.runtime.worker import WakeHandler, WorkerSettings, local_process_is_dead
 from fxdurable.stores import open_store
 
@@ -59,6 +62,8 @@ class Runtime:
         shutdown_grace_s: float = 10.0,
         clock: Clock | None = None,
         ids: IdSource | None = None,
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
     ) -> None:
         if not agents:
             raise ConfigurationError("a runtime needs at least one agent")
@@ -76,8 +81,10 @@ class Runtime:
         self._budget_s = invocation_budget_s
         self._concurrency = concurrency
         self._grace_s = shutdown_grace_s
+        # ``sleep`` and ``rng`` drive model-retry backoff: tests inject them to run without
+        # real waiting and with fixed jitter.
         self._handler = WakeHandler(
-            self.journal, self.queue, self.agents, self._clock, self.settings
+            self.journal, self.queue, self.agents, self._clock, self.settings, sleep=sleep, rng=rng
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._budgets: set[InvocationBudget] = set()
@@ -135,6 +142,8 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        # Provider HTTP clients belong to this event loop: close them before it ends.
+        await aclose_clients()
         if self._owns_store:
             self._store.close()
 
@@ -283,7 +292,11 @@ class SessionHandle:
     async def history(self) -> list[ChatMessage]:
         return await durable(
             self._rt.journal.read,
-            lambda v: build_history(v.messages(self.id), v.session_tool_tasks(self.id)),
+            lambda v: (
+                build_history(
+                    v.messages(self.id), v.session_tool_tasks(self.id), compact=False
+                ).messages
+            ),
         )
 
     async def submission(self, submission_id: str) -> SubmissionRecord | None:

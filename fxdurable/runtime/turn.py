@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -26,7 +27,7 @@ from fxdurable.core.records import (
 )
 from fxdurable.core.states import ToolTaskStatus
 from fxdurable.core.store import ReadView
-from fxdurable.errors import ModelError, Suspend, ToolInputError
+from fxdurable.errors import Suspend, ToolInputError
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
@@ -40,8 +41,7 @@ from fxdurable.runtime.decide import (
     refusal_message,
     unknown_message,
 )
-from fxdurable.runtime.history import build_history
-from fxdurable.runtime.models.base import Finish, ModelRequest, ModelResponse, ToolSpec
+from fxdurable.runtime.model_step import Failed, ModelStep, Sleep
 from fxdurable.runtime.tools import Tool, ToolContext
 
 __all__ = ["TurnDriver"]
@@ -69,6 +69,8 @@ class TurnDriver:
         *,
         worker: str,
         clock: Clock,
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
     ) -> None:
         self._journal = journal
         self._agent = agent
@@ -76,6 +78,9 @@ class TurnDriver:
         self._budget = budget
         self._worker = worker
         self._clock = clock
+        self._model_step = ModelStep(
+            journal, agent, fence, budget, sleep=sleep, rng=rng or random.Random()
+        )
         self._attempt = 0
         self._running_tool: asyncio.Task[str] | None = None
         self._abort_seen = False
@@ -163,64 +168,12 @@ class TurnDriver:
     # -- model ---------------------------------------------------------------------------------
 
     async def _call_model(self, turn: TurnRecord, round_: int) -> bool:
-        def read(view: ReadView) -> ModelRequest:
-            history = build_history(
-                view.messages(turn.session_id), view.session_tool_tasks(turn.session_id)
-            )
-            return ModelRequest(
-                instructions=self._agent.instructions,
-                messages=history,
-                tools=[
-                    ToolSpec(name=t.name, description=t.description, parameters=t.json_schema())
-                    for t in self._agent.tools
-                ],
-            )
-
-        request = await durable(self._journal.read, read)
-        crash_point("model.before-request")
-        try:
-            response = await self._stream(request)
-        except ModelError as exc:
-            await self._fail(turn.submission_id, "model_error", str(exc))
+        """One model step; False when it settled the submission ``failed``."""
+        outcome = await self._model_step.run(turn, round_)
+        if isinstance(outcome, Failed):
+            await self._fail(turn.submission_id, outcome.code, outcome.message)
             return False
-        crash_point("model.after-finish")
-        policies = [self._policy_for(call.name) for call in response.tool_calls]
-        await durable(
-            self._journal.record_model_call,
-            self._fence,
-            turn.id,
-            round_=round_,
-            text=response.text,
-            tool_calls=response.tool_calls,
-            policies=policies,
-            usage=response.usage,
-        )
         return True
-
-    async def _stream(self, request: ModelRequest) -> ModelResponse:
-        stream = self._agent.model.stream(request)
-        deltas = 0
-        try:
-            async for part in stream:
-                if isinstance(part, Finish):
-                    return part.response  # record at the finish; never wait for the close
-                deltas += 1
-                if deltas == 1:
-                    crash_point("model.mid-stream")
-        except ModelError:
-            raise
-        except Exception as exc:
-            raise ModelError(f"model {self._agent.model.name!r} failed: {exc!r}") from exc
-        finally:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        raise ModelError(f"model {self._agent.model.name!r} ended its stream without finishing")
-
-    def _policy_for(self, name: str) -> str:
-        tool = self._agent.tool(name)
-        # An unknown tool is never executed (it fails at validation), so "safe" is honest.
-        return tool.policy if tool is not None else "safe"
 
     # -- tools ---------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from fxdurable.queues.base import WakeQueue
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
+from fxdurable.runtime.model_step import Sleep
 from fxdurable.runtime.turn import TurnDriver
 
 __all__ = ["WakeHandler", "WorkerSettings", "local_process_is_dead", "this_worker"]
@@ -67,12 +69,17 @@ class WakeHandler:
         agents: Mapping[str, Agent],
         clock: Clock,
         settings: WorkerSettings,
+        *,
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
     ) -> None:
         self._journal = journal
         self._queue = queue
         self._agents = agents
         self._clock = clock
         self._settings = settings
+        self._sleep = sleep
+        self._rng = rng or random.Random()
         self._identity = this_worker()
 
     async def handle(self, session_id: str, budget: InvocationBudget) -> None:
@@ -139,6 +146,8 @@ class WakeHandler:
                 budget,
                 worker=f"{self._identity.host}:{self._identity.pid}",
                 clock=self._clock,
+                sleep=self._sleep,
+                rng=self._rng,
             )
             box[:] = [driver]
             await driver.run(unsettled[0].id)

@@ -1,0 +1,262 @@
+"""One model step: build the request from the records, stream the answer, record it.
+
+Transient failures are counted in the journal (the turn's error budget survives crashes) and
+retried with exponential backoff and jitter, honouring the provider's Retry-After. A
+context-length error compacts older turns into a durable summary, then retries. Streamed text
+is written to the event log every so often, so a crash mid-stream leaves it visible.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TypeAlias
+
+from fxdurable.core.crash import crash_point
+from fxdurable.core.journal import Fence, Journal
+from fxdurable.core.records import ErrorInfo, MessageRecord, TurnRecord, Usage
+from fxdurable.core.store import ReadView
+from fxdurable.errors import ContextLengthError, ModelError, ModelRetryableError, Suspend
+from fxdurable.runtime.agent import Agent, ModelRetries
+from fxdurable.runtime.budget import InvocationBudget
+from fxdurable.runtime.crossing import durable
+from fxdurable.runtime.history import build_history, with_summary
+from fxdurable.runtime.models.base import (
+    ChatMessage,
+    Finish,
+    ModelRequest,
+    ModelResponse,
+    ToolSpec,
+)
+
+__all__ = ["Failed", "ModelStep", "Recorded", "Retry", "Sleep", "backoff_delay"]
+
+Sleep: TypeAlias = Callable[[float], Awaitable[None]]
+
+SUMMARIZE_INSTRUCTIONS = (
+    "Summarize the conversation so far for your own later use. Keep every fact, decision and "
+    "open task, the outcome of every tool call, and say plainly which operations have an "
+    "unknown outcome. Write the summary only."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """The response is in the journal; the turn goes on."""
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """Nothing recorded; call the model again (after a backoff or a compaction)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    code: str
+    message: str
+
+
+StepOutcome: TypeAlias = Recorded | Retry | Failed
+
+
+def backoff_delay(
+    failures: int, retry_after_s: float | None, policy: ModelRetries, rng: random.Random
+) -> float:
+    """Exponential backoff with jitter (half fixed, half random), never below Retry-After."""
+    ceiling: float = min(policy.max_s, policy.base_s * 2.0 ** max(0, failures - 1))
+    delay: float = ceiling / 2 + rng.uniform(0, ceiling / 2)
+    if retry_after_s is not None:
+        delay = max(delay, retry_after_s)
+    return delay
+
+
+class ModelStep:
+    def __init__(
+        self,
+        journal: Journal,
+        agent: Agent,
+        fence: Fence,
+        budget: InvocationBudget,
+        *,
+        sleep: Sleep,
+        rng: random.Random,
+    ) -> None:
+        self._journal = journal
+        self._agent = agent
+        self._fence = fence
+        self._budget = budget
+        self._sleep = sleep
+        self._rng = rng
+
+    async def run(self, turn: TurnRecord, round_: int) -> StepOutcome:
+        request = await durable(self._journal.read, lambda view: self._request(view, turn))
+        crash_point("model.before-request")
+        try:
+            response = await self._stream(request, turn.id, round_)
+        except ContextLengthError as exc:
+            return await self._compact(turn, exc)
+        except ModelRetryableError as exc:
+            return await self._retry_later(turn, round_, exc)
+        except ModelError as exc:
+            return Failed("model_error", str(exc))
+        crash_point("model.after-finish")
+        tools = [self._agent.tool(call.name) for call in response.tool_calls]
+        await durable(
+            self._journal.record_model_call,
+            self._fence,
+            turn.id,
+            round_=round_,
+            text=response.text,
+            tool_calls=response.tool_calls,
+            # An unknown tool is never executed (it fails validation): "safe" is honest.
+            policies=[tool.policy if tool is not None else "safe" for tool in tools],
+            usage=self._priced(response.usage),
+        )
+        return Recorded()
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def _request(self, view: ReadView, turn: TurnRecord) -> ModelRequest:
+        history = build_history(
+            view.messages(turn.session_id), view.session_tool_tasks(turn.session_id)
+        )
+        return ModelRequest(
+            instructions=with_summary(self._agent.instructions, history.summary),
+            messages=history.messages,
+            tools=[
+                ToolSpec(name=t.name, description=t.description, parameters=t.json_schema())
+                for t in self._agent.tools
+            ],
+        )
+
+    def _priced(self, usage: Usage) -> Usage:
+        pricing = self._agent.pricing
+        if pricing is None:
+            return usage
+        cost = (
+            usage.input_tokens * pricing.input_per_mtok
+            + usage.output_tokens * pricing.output_per_mtok
+        ) / 1_000_000
+        return replace(usage, cost_usd=round(cost, 8))
+
+    async def _stream(
+        self, request: ModelRequest, turn_id: str | None, round_: int
+    ) -> ModelResponse:
+        """Read parts up to the finish; write streamed text as partials every so often.
+        ``turn_id=None`` streams without partials (a compaction's summary)."""
+        model = self._agent.model
+        stream = model.stream(request)
+        every = self._agent.durability.partial_text_every_s
+        pending: list[str] = []
+        last_flush = time.monotonic()
+        deltas = 0
+        try:
+            async for part in stream:
+                if isinstance(part, Finish):
+                    return part.response  # recorded at the finish, never at the close
+                deltas += 1
+                pending.append(part.text)
+                if turn_id is not None and time.monotonic() - last_flush >= every:
+                    await durable(
+                        self._journal.record_partial,
+                        self._fence,
+                        turn_id,
+                        round_=round_,
+                        text="".join(pending),
+                    )
+                    pending.clear()
+                    last_flush = time.monotonic()
+                if deltas == 1 and turn_id is not None:
+                    crash_point("model.mid-stream")
+        except ModelError:
+            raise
+        except Exception as exc:  # a model implementation's own bug or an unmapped error
+            raise ModelError(f"model {model.name!r} failed: {exc!r}") from exc
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        raise ModelRetryableError(f"model {model.name!r} ended its stream without finishing")
+
+    # -- failures ------------------------------------------------------------------------------
+
+    async def _retry_later(
+        self, turn: TurnRecord, round_: int, exc: ModelRetryableError
+    ) -> StepOutcome:
+        policy = self._agent.durability.model_retries
+        updated = await durable(
+            self._journal.record_model_error,
+            self._fence,
+            turn.id,
+            round_=round_,
+            error=ErrorInfo(code="model_unavailable", message=str(exc)),
+        )
+        if updated.model_errors > policy.budget:
+            return Failed(
+                "model_error",
+                f"the model failed {updated.model_errors} times in this turn (budget "
+                f"{policy.budget}); last error: {exc}",
+            )
+        delay = backoff_delay(updated.model_errors, exc.retry_after_s, policy, self._rng)
+        remaining = self._budget.remaining()
+        if remaining is not None and delay >= remaining:
+            # The wait does not fit in this invocation: a continuation retries.
+            raise Suspend("model backoff")
+        await self._sleep(delay)
+        return Retry()
+
+    async def _compact(self, turn: TurnRecord, exc: ContextLengthError) -> StepOutcome:
+        """Summarise the turns before this one into a durable summary, then retry."""
+
+        def plan(view: ReadView) -> tuple[int, ModelRequest] | None:
+            messages = view.messages(turn.session_id)
+            cutoff = _compactable_upto(messages, turn.id)
+            if cutoff is None:
+                return None
+            earlier = [m for m in messages if m.seq <= cutoff]
+            history = build_history(earlier, view.session_tool_tasks(turn.session_id))
+            instructions = with_summary(SUMMARIZE_INSTRUCTIONS, history.summary)
+            ask = ChatMessage(role="user", text="Summarize the conversation above.")
+            return cutoff, ModelRequest(
+                instructions=instructions, messages=[*history.messages, ask]
+            )
+
+        planned = await durable(self._journal.read, plan)
+        if planned is None:
+            return Failed(
+                "context_length",
+                f"the current turn alone exceeds the model's context window: {exc}",
+            )
+        cutoff, request = planned
+        try:
+            summary = await self._stream(request, None, -1)
+        except ContextLengthError as again:
+            return Failed("context_length", f"even the summary request is too long: {again}")
+        except ModelRetryableError as transient:
+            return await self._retry_later(turn, turn.rounds, transient)
+        except ModelError as fatal:
+            return Failed("model_error", f"compaction failed: {fatal}")
+        await durable(
+            self._journal.record_compaction,
+            self._fence,
+            turn.id,
+            summary=summary.text,
+            upto_seq=cutoff,
+            model=self._agent.model.name,
+        )
+        return Retry()
+
+
+def _compactable_upto(messages: Sequence[MessageRecord], turn_id: str) -> int | None:
+    """The last message before this turn not yet covered by a summary, or None."""
+    covered = max((m.summarizes_upto or 0 for m in messages if m.role == "summary"), default=0)
+    this_turn = [m.seq for m in messages if m.turn_id == turn_id and m.role != "summary"]
+    start = min(this_turn) if this_turn else None
+    candidates = [
+        m.seq
+        for m in messages
+        if m.role != "summary" and m.seq > covered and (start is None or m.seq < start)
+    ]
+    return max(candidates) if candidates else None

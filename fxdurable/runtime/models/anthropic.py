@@ -1,0 +1,303 @@
+"""Anthropic Messages, streaming.
+
+The response is complete at ``message_stop``, or at the ``message_delta`` carrying a
+``stop_reason`` followed by at most ``finish_grace_s`` of waiting for ``message_stop``. Tool
+input arrives as ``input_json_delta`` fragments per content block and is normalised to compact
+JSON. ``ping`` and unknown event types are ignored; an ``error`` event (``overloaded_error``,
+say) after the 200 is retryable unless it says the prompt is too long.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from fxdurable.core.records import Usage
+from fxdurable.errors import ModelError
+from fxdurable.runtime.models.base import ChatMessage, ModelRequest, ModelResponse, ToolSpec
+from fxdurable.runtime.models.errors import redact, stream_error
+from fxdurable.runtime.models.http import Timeouts
+from fxdurable.runtime.models.httpmodel import HttpModel, StreamParser
+from fxdurable.runtime.models.sse import SSEEvent
+from fxdurable.runtime.models.wire import CallIds, as_dict, as_int, as_str, finish_calls
+
+__all__ = ["ANTHROPIC_VERSION", "AnthropicModel", "build_anthropic_body"]
+
+ANTHROPIC_VERSION = "2023-06-01"
+_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")  # tool_use ids must match ^[a-zA-Z0-9_-]+$
+# Input-token counts as the API splits them: uncached, written to the cache, read from it.
+_INPUT_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+class AnthropicModel(HttpModel):
+    """A Messages API model. ``base_url`` defaults to ``$FXD_ANTHROPIC_BASE_URL``, then
+    ``https://api.anthropic.com``; the key to ``$ANTHROPIC_API_KEY``, read at each call."""
+
+    prefix = "anthropic"
+    provider = "Anthropic"
+    key_env = "ANTHROPIC_API_KEY"
+    base_url_env = "FXD_ANTHROPIC_BASE_URL"
+    default_base_url = "https://api.anthropic.com"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        max_tokens: int = 4096,
+        timeout: Timeouts | float | None = None,
+        finish_grace_s: float = 1.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            finish_grace_s=finish_grace_s,
+            transport=transport,
+        )
+        self._max_tokens = max_tokens
+
+    def _url(self) -> str:
+        # A base URL that already ends in /v1 (as gateways are often given) is not doubled.
+        base = self._base_url.removesuffix("/v1")
+        return f"{base}/v1/messages"
+
+    def _headers(self, key: str | None) -> Mapping[str, str]:
+        headers = {"content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
+        if key:
+            headers["x-api-key"] = key
+        return headers
+
+    def _body(self, request: ModelRequest) -> dict[str, Any]:
+        return build_anthropic_body(self._model, request, max_tokens=self._max_tokens)
+
+    def _parser(self, key: str | None) -> StreamParser:
+        return _AnthropicParser(secret=key)
+
+
+def build_anthropic_body(model: str, request: ModelRequest, *, max_tokens: int) -> dict[str, Any]:
+    """The JSON body of a streaming Messages request."""
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": max_tokens,
+        "messages": _messages(request.messages),
+        "stream": True,
+    }
+    if request.instructions:
+        body["system"] = request.instructions
+    if request.tools:
+        body["tools"] = [_tool(spec) for spec in request.tools]
+    return body
+
+
+def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+    """Messages as content blocks. Same-role neighbours merge into one message, so the tool
+    results of one assistant message travel in one user message, as the API requires."""
+    out: list[dict[str, Any]] = []
+    ids = CallIds(lambda recorded: _ID_CHARS.sub("_", recorded))
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return  # the API refuses empty content
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    for message in messages:
+        if message.role == "user":
+            add("user", [{"type": "text", "text": message.text}] if message.text else [])
+        elif message.role == "assistant":
+            blocks: list[dict[str, Any]] = []
+            if message.text:
+                blocks.append({"type": "text", "text": message.text})
+            for call in message.tool_calls:
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": ids.for_call(call.provider_id),
+                        "name": call.name,
+                        "input": _input(call.arguments),
+                    }
+                )
+            add("assistant", blocks)
+        else:
+            result: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": ids.for_result(message.tool_call_id),
+            }
+            if message.text:
+                result["content"] = message.text
+            add("user", [result])
+    return out
+
+
+def _input(arguments: str) -> dict[str, Any]:
+    """Recorded arguments as the object ``tool_use.input`` must be. Arguments that were not a
+    JSON object (the model's own mistake, already answered with a tool error) are shown back
+    to the model as they were, under ``_raw_arguments``."""
+    try:
+        value = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        value = None
+    if isinstance(value, dict):
+        return value
+    return {"_raw_arguments": arguments}
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    return {"name": spec.name, "description": spec.description, "input_schema": spec.parameters}
+
+
+@dataclass(slots=True)
+class _Block:
+    kind: str
+    id: str | None = None
+    name: str = ""
+    start_input: str = ""  # the input content_block_start gave, when no deltas follow
+    parts: list[str] = field(default_factory=list)
+
+
+class _AnthropicParser:
+    def __init__(self, *, secret: str | None) -> None:
+        self._secret = secret
+        self._text: list[str] = []
+        self._blocks: dict[int, _Block] = {}
+        self._usage: dict[str, int] = {}
+        self._stop_reason: str | None = None
+        self._stopped = False  # message_stop seen
+
+    @property
+    def finished(self) -> bool:
+        return self._stopped or self._stop_reason is not None
+
+    @property
+    def complete(self) -> bool:
+        return self._stopped
+
+    def feed(self, event: SSEEvent) -> str:
+        payload = self._decode(event)
+        if payload is None:
+            return ""
+        kind = as_str(payload.get("type")) or event.event
+        if kind == "error":
+            raise stream_error(AnthropicModel.provider, payload, secret=self._secret)
+        if kind == "message_start":
+            self._take_usage(as_dict(as_dict(payload.get("message")).get("usage")))
+        elif kind == "content_block_start":
+            return self._start_block(payload)
+        elif kind == "content_block_delta":
+            return self._delta(payload)
+        elif kind == "message_delta":
+            self._message_delta(payload)
+        elif kind == "message_stop":
+            self._stopped = True
+        elif kind == "message":
+            return self._whole_message(payload)
+        # ping, content_block_stop and event types added later need nothing
+        return ""
+
+    def feed_after_finish(self, event: SSEEvent) -> None:
+        try:
+            payload = self._decode(event)
+        except ModelError:
+            self._stopped = True
+            return
+        if payload is None:
+            return
+        kind = as_str(payload.get("type")) or event.event
+        if kind == "message_delta":
+            self._message_delta(payload)
+        elif kind in ("message_stop", "error"):
+            self._stopped = True
+
+    def response(self) -> ModelResponse:
+        calls = finish_calls(
+            (block.id, block.name, "".join(block.parts) or block.start_input)
+            for _, block in sorted(self._blocks.items())
+            if block.kind == "tool_use"
+        )
+        usage = Usage(
+            input_tokens=sum(self._usage.get(name, 0) for name in _INPUT_FIELDS),
+            output_tokens=self._usage.get("output_tokens", 0),
+        )
+        return ModelResponse(text="".join(self._text), tool_calls=calls, usage=usage)
+
+    def _decode(self, event: SSEEvent) -> dict[str, Any] | None:
+        data = event.data.strip()
+        if not data:
+            return None
+        try:
+            payload = json.loads(data)
+        except ValueError:
+            payload = None
+        if not isinstance(payload, dict):
+            shown = redact(data[:200], self._secret)
+            raise ModelError(f"{AnthropicModel.provider} sent a malformed stream event: {shown!r}")
+        return payload
+
+    def _take_usage(self, usage: dict[str, Any]) -> None:
+        # Counts are cumulative: a later event's count replaces an earlier one.
+        for name in (*_INPUT_FIELDS, "output_tokens"):
+            value = as_int(usage.get(name))
+            if value is not None:
+                self._usage[name] = value
+
+    def _start_block(self, payload: dict[str, Any]) -> str:
+        index = as_int(payload.get("index")) or 0
+        content = as_dict(payload.get("content_block"))
+        kind = as_str(content.get("type")) or "unknown"
+        block = self._blocks[index] = _Block(kind=kind)
+        if kind == "tool_use":
+            block.id = as_str(content.get("id")) or None
+            block.name = as_str(content.get("name")) or ""
+            start = content.get("input")
+            if isinstance(start, dict) and start:
+                block.start_input = json.dumps(start)
+            return ""
+        if kind == "text":
+            return self._add_text(as_str(content.get("text")) or "")
+        return ""
+
+    def _delta(self, payload: dict[str, Any]) -> str:
+        index = as_int(payload.get("index")) or 0
+        delta = as_dict(payload.get("delta"))
+        kind = as_str(delta.get("type"))
+        if kind == "text_delta":
+            return self._add_text(as_str(delta.get("text")) or "")
+        if kind == "input_json_delta":
+            block = self._blocks.get(index)
+            if block is None:  # a delta without its start: keep the input, name unknown
+                block = self._blocks[index] = _Block(kind="tool_use")
+            block.parts.append(as_str(delta.get("partial_json")) or "")
+        # thinking_delta, signature_delta, citations_delta: not part of the answer text
+        return ""
+
+    def _message_delta(self, payload: dict[str, Any]) -> None:
+        stop_reason = as_str(as_dict(payload.get("delta")).get("stop_reason"))
+        if stop_reason:
+            self._stop_reason = stop_reason
+        self._take_usage(as_dict(payload.get("usage")))
+
+    def _whole_message(self, message: dict[str, Any]) -> str:
+        """A server that ignored ``"stream": true`` sent the whole message as JSON."""
+        added: list[str] = []
+        for index, content in enumerate(message.get("content") or ()):
+            added.append(self._start_block({"index": index, "content_block": content}))
+        self._take_usage(as_dict(message.get("usage")))
+        self._stop_reason = as_str(message.get("stop_reason")) or "end_turn"
+        self._stopped = True
+        return "".join(added)
+
+    def _add_text(self, text: str) -> str:
+        if text:
+            self._text.append(text)
+        return text

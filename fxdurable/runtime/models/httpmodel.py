@@ -1,0 +1,175 @@
+"""The shared shape of a streaming HTTP model: the base class owns :meth:`HttpModel.stream`,
+each provider fills in the request (URL, headers, body) and a parser of its events.
+
+The stream's end is decided by the parser, never by the connection: once the parser has seen
+the finish, at most ``finish_grace_s`` more is spent on what may follow (usage, the final
+event), and then exactly one :class:`Finish` is yielded after the response has been closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, ClassVar, Protocol
+
+import httpx
+
+from fxdurable.errors import ConfigurationError, ModelRetryableError
+from fxdurable.runtime.models.base import Finish, ModelRequest, ModelResponse, StreamPart, TextDelta
+from fxdurable.runtime.models.http import Timeouts, display_url, open_event_stream
+from fxdurable.runtime.models.sse import SSEEvent
+
+__all__ = ["HttpModel", "StreamParser"]
+
+
+class StreamParser(Protocol):
+    """Reads one response's events. ``feed`` raises the provider's mid-stream errors."""
+
+    @property
+    def finished(self) -> bool:
+        """The response is complete (what may still follow is usage or the closing event)."""
+        ...
+
+    @property
+    def complete(self) -> bool:
+        """Nothing more is worth waiting for."""
+        ...
+
+    def feed(self, event: SSEEvent) -> str:
+        """Take an event before the finish; returns the text it adds (maybe empty)."""
+        ...
+
+    def feed_after_finish(self, event: SSEEvent) -> None:
+        """Take an event that came after the finish; never raises."""
+        ...
+
+    def response(self) -> ModelResponse: ...
+
+
+class _Secret:
+    """Holds an API key; shows as ``***`` in reprs, ``vars()`` and tracebacks' locals."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "***"
+
+
+class HttpModel(ABC):
+    """A model behind a streaming HTTP API. Subclasses set the class variables and implement
+    :meth:`_url`, :meth:`_headers`, :meth:`_body` and :meth:`_parser`."""
+
+    prefix: ClassVar[str]  # "openai": the model-string prefix and the name's
+    provider: ClassVar[str]  # "OpenAI": how messages name it
+    key_env: ClassVar[str]
+    base_url_env: ClassVar[str]
+    default_base_url: ClassVar[str]
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        timeout: Timeouts | float | None,
+        finish_grace_s: float,
+        transport: httpx.AsyncBaseTransport | None,
+    ) -> None:
+        if not model:
+            raise ConfigurationError(f"{type(self).__name__} needs a model name")
+        if finish_grace_s < 0:
+            raise ConfigurationError("finish_grace_s must not be negative")
+        self._model = model
+        base = base_url or os.environ.get(self.base_url_env) or self.default_base_url
+        self._base_url = base.rstrip("/")
+        # An explicit key is held; otherwise the environment is read at each call, so the
+        # object never holds a key it was not given.
+        self._api_key = _Secret(api_key) if api_key is not None else None
+        if timeout is None:
+            timeout = Timeouts()
+        elif not isinstance(timeout, Timeouts):
+            timeout = Timeouts(total=float(timeout))
+        self._timeouts = timeout
+        self._finish_grace_s = finish_grace_s
+        self._transport = transport
+
+    @property
+    def name(self) -> str:
+        return f"{self.prefix}/{self._model}"
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def base_url(self) -> str:
+        return display_url(self._base_url)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self._model!r}, base_url={self.base_url!r})"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        """Text deltas, then one :class:`Finish`. Raises ``ModelRetryableError`` (429, 5xx,
+        overloaded, timeouts, broken connections, a stream cut or errored before its finish),
+        ``ContextLengthError``, or ``ModelError`` (other 4xx, malformed events)."""
+        key = self._key()
+        parser = self._parser(key)
+        async with open_event_stream(
+            provider=self.provider,
+            url=self._url(),
+            headers=self._headers(key),
+            body=self._body(request),
+            timeouts=self._timeouts,
+            transport=self._transport,
+            secret=key,
+            key_env=self.key_env,
+        ) as events:
+            while not parser.finished:
+                event = await events.next()
+                if event is None:
+                    raise ModelRetryableError(
+                        f"{self.provider} closed the stream before the response finished"
+                    )
+                text = parser.feed(event)
+                if text:
+                    yield TextDelta(text)
+            loop = asyncio.get_running_loop()
+            grace_end = loop.time() + self._finish_grace_s
+            while not parser.complete:
+                remaining = grace_end - loop.time()
+                if remaining <= 0:
+                    break
+                event = await events.next_within(remaining)
+                if event is None:
+                    break
+                parser.feed_after_finish(event)
+        # The response is closed before the finish is handed over: nothing is left open
+        # for the consumer to forget.
+        yield Finish(parser.response())
+
+    def _key(self) -> str | None:
+        if self._api_key is not None:
+            return self._api_key.reveal() or None
+        return os.environ.get(self.key_env) or None
+
+    # -- what a provider fills in -------------------------------------------------------------
+
+    @abstractmethod
+    def _url(self) -> str: ...
+
+    @abstractmethod
+    def _headers(self, key: str | None) -> Mapping[str, str]: ...
+
+    @abstractmethod
+    def _body(self, request: ModelRequest) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def _parser(self, key: str | None) -> StreamParser: ...

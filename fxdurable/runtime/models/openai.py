@@ -1,0 +1,278 @@
+"""OpenAI-compatible Chat Completions, streaming: OpenAI, vLLM, Ollama, LiteLLM, gateways.
+
+What the parser survives: tool-call argument fragments accumulated per ``index`` (parallel
+calls interleave; the id and name may come only in the first fragment, and ids may repeat or
+be missing), pretty-printed arguments (normalised to compact JSON), ``usage`` in a chunk after
+the finish with empty ``choices``, streams that stay open after the finish or end without
+``[DONE]``, and ``error`` payloads after a 200.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from fxdurable.core.records import Usage
+from fxdurable.errors import ModelError, ModelRetryableError
+from fxdurable.runtime.models.base import ChatMessage, ModelRequest, ModelResponse, ToolSpec
+from fxdurable.runtime.models.errors import redact, stream_error
+from fxdurable.runtime.models.http import Timeouts
+from fxdurable.runtime.models.httpmodel import HttpModel, StreamParser
+from fxdurable.runtime.models.sse import SSEEvent
+from fxdurable.runtime.models.wire import (
+    CallIds,
+    as_dict,
+    as_int,
+    as_str,
+    finish_calls,
+    short_id,
+)
+
+__all__ = ["OpenAIModel", "build_openai_body"]
+
+_ID_LIMIT = 40  # OpenAI rejects longer tool-call ids
+
+
+class OpenAIModel(HttpModel):
+    """A Chat Completions model. ``base_url`` defaults to ``$FXD_OPENAI_BASE_URL``, then
+    ``https://api.openai.com/v1``; the key to ``$OPENAI_API_KEY``, read at each call (without
+    one, no ``Authorization`` header is sent, as local servers expect)."""
+
+    prefix = "openai"
+    provider = "OpenAI"
+    key_env = "OPENAI_API_KEY"
+    base_url_env = "FXD_OPENAI_BASE_URL"
+    default_base_url = "https://api.openai.com/v1"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: Timeouts | float | None = None,
+        finish_grace_s: float = 1.0,
+        max_tokens: int | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            finish_grace_s=finish_grace_s,
+            transport=transport,
+        )
+        self._max_tokens = max_tokens
+
+    def _url(self) -> str:
+        return f"{self._base_url}/chat/completions"
+
+    def _headers(self, key: str | None) -> Mapping[str, str]:
+        headers = {"content-type": "application/json"}
+        if key:
+            headers["authorization"] = f"Bearer {key}"
+        return headers
+
+    def _body(self, request: ModelRequest) -> dict[str, Any]:
+        return build_openai_body(self._model, request, max_tokens=self._max_tokens)
+
+    def _parser(self, key: str | None) -> StreamParser:
+        return _OpenAIParser(secret=key)
+
+
+def build_openai_body(
+    model: str, request: ModelRequest, *, max_tokens: int | None = None
+) -> dict[str, Any]:
+    """The JSON body of a streaming Chat Completions request."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": _messages(request.instructions, request.messages),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.tools:
+        body["tools"] = [_tool(spec) for spec in request.tools]
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    return body
+
+
+def _messages(instructions: str, messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if instructions:
+        out.append({"role": "system", "content": instructions})
+    ids = CallIds(lambda recorded: short_id(recorded, _ID_LIMIT))
+    for message in messages:
+        if message.role == "user":
+            out.append({"role": "user", "content": message.text})
+        elif message.role == "assistant":
+            entry: dict[str, Any] = {"role": "assistant"}
+            # With tool calls and no text, content is null (an empty string is refused by
+            # some servers' templates).
+            entry["content"] = message.text if message.text or not message.tool_calls else None
+            if message.tool_calls:
+                entry["tool_calls"] = [
+                    {
+                        "id": ids.for_call(call.provider_id),
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": call.arguments},
+                    }
+                    for call in message.tool_calls
+                ]
+            out.append(entry)
+        else:
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": ids.for_result(message.tool_call_id),
+                    "content": message.text,
+                }
+            )
+    return out
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.parameters,
+        },
+    }
+
+
+@dataclass(slots=True)
+class _Call:
+    id: str | None = None
+    name: str = ""
+    parts: list[str] = field(default_factory=list)
+
+
+class _OpenAIParser:
+    def __init__(self, *, secret: str | None) -> None:
+        self._secret = secret
+        self._text: list[str] = []
+        self._calls: dict[int, _Call] = {}
+        self._last_index: int | None = None
+        self._usage: Usage | None = None
+        # Usage sent before the finish may be partial (prompt tokens only, say): only usage
+        # at or after the finish ends the wait for it.
+        self._final_usage = False
+        self._finished = False
+        self._done = False  # [DONE], or nothing more is worth waiting for
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    @property
+    def complete(self) -> bool:
+        return self._finished and (self._done or self._final_usage)
+
+    def feed(self, event: SSEEvent) -> str:
+        if event.event == "error":
+            raise stream_error(OpenAIModel.provider, event.data, secret=self._secret)
+        data = event.data.strip()
+        if not data:
+            return ""
+        if data == "[DONE]":
+            raise ModelRetryableError(
+                f"{OpenAIModel.provider} ended the stream ([DONE]) without a finish_reason"
+            )
+        payload = self._decode(data)
+        if payload.get("error"):
+            raise stream_error(OpenAIModel.provider, payload, secret=self._secret)
+        has_usage = self._take_usage(payload)
+        added: list[str] = []
+        for choice in payload.get("choices") or ():
+            choice = as_dict(choice)
+            if choice.get("index", 0) != 0:
+                continue  # only the first choice is ours (n=1)
+            # "message": a server that ignored "stream": true sent the whole completion
+            delta = as_dict(choice.get("delta") or choice.get("message"))
+            for key in ("content", "refusal"):
+                text = as_str(delta.get(key))
+                if text:
+                    added.append(text)
+            for fragment in delta.get("tool_calls") or ():
+                self._take_fragment(as_dict(fragment))
+            if choice.get("finish_reason"):
+                self._finished = True
+                self._final_usage = has_usage
+        text = "".join(added)
+        self._text.append(text)
+        return text
+
+    def feed_after_finish(self, event: SSEEvent) -> None:
+        data = event.data.strip()
+        if event.event == "error" or data == "[DONE]":
+            self._done = True
+            return
+        if not data:
+            return
+        try:
+            payload = as_dict(json.loads(data))
+        except ValueError:
+            self._done = True
+            return
+        if self._take_usage(payload):
+            self._final_usage = True
+
+    def response(self) -> ModelResponse:
+        calls = finish_calls(
+            (call.id, call.name, "".join(call.parts)) for _, call in sorted(self._calls.items())
+        )
+        return ModelResponse(
+            text="".join(self._text), tool_calls=calls, usage=self._usage or Usage()
+        )
+
+    def _decode(self, data: str) -> dict[str, Any]:
+        try:
+            payload = json.loads(data)
+        except ValueError:
+            payload = None
+        if not isinstance(payload, dict):
+            shown = redact(data[:200], self._secret)
+            raise ModelError(f"{OpenAIModel.provider} sent a malformed stream event: {shown!r}")
+        return payload
+
+    def _take_usage(self, payload: dict[str, Any]) -> bool:
+        usage = payload.get("usage")
+        if not isinstance(usage, dict):
+            return False
+        self._usage = Usage(
+            input_tokens=as_int(usage.get("prompt_tokens")) or 0,
+            output_tokens=as_int(usage.get("completion_tokens")) or 0,
+        )
+        return True
+
+    def _take_fragment(self, fragment: dict[str, Any]) -> None:
+        call_id = as_str(fragment.get("id")) or None
+        index = as_int(fragment.get("index"))
+        if index is None:
+            # Some servers omit the index: a new id starts a new call, else the last goes on.
+            last = self._calls.get(self._last_index) if self._last_index is not None else None
+            if last is None or (call_id is not None and call_id != last.id):
+                index = max(self._calls, default=-1) + 1
+            else:
+                index = self._last_index
+        assert index is not None
+        call = self._calls.setdefault(index, _Call())
+        self._last_index = index
+        if call_id and call.id is None:
+            call.id = call_id
+        function = as_dict(fragment.get("function"))
+        name = as_str(function.get("name"))
+        if name and not call.name:
+            call.name = name
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            call.parts.append(arguments)
+        elif isinstance(arguments, dict):  # a server that sends the object, not its text
+            call.parts.append(json.dumps(arguments))

@@ -1,0 +1,225 @@
+"""Anthropic Messages on the wire, for the scripted model server.
+
+Requests are read back into a :class:`ModelRequest` (``system`` becomes the instructions; each
+text block of a user message becomes a user message and each ``tool_result`` block a tool
+message, named after the ``tool_use`` it answers; ``tool_use.input`` becomes compact JSON
+arguments). Responses are framed as the public streaming format: ``event: <type>`` /
+``data: {json}`` pairs — ``message_start`` (with the input tokens), an optional ``ping``, one
+``content_block_start``/``content_block_delta``/``content_block_stop`` run per text or
+``tool_use`` block (``text_delta``, ``input_json_delta``), ``message_delta`` (stop reason,
+output tokens) and ``message_stop``.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+from fxdurable.core.records import ToolCallRequest
+from fxdurable.runtime.models.base import ChatMessage, ModelRequest, ModelResponse, ToolSpec
+from fxdurable.testing.wire_common import (
+    ErrorKind,
+    Quirks,
+    StreamPlan,
+    WireError,
+    argument_fragments,
+    content_text,
+    object_list,
+    sse,
+    string_field,
+    text_pieces,
+)
+
+__all__ = ["AnthropicWire"]
+
+_MESSAGES: dict[ErrorKind, tuple[str, str]] = {
+    # kind: (error type, message)
+    "bad_request": ("invalid_request_error", ""),
+    "auth": ("authentication_error", "invalid x-api-key"),
+    "not_found": ("not_found_error", ""),
+    "context_length": ("invalid_request_error", ""),
+    "policy": ("api_error", ""),
+    "rate_limited": (
+        "rate_limit_error",
+        "Number of requests has exceeded your per-minute rate limit.",
+    ),
+    "server_error": ("api_error", "Internal server error"),
+    "unavailable": ("api_error", "Service unavailable"),
+    "overloaded": ("overloaded_error", "Overloaded"),
+    "stream_error": ("overloaded_error", "Overloaded"),
+    "disconnect": ("api_error", ""),
+    "stall": ("api_error", ""),
+}
+
+
+class AnthropicWire:
+    name = "anthropic"
+    id_prefix = "toolu_"
+    path = "/v1/messages"
+
+    def parse(self, body: dict[str, Any]) -> ModelRequest:
+        messages: list[ChatMessage] = []
+        names: dict[str, str] = {}  # tool_use id -> tool name, from the assistant's calls
+        for i, message in enumerate(object_list(body.get("messages"), "messages")):
+            where = f"messages[{i}]"
+            role = message.get("role")
+            content = message.get("content")
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+            blocks = object_list(blocks, f"{where}.content")
+            if role == "user":
+                messages += _user_messages(blocks, names, where)
+            elif role == "assistant":
+                text: list[str] = []
+                calls: list[ToolCallRequest] = []
+                for j, block in enumerate(blocks):
+                    if block.get("type") == "text":
+                        text.append(string_field(block, "text", f"{where}.content[{j}]"))
+                    elif block.get("type") == "tool_use":
+                        calls.append(_tool_use(block, f"{where}.content[{j}]"))
+                names.update((c.provider_id, c.name) for c in calls if c.provider_id)
+                messages.append(
+                    ChatMessage(role="assistant", text="".join(text), tool_calls=tuple(calls))
+                )
+            else:
+                raise WireError(f"{where}.role: unknown role {role!r}")
+        tools = [
+            _tool_spec(t, f"tools[{i}]")
+            for i, t in enumerate(object_list(body.get("tools") or [], "tools"))
+        ]
+        instructions = content_text(body.get("system"), "system")
+        return ModelRequest(instructions=instructions, messages=messages, tools=tools)
+
+    def authorized(self, headers: Mapping[str, str], key: str) -> bool:
+        return headers.get("x-api-key") == key
+
+    def stream(
+        self, response: ModelResponse, *, body: dict[str, Any], quirks: Quirks
+    ) -> StreamPlan:
+        usage = response.usage
+        start = {
+            "type": "message_start",
+            "message": {
+                "id": f"msg_{secrets.token_hex(12)}",
+                "type": "message",
+                "role": "assistant",
+                "model": body.get("model") or "scripted",
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {
+                    "input_tokens": usage.input_tokens,
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 0,
+                    "output_tokens": 1,  # as the real API: the final count is in message_delta
+                },
+            },
+        }
+        head = [_event(start)]
+        if quirks.anthropic_ping:
+            head.append(_event({"type": "ping"}))
+        index = 0
+        if response.text:
+            head.append(_block_start(index, {"type": "text", "text": ""}))
+            head += [
+                _block_delta(index, {"type": "text_delta", "text": piece})
+                for piece in text_pieces(response.text, quirks)
+            ]
+            head.append(_event({"type": "content_block_stop", "index": index}))
+            index += 1
+        for call in response.tool_calls:
+            block = {"type": "tool_use", "id": call.provider_id, "name": call.name}
+            head.append(_block_start(index, {**block, "input": {}}))
+            # The real API opens with an empty fragment; parsers must not choke on it.
+            fragments = ["", *argument_fragments(call.arguments, quirks)]
+            head += [
+                _block_delta(index, {"type": "input_json_delta", "partial_json": fragment})
+                for fragment in fragments
+            ]
+            head.append(_event({"type": "content_block_stop", "index": index}))
+            index += 1
+        stop_reason = "tool_use" if response.tool_calls else "end_turn"
+        tail = [
+            _event(
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                    "usage": {"output_tokens": usage.output_tokens},
+                }
+            ),
+            _event({"type": "message_stop"}),
+        ]
+        return StreamPlan(head, tail)
+
+    def error(self, kind: ErrorKind, detail: str = "") -> dict[str, Any]:
+        type_, message = _MESSAGES[kind]
+        return {"type": "error", "error": {"type": type_, "message": detail or message}}
+
+    def context_error(self, size: int, limit: int) -> dict[str, Any]:
+        return self.error("context_length", f"prompt is too long: {size} tokens > {limit} maximum")
+
+    def stream_error(self, detail: str = "") -> bytes:
+        return _event(self.error("stream_error", detail))
+
+
+def _event(data: dict[str, Any]) -> bytes:
+    return sse(data, event=str(data["type"]))
+
+
+def _block_start(index: int, block: dict[str, Any]) -> bytes:
+    return _event({"type": "content_block_start", "index": index, "content_block": block})
+
+
+def _block_delta(index: int, delta: dict[str, Any]) -> bytes:
+    return _event({"type": "content_block_delta", "index": index, "delta": delta})
+
+
+def _user_messages(
+    blocks: list[dict[str, Any]], names: Mapping[str, str], where: str
+) -> list[ChatMessage]:
+    """Tool results and user texts, in block order. Each text block is one user message:
+    clients merge same-role neighbours into one message's blocks, as the API wants."""
+    out: list[ChatMessage] = []
+    for j, block in enumerate(blocks):
+        here = f"{where}.content[{j}]"
+        if block.get("type") == "text":
+            out.append(ChatMessage(role="user", text=string_field(block, "text", here)))
+        elif block.get("type") == "tool_result":
+            call_id = string_field(block, "tool_use_id", here)
+            out.append(
+                ChatMessage(
+                    role="tool",
+                    text=content_text(block.get("content"), here),
+                    tool_call_id=call_id,
+                    tool_name=names.get(call_id),
+                )
+            )
+    return out
+
+
+def _tool_use(block: dict[str, Any], where: str) -> ToolCallRequest:
+    arguments = block.get("input", {})
+    if not isinstance(arguments, dict):
+        raise WireError(f"{where}.input must be an object")
+    raw = arguments.get("_raw_arguments")
+    if isinstance(raw, str) and len(arguments) == 1:
+        text = raw  # arguments that were not a JSON object, as the fxdurable client wraps them
+    else:
+        # Compact, in the client's key order: the form fxdurable records arguments in.
+        text = json.dumps(arguments, separators=(",", ":"))
+    return ToolCallRequest(
+        name=string_field(block, "name", where),
+        arguments=text,
+        provider_id=string_field(block, "id", where),
+    )
+
+
+def _tool_spec(tool: dict[str, Any], where: str) -> ToolSpec:
+    schema = tool.get("input_schema") or {}
+    description = tool.get("description") or ""
+    if not isinstance(schema, dict) or not isinstance(description, str):
+        raise WireError(f"{where}: bad description or input_schema")
+    return ToolSpec(
+        name=string_field(tool, "name", where), description=description, parameters=schema
+    )
