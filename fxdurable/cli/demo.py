@@ -8,17 +8,20 @@ does not deploy twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-from fxdurable.cli.demo_agent import FOLLOW_UP, PROMPT, engineer
+from fxdurable.cli.demo_agent import FOLLOW_UP, PROMPT, engineer, policy
 from fxdurable.cli.render import Style, describe
 from fxdurable.core.crash import CRASH_POINTS
 from fxdurable.core.records import SubmissionRecord
 from fxdurable.core.states import SubmissionStatus
 from fxdurable.errors import ConfigurationError
+from fxdurable.runtime.models.base import Model
 from fxdurable.runtime.runtime import Runtime, SessionHandle
 from fxdurable.runtime.worker import WorkerSettings
 
@@ -37,9 +40,9 @@ def validate_crash_spec(spec: str) -> str:
     return spec
 
 
-async def _demo(workdir: Path, budget_s: float | None) -> int:
+async def _demo(workdir: Path, budget_s: float | None, model: Model | None) -> int:
     style = Style()
-    agent = engineer(workdir)
+    agent = engineer(workdir, model)
     db = workdir / "demo.db"
     settings = WorkerSettings(lease_ttl_s=10.0, heartbeat_s=2.0, scan_interval_s=1.0)
     async with Runtime(
@@ -125,7 +128,33 @@ async def _follow(
         await asyncio.sleep(0.05)
 
 
-def run_demo(*, crash_at: str | None, directory: str, budget_s: float | None) -> int:
+@contextlib.contextmanager
+def _model_for(provider: str) -> Iterator[Model | None]:
+    """``scripted`` runs the model in process; ``openai``/``anthropic`` serve the same scripted
+    policy from a local HTTP server in that provider's wire format, with real models' quirks,
+    so the demo goes through the real httpx client."""
+    if provider == "scripted":
+        yield None
+        return
+    from fxdurable.runtime.models.anthropic import AnthropicModel
+    from fxdurable.runtime.models.openai import OpenAIModel
+    from fxdurable.testing.model_server import ScriptedModelServer
+    from fxdurable.testing.wire_common import Quirks
+
+    quirks = Quirks(pretty_arguments=True, split_arguments=4, usage_last=True)
+    with ScriptedModelServer(policy(), quirks=quirks) as server:
+        print(f"model: scripted, served as {provider} streams by a local server at {server.url}")
+        if provider == "openai":
+            yield OpenAIModel("scripted-demo", base_url=server.openai_base_url, api_key="sk-demo")
+        else:
+            yield AnthropicModel(
+                "scripted-demo", base_url=server.anthropic_base_url, api_key="sk-ant-demo"
+            )
+
+
+def run_demo(
+    *, crash_at: str | None, directory: str, budget_s: float | None, provider: str = "scripted"
+) -> int:
     if crash_at:
         os.environ["FXD_CRASH_AT"] = validate_crash_spec(crash_at)
     if isinstance(sys.stdout, io.TextIOWrapper):
@@ -134,7 +163,8 @@ def run_demo(*, crash_at: str | None, directory: str, budget_s: float | None) ->
     workdir = Path(directory)
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        code = asyncio.run(_demo(workdir, budget_s))
+        with _model_for(provider) as model:
+            code = asyncio.run(_demo(workdir, budget_s, model))
         if crash_at:
             print(
                 f"note: crash point {crash_at} was never reached in this run "

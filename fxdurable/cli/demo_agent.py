@@ -8,16 +8,17 @@ deploy it inspects production instead of deploying again.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pydantic
 
 from fxdurable.runtime.agent import Agent
-from fxdurable.runtime.models.base import ModelRequest, ModelResponse
+from fxdurable.runtime.models.base import Model, ModelRequest, ModelResponse
 from fxdurable.runtime.models.scripted import ScriptedModel, call, reply, turn_messages
 from fxdurable.runtime.tools import Tool, ToolContext, define_tool
 
-__all__ = ["FOLLOW_UP", "PROMPT", "RELEASE", "engineer"]
+__all__ = ["FOLLOW_UP", "PROMPT", "RELEASE", "engineer", "policy"]
 
 RELEASE = "1.4"
 PROMPT = f"Ship release {RELEASE} to production."
@@ -118,10 +119,16 @@ def _policy(request: ModelRequest) -> ModelResponse:
     return reply("I am not sure what happened; please check the trace.")
 
 
-def engineer(workdir: Path) -> Agent:
+def engineer(workdir: Path, model: Model | None = None) -> Agent:
+    """The demo agent; ``model`` defaults to the in-process scripted model."""
     return Agent(
         "engineer",
-        ScriptedModel(_policy, name="scripted/release-engineer"),
+        model or ScriptedModel(_policy, name="scripted/release-engineer"),
         instructions="You are a careful release engineer.",
         tools=_tools(workdir),
     )
+
+
+def policy() -> Callable[[ModelRequest], ModelResponse]:
+    """The scripted model's policy, for serving it over HTTP in a provider's wire format."""
+    return _policy

@@ -32,6 +32,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--dir", default=".fxd-demo", help="where demo.db and deployments.log live")
     demo.add_argument(
+        "--provider",
+        choices=("scripted", "openai", "anthropic"),
+        default="scripted",
+        help="run the scripted model in process, or serve it over HTTP in a provider's wire "
+        "format through the real client (default: scripted)",
+    )
+    demo.add_argument(
         "--invocation-budget",
         type=float,
         default=None,
@@ -76,7 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from fxdurable.cli.demo import run_demo
 
             return run_demo(
-                crash_at=args.crash_at, directory=args.dir, budget_s=args.invocation_budget
+                crash_at=args.crash_at,
+                directory=args.dir,
+                budget_s=args.invocation_budget,
+                provider=args.provider,
             )
         store = _open_existing(args.db, args.store)
         try:

@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -74,6 +75,13 @@ class ModelHTTPServer(ThreadingHTTPServer):
             daemon=True,
         )
         self._thread.start()
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that hangs up mid-stream (it stopped reading at the finish, as it should)
+        is normal here: no traceback on stderr. Anything else is still reported."""
+        if isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
+            return
+        super().handle_error(request, client_address)  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Stop accepting, cut every open connection (held-open streams included), and wait

@@ -224,3 +224,21 @@ def test_demo_sigterm_stops_at_a_boundary_and_the_next_run_finishes(tmp_path: Pa
     assert "interrupted" not in again.stdout, "a graceful stop is not a crash"
     check = fxd("check", "--db", ".fxd-demo/demo.db", "--at-rest", cwd=tmp_path)
     assert check.returncode == 0, explain(check)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_demo_walkthrough_over_a_provider_wire_format(provider: str, tmp_path: Path) -> None:
+    """The crash story through the real httpx client and a local wire-format server."""
+    crashed = fxd(
+        "demo", "--provider", provider, "--crash-at", "tool.after-execute:deploy", cwd=tmp_path
+    )
+    assert crashed.returncode == -signal.SIGKILL, explain(crashed)
+    assert f"served as {provider} streams" in crashed.stdout
+    recovered = fxd("demo", "--provider", provider, cwd=tmp_path)
+    assert recovered.returncode == 0, explain(recovered)
+    assert "Outcome unknown" in recovered.stdout and "NOT be replayed" in recovered.stdout
+    assert "Traceback" not in recovered.stderr, explain(recovered)
+    deploys = (tmp_path / ".fxd-demo" / "deployments.log").read_text().splitlines()
+    assert len(deploys) == 1
+    check = fxd("check", "--db", ".fxd-demo/demo.db", "--at-rest", cwd=tmp_path)
+    assert check.returncode == 0, explain(check)
