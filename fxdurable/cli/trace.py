@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
 from fxdurable.cli.render import Style, clock_time, describe
-from fxdurable.core.records import Usage
+from fxdurable.core.records import EventRecord, Usage
 from fxdurable.core.store import ReadView, Store
 
-__all__ = ["Totals", "print_trace"]
+__all__ = ["Totals", "aborted_partials", "print_trace"]
 
 
 @dataclass(slots=True)
@@ -44,6 +45,25 @@ class Totals:
         )
 
 
+def aborted_partials(events: Sequence[EventRecord]) -> set[int]:
+    """Seqs of ``model.partial`` events whose call never finished in their attempt: an
+    ``attempt.interrupted`` of the same turn came before that round was recorded."""
+    open_partials: dict[tuple[str | None, object], list[int]] = {}
+    aborted: set[int] = set()
+    for event in events:
+        key = (event.turn_id, event.data.get("round"))
+        if event.type == "model.partial":
+            open_partials.setdefault(key, []).append(event.seq)
+        elif event.type == "model.completed":
+            open_partials.pop(key, None)
+        elif event.type == "attempt.interrupted":
+            for (turn_id, round_), seqs in list(open_partials.items()):
+                if turn_id == event.turn_id:
+                    aborted.update(seqs)
+                    del open_partials[(turn_id, round_)]
+    return aborted
+
+
 def print_trace(store: Store, session_id: str, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     style = Style(out)
@@ -62,10 +82,14 @@ def print_trace(store: Store, session_id: str, out: TextIO | None = None) -> int
             f"submissions={len(subs)}",
             file=out,
         )
-        for event in view.events(session_id):
+        events = view.events(session_id)
+        aborted = aborted_partials(events)
+        for event in events:
             line = describe(event, style)
             if line is None:
                 continue
+            if event.seq in aborted:
+                line = style.yellow("(aborted partial: the process died mid-stream) ") + line
             print(f"{event.seq:>4}  {clock_time(event.at)}  {line}", file=out)
         session_usage = Totals()
         for sub in subs:

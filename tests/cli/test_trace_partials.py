@@ -1,0 +1,31 @@
+"""The trace marks text streamed by a call whose process died as an aborted partial."""
+
+from __future__ import annotations
+
+from fxdurable.cli.trace import aborted_partials
+from fxdurable.core.codec import JsonValue
+from fxdurable.core.records import EventRecord
+
+
+def ev(seq: int, type_: str, turn: str = "t1", **data: JsonValue) -> EventRecord:
+    return EventRecord(session_id="s", seq=seq, type=type_, turn_id=turn, data=data, at=0.0)
+
+
+def test_partials_before_an_interruption_are_aborted() -> None:
+    events = [
+        ev(1, "model.partial", round=0, text="Hel"),
+        ev(2, "model.partial", round=0, text="lo"),
+        ev(3, "attempt.interrupted", number=1),
+        ev(4, "model.completed", round=0, text="Hello"),
+    ]
+    assert aborted_partials(events) == {1, 2}
+
+
+def test_partials_of_a_finished_call_are_not_aborted() -> None:
+    events = [
+        ev(1, "model.partial", round=0, text="Hel"),
+        ev(2, "model.completed", round=0, text="Hello"),
+        ev(3, "attempt.interrupted", number=1),
+        ev(4, "model.partial", round=1, text="x", turn="t2"),
+    ]
+    assert aborted_partials(events) == set(), "another turn's interruption is not this one's"
