@@ -21,7 +21,7 @@ from fxdurable.core.clock import Clock, IdSource, RandomIds, SystemClock
 from fxdurable.core.journal import Journal
 from fxdurable.core.records import EventRecord, SessionRecord, SubmissionRecord
 from fxdurable.core.states import SubmissionStatus
-from fxdurable.core.store import ReadView, Store
+from fxdurable.core.store import Store
 from fxdurable.errors import ConfigurationError, SubmissionFailed, UnknownAgentError
 from fxdurable.queues.local import LocalQueue
 from fxdurable.runtime.agent import Agent
@@ -31,7 +31,8 @@ from fxdurable.runtime.history import build_history
 from fxdurable.runtime.model_step import Sleep
 from fxdurable.runtime.models.base import ChatMessage
 from fxdurable.runtime.models.http import aclose_clients
-from fxdurable.runtime.worker import WakeHandler, WorkerSettings, local_process_is_dead
+from fxdurable.runtime.reconcile import orphaned_sessions
+from fxdurable.runtime.worker import WakeHandler, WorkerSettings
 from fxdurable.stores import open_store
 
 __all__ = ["Runtime", "SessionHandle"]
@@ -177,23 +178,7 @@ class Runtime:
     async def reconcile(self) -> int:
         """Enqueue a wake for every session with unsettled work and no live owner."""
         now = self._clock.now()
-
-        def orphaned(view: ReadView) -> list[str]:
-            found = []
-            for session in view.active_sessions():
-                lease = session.lease
-                live = lease.owner is not None and lease.expires_at > now
-                dead_here = (
-                    live
-                    and lease.host is not None
-                    and lease.pid is not None
-                    and local_process_is_dead(lease.host, lease.pid)
-                )
-                if not live or dead_here:
-                    found.append(session.id)
-            return found
-
-        sessions = await durable(self.journal.read, orphaned)
+        sessions = await durable(self.journal.read, lambda v: orphaned_sessions(v, now=now))
         for session_id in sessions:
             await self.queue.enqueue(session_id, reason="reconcile")
         return len(sessions)
