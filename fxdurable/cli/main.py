@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from fxdurable import __version__
 from fxdurable.core.store import Store
-from fxdurable.errors import FxDurableError
+from fxdurable.errors import ConfigurationError, FxDurableError
 from fxdurable.stores import open_store
 
 __all__ = ["main"]
@@ -46,6 +48,27 @@ def _parser() -> argparse.ArgumentParser:
         help="stop each invocation after this long and continue in a new one",
     )
 
+    worker = sub.add_parser(
+        "worker", help="run an RQ worker for fxdurable wakes, with the reconciliation scan"
+    )
+    scan = sub.add_parser(
+        "scan", help="wake every session with unsettled work and no live owner (beside rq worker)"
+    )
+    for cmd in (worker, scan):
+        cmd.add_argument("--queue", default=os.environ.get("FXD_QUEUE"), help="rq://host:port/db")
+        cmd.add_argument("--store", default=os.environ.get("FXD_STORE"), help="store URL")
+        cmd.add_argument(
+            "--agents",
+            default=os.environ.get("FXD_AGENTS"),
+            help="module:attribute naming the agents (a list, or a function returning one)",
+        )
+    worker.add_argument("--burst", action="store_true", help="exit when the queue is empty")
+    worker.add_argument("--name", help="the RQ worker name")
+    worker.add_argument("--scan-interval", type=float, default=5.0, metavar="SECONDS")
+    scan.add_argument(
+        "--every", type=float, default=None, metavar="SECONDS", help="repeat until stopped"
+    )
+
     for name, text in (
         ("trace", "print a session's timeline, one line per step"),
         ("check", "audit a store against the crash invariants"),
@@ -72,6 +95,45 @@ def _open_existing(db: str | None, url: str | None) -> Store:
     return open_store(url, create=False)
 
 
+def _run_worker_command(args: argparse.Namespace) -> int:
+    from fxdurable.workers.config import WorkerConfig
+
+    missing = [
+        flag
+        for flag, value in (
+            ("--queue", args.queue),
+            ("--store", args.store),
+            ("--agents", args.agents),
+        )
+        if not value
+    ]
+    if missing:
+        raise ConfigurationError(
+            f"{args.command} needs {', '.join(missing)} (or FXD_QUEUE, FXD_STORE, FXD_AGENTS)"
+        )
+    if not str(args.queue).startswith(("rq://", "rqs://")):
+        raise ConfigurationError(
+            f"{args.command} runs RQ wakes: --queue must be rq://..., not {args.queue!r}"
+        )
+    config = WorkerConfig(store_url=args.store, queue_url=args.queue, agents_spec=args.agents)
+    if args.command == "worker":
+        from fxdurable.workers.rq_worker import run_worker
+
+        return run_worker(
+            config, burst=args.burst, scan_interval_s=args.scan_interval, name=args.name
+        )
+    from fxdurable.queues.rq import RqQueue
+    from fxdurable.workers.rq_worker import scan_once
+
+    queue = RqQueue(config.queue_url)
+    while True:
+        found = scan_once(config, queue)
+        print(f"woke {found} session(s)", flush=True)
+        if args.every is None:
+            return 0
+        time.sleep(args.every)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
@@ -88,6 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 budget_s=args.invocation_budget,
                 provider=args.provider,
             )
+        if args.command in ("worker", "scan"):
+            return _run_worker_command(args)
         store = _open_existing(args.db, args.store)
         try:
             if args.command == "trace":

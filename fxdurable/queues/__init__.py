@@ -9,10 +9,16 @@ from fxdurable.queues.local import LocalQueue
 __all__ = ["LocalQueue", "WakeQueue", "open_queue"]
 
 
-def open_queue(url: str) -> LocalQueue:
-    """``local`` (in-process, the embedded default). ``rq://`` and ``sqs://`` come later."""
+def open_queue(url: str) -> WakeQueue:
+    """``local`` (in-process, the embedded default) or ``rq://host:port/db?queue=name``."""
+    scheme = url.split(":", 1)[0]
     if url == "local":
         return LocalQueue()
+    if scheme in ("rq", "rqs"):
+        from fxdurable.queues.rq import RqQueue
+
+        return RqQueue(url)
     raise ConfigurationError(
-        f"unknown or unavailable queue URL {url!r}: this version supports 'local'"
+        f"unknown queue URL {url!r}: expected 'local' or rq://host:port/db?queue=name "
+        "(sqs:// comes with the serverless work)"
     )

@@ -23,7 +23,7 @@ from fxdurable.core.records import EventRecord, SessionRecord, SubmissionRecord
 from fxdurable.core.states import SubmissionStatus
 from fxdurable.core.store import Store
 from fxdurable.errors import ConfigurationError, SubmissionFailed, UnknownAgentError
-from fxdurable.queues.local import LocalQueue
+from fxdurable.queues import LocalQueue, WakeQueue, open_queue
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
@@ -48,8 +48,10 @@ class Runtime:
 
     ``store`` is a URL or a store object; by default ``$FXD_STORE``, else
     ``sqlite:///.fxd/fxd.db``.
-    ``invocation_budget_s`` bounds each wake (continuations carry the rest), ``concurrency``
-    is how many sessions run at once.
+    ``queue`` is ``"local"`` (the default, or ``$FXD_QUEUE``): this process runs the wakes on
+    ``concurrency`` worker tasks. With a remote queue (``rq://...``) this process only admits
+    and reads; workers elsewhere (``fxdurable worker``) run the turns.
+    ``invocation_budget_s`` bounds each wake (continuations carry the rest).
     """
 
     def __init__(
@@ -57,6 +59,7 @@ class Runtime:
         agents: Sequence[Agent],
         *,
         store: str | Store | None = None,
+        queue: str | None = None,
         settings: WorkerSettings | None = None,
         invocation_budget_s: float | None = None,
         concurrency: int = 4,
@@ -77,7 +80,8 @@ class Runtime:
         self._owns_store = isinstance(store, str)
         self._clock = clock or SystemClock()
         self.journal = Journal(self._store, self._clock, ids or RandomIds())
-        self.queue = LocalQueue()
+        self.queue: WakeQueue = open_queue(queue or os.environ.get("FXD_QUEUE") or "local")
+        self._local = self.queue if isinstance(self.queue, LocalQueue) else None
         self.settings = settings or WorkerSettings()
         self._budget_s = invocation_budget_s
         self._concurrency = concurrency
@@ -107,6 +111,8 @@ class Runtime:
         await self.aclose()
 
     async def start(self) -> None:
+        if self._local is None:
+            return  # remote workers run the wakes, and their scans reconcile
         await self.reconcile()
         self._tasks = [
             asyncio.create_task(self._consume(), name=f"fxd-worker-{n}")
@@ -145,14 +151,16 @@ class Runtime:
         self._tasks.clear()
         # Provider HTTP clients belong to this event loop: close them before it ends.
         await aclose_clients()
+        await self.queue.aclose()
         if self._owns_store:
             self._store.close()
 
     # -- workers -----------------------------------------------------------------------------
 
     async def _consume(self) -> None:
+        assert self._local is not None, "only a local queue is consumed in process"
         while True:
-            session_id, reason = await self.queue.get()
+            session_id, reason = await self._local.get()
             if self._stopping:
                 continue
             log.debug("wake %s (%s)", session_id, reason)

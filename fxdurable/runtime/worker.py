@@ -21,7 +21,7 @@ from fxdurable.core.crash import crash_point
 from fxdurable.core.journal import Fence, Journal, WorkerIdentity
 from fxdurable.core.states import AttemptStatus
 from fxdurable.core.store import ReadView
-from fxdurable.errors import LeaseLostError, Suspend, UnknownAgentError
+from fxdurable.errors import ConfigurationError, LeaseLostError, Suspend, UnknownAgentError
 from fxdurable.queues.base import WakeQueue
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
@@ -42,6 +42,29 @@ class WorkerSettings:
     lease_ttl_s: float = 15.0
     heartbeat_s: float = 5.0
     scan_interval_s: float = 5.0
+
+    @classmethod
+    def from_env(cls) -> WorkerSettings:
+        """``FXD_LEASE_TTL_S``, ``FXD_HEARTBEAT_S``, ``FXD_SCAN_INTERVAL_S`` override defaults."""
+        defaults = cls()
+        values = {}
+        for name, env in (
+            ("lease_ttl_s", "FXD_LEASE_TTL_S"),
+            ("heartbeat_s", "FXD_HEARTBEAT_S"),
+            ("scan_interval_s", "FXD_SCAN_INTERVAL_S"),
+        ):
+            raw = os.environ.get(env)
+            if raw is None:
+                values[name] = getattr(defaults, name)
+                continue
+            try:
+                values[name] = float(raw)
+            except ValueError as exc:
+                raise ConfigurationError(f"{env} must be a number of seconds, not {raw!r}") from exc
+        settings = cls(**values)
+        if settings.heartbeat_s >= settings.lease_ttl_s:
+            raise ConfigurationError("the heartbeat must be shorter than the lease TTL")
+        return settings
 
 
 def this_worker() -> WorkerIdentity:

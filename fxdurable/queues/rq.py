@@ -1,0 +1,85 @@
+"""The RQ queue: a wake is an RQ job on a Redis list, run by ``fxdurable worker`` or ``rq worker``.
+
+``rq://host:port/db?queue=fxdurable&job_timeout=600`` (``rqs://`` for TLS). The job runs
+:func:`fxdurable.workers.rq_job.run_wake`, which claims the session and runs it until it rests
+or the job nears its timeout, then enqueues a continuation. RQ's own registries (failed,
+abandoned, finished) are not the truth: a wake that RQ lost or marked failed is found again by
+the reconciliation scan, because the store still says the session has work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from fxdurable.errors import ConfigurationError
+
+__all__ = ["RqQueue", "RqSettings", "parse_rq_url"]
+
+JOB_FUNCTION = "fxdurable.workers.rq_job.run_wake"
+
+
+@dataclass(frozen=True, slots=True)
+class RqSettings:
+    redis_url: str
+    queue: str = "fxdurable"
+    job_timeout_s: int = 600
+
+
+def parse_rq_url(url: str) -> RqSettings:
+    parsed = urlparse(url)
+    if parsed.scheme not in ("rq", "rqs"):
+        raise ConfigurationError(f"not an RQ URL: {url!r} (expected rq://host:port/db)")
+    options = {k: v[-1] for k, v in parse_qs(parsed.query, keep_blank_values=True).items()}
+    queue = options.pop("queue", "fxdurable") or "fxdurable"
+    try:
+        timeout = int(options.pop("job_timeout", "600"))
+    except ValueError as exc:
+        raise ConfigurationError(f"job_timeout must be whole seconds in {url!r}") from exc
+    if timeout < 10:
+        raise ConfigurationError(f"job_timeout must be at least 10 seconds in {url!r}")
+    if options:
+        raise ConfigurationError(f"unknown RQ URL options {sorted(options)} in {url!r}")
+    scheme = "rediss" if parsed.scheme == "rqs" else "redis"
+    redis_url = f"{scheme}://{parsed.netloc}{parsed.path or '/0'}"
+    return RqSettings(redis_url=redis_url, queue=queue, job_timeout_s=timeout)
+
+
+def _import_rq() -> tuple[Any, Any]:
+    try:
+        import redis
+        import rq
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ConfigurationError(
+            "the RQ queue needs the redis extra: pip install 'fxdurable[redis]'"
+        ) from exc
+    return redis, rq
+
+
+class RqQueue:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.settings = parse_rq_url(url)
+        redis, rq = _import_rq()
+        self._redis = redis.Redis.from_url(self.settings.redis_url)
+        self.queue: Any = rq.Queue(self.settings.queue, connection=self._redis)
+
+    def enqueue_now(self, session_id: str, *, reason: str) -> None:
+        """Synchronous enqueue (for callers outside an event loop)."""
+        self.queue.enqueue_call(
+            JOB_FUNCTION,
+            args=(session_id, reason),
+            timeout=self.settings.job_timeout_s,
+            # Results are not kept and nothing reads them: the store holds the outcome.
+            result_ttl=0,
+            failure_ttl=24 * 3600,
+            description=f"fxdurable wake {session_id} ({reason})",
+        )
+
+    async def enqueue(self, session_id: str, *, reason: str) -> None:
+        await asyncio.to_thread(self.enqueue_now, session_id, reason=reason)
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self._redis.close)

@@ -1,0 +1,72 @@
+"""The RQ job: one wake of one session, inside an RQ work-horse process.
+
+It claims the session, runs it until it rests or the job nears its timeout (minus a margin
+to commit, enqueue the continuation and release the lease), then returns. SIGTERM or SIGUSR1
+in the horse (``fxdurable worker`` forwards a warm shutdown as SIGUSR1) stops it at the next
+step boundary. A SIGKILL leaves the lease to the next wake, which takes it over at once on the
+same host (the holder's pid is gone) or after the lease TTL elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from fxdurable.core.clock import RandomIds, SystemClock
+from fxdurable.core.journal import Journal
+from fxdurable.runtime.budget import InvocationBudget
+from fxdurable.runtime.models.http import aclose_clients
+from fxdurable.runtime.worker import WakeHandler, WorkerSettings
+from fxdurable.stores import open_store
+from fxdurable.workers.config import WorkerConfig, load_agents
+
+__all__ = ["job_budget", "run_wake"]
+
+log = logging.getLogger("fxdurable.rq")
+
+DEFAULT_TIMEOUT_S = 180.0
+
+
+def job_budget(timeout_s: float) -> InvocationBudget:
+    """Keep a fifth of the job's time (at most 30 s) for the continuation hand-off."""
+    return InvocationBudget(timeout_s, margin_s=min(30.0, timeout_s * 0.2))
+
+
+def run_wake(session_id: str, reason: str = "wake") -> str:
+    """RQ entry point. Returns a one-line summary (RQ keeps no result: ``result_ttl=0``)."""
+    import rq
+
+    from fxdurable.queues.rq import RqQueue
+
+    config = WorkerConfig.from_env()
+    job = rq.get_current_job()
+    timeout = float(job.timeout) if job is not None and job.timeout else DEFAULT_TIMEOUT_S
+    budget = job_budget(timeout)
+    agents = {a.name: a for a in load_agents(config.agents_spec)}
+    store = open_store(config.store_url)
+    queue = RqQueue(config.queue_url)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGUSR1):
+            loop.add_signal_handler(sig, budget.request_stop, signal.Signals(sig).name)
+        handler = WakeHandler(
+            Journal(store, SystemClock(), RandomIds()),
+            queue,
+            agents,
+            SystemClock(),
+            WorkerSettings.from_env(),
+        )
+        try:
+            await handler.handle(session_id, budget)
+        finally:
+            await aclose_clients()
+            await queue.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        store.close()
+    log.info("wake %s (%s) done", session_id, reason)
+    return f"woke {session_id} ({reason})"

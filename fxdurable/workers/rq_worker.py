@@ -1,0 +1,102 @@
+"""``fxdurable worker``: an RQ worker for fxdurable wakes, plus the reconciliation scan.
+
+It is stock RQ (a forked work horse per job) with one hook changed: a warm shutdown (the
+first SIGTERM or SIGINT) is forwarded to the running job as SIGUSR1, so the turn stops at its
+next step boundary, commits, enqueues a continuation and releases the lease, instead of RQ
+waiting for the whole job. Stock ``rq worker`` runs our jobs too; run ``fxdurable scan``
+beside it, because RQ alone never re-enqueues a wake for a session whose worker was killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+import time
+from types import FrameType
+from typing import Any
+
+from fxdurable.core.clock import RandomIds, SystemClock
+from fxdurable.core.journal import Journal
+from fxdurable.queues.rq import RqQueue
+from fxdurable.runtime.reconcile import orphaned_sessions
+from fxdurable.stores import open_store
+from fxdurable.workers.config import WorkerConfig, load_agents
+
+__all__ = ["run_worker", "scan_once"]
+
+log = logging.getLogger("fxdurable.worker")
+
+
+def scan_once(config: WorkerConfig, queue: RqQueue) -> int:
+    """Enqueue a wake for every session with unsettled work and no live owner."""
+    store = open_store(config.store_url)
+    try:
+        journal = Journal(store, SystemClock(), RandomIds())
+        now = time.time()
+        sessions = journal.read(lambda view: orphaned_sessions(view, now=now))
+    finally:
+        store.close()
+    for session_id in sessions:
+        queue.enqueue_now(session_id, reason="reconcile")
+    return len(sessions)
+
+
+def _scan_forever(
+    config: WorkerConfig, queue: RqQueue, every_s: float, stop: threading.Event
+) -> None:
+    while not stop.wait(every_s):
+        try:
+            found = scan_once(config, queue)
+            if found:
+                log.info("reconciliation scan woke %d session(s)", found)
+        except Exception:  # keep scanning: a store hiccup must not end recovery
+            log.exception("reconciliation scan failed; retrying in %.1fs", every_s)
+
+
+def _worker_class() -> type[Any]:
+    import rq
+
+    class FxdWorker(rq.Worker):
+        """RQ's worker, forwarding a warm shutdown to the job so it stops at a boundary."""
+
+        def request_stop(self, signum: int, frame: FrameType | None) -> None:
+            super().request_stop(signum, frame)  # type: ignore[no-untyped-call]
+            pid = self.horse_pid
+            if pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGUSR1)
+
+    return FxdWorker
+
+
+def run_worker(
+    config: WorkerConfig,
+    *,
+    burst: bool = False,
+    scan_interval_s: float = 5.0,
+    name: str | None = None,
+) -> int:
+    """Run until stopped (or, with ``burst``, until the queue is empty). Returns an exit code."""
+    load_agents(config.agents_spec)  # fail fast, before any job, on a bad FXD_AGENTS
+    config.export()  # forked job processes read their configuration from the environment
+    queue = RqQueue(config.queue_url)
+    found = scan_once(config, queue)  # startup reconciliation
+    if found:
+        log.info("startup reconciliation woke %d session(s)", found)
+    stop = threading.Event()
+    scanner = threading.Thread(
+        target=_scan_forever,
+        args=(config, queue, scan_interval_s, stop),
+        daemon=True,
+        name="fxd-scan",
+    )
+    scanner.start()
+    try:
+        worker = _worker_class()([queue.queue], connection=queue.queue.connection, name=name)
+        worker.work(burst=burst, with_scheduler=False)
+    finally:
+        stop.set()
+    return 0
