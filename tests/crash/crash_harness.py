@@ -97,8 +97,14 @@ def run_to_rest(
     max_attempts: int | None = None,
     hostname: str | None = None,
     timeout: float = PROCESS_TIMEOUT_S,
+    provider: str = "inprocess",
+    partial_every: float | None = None,
+    extra_args: Sequence[str] = (),
 ) -> tuple[int, str, str]:
-    """Start the driver and let it run until its session rests (or the crash point kills it)."""
+    """Start the driver and let it run until its session rests (or the crash point kills it).
+
+    ``provider`` ``openai`` / ``anthropic`` serves the scripted model over HTTP in that wire
+    format (the real httpx + SSE client); ``extra_args`` go to the driver as they are."""
     argv = [
         sys.executable,
         str(DRIVER),
@@ -119,6 +125,11 @@ def run_to_rest(
         argv += ["--max-attempts", str(max_attempts)]
     if hostname is not None:
         argv += ["--hostname", hostname]
+    if provider != "inprocess":
+        argv += ["--provider", provider]
+    if partial_every is not None:
+        argv += ["--partial-every", str(partial_every)]
+    argv += list(extra_args)
     if follow_up:
         argv.append("--next")
     return run_process(argv, crash_at=crash_at, timeout=timeout)
@@ -294,6 +305,8 @@ class CrashHarness:
         invocation_budget: float | None = None,
         max_attempts: int | None = None,
         timeout: float = PROCESS_TIMEOUT_S,
+        provider: str = "inprocess",
+        partial_every: float | None = None,
     ) -> None:
         self.store_url = store_url
         self.workdir = workdir
@@ -301,6 +314,8 @@ class CrashHarness:
         self.invocation_budget = invocation_budget
         self.max_attempts = max_attempts
         self.timeout = timeout
+        self.provider = provider  # the model boundary: "inprocess", "openai", "anthropic"
+        self.partial_every = partial_every
         self.outputs: list[str] = []
 
     def run(
@@ -310,6 +325,7 @@ class CrashHarness:
         *,
         follow_up: bool = False,
         hostname: str | None = None,
+        extra_args: Sequence[str] = (),
     ) -> tuple[int, str, str]:
         result = run_to_rest(
             self.store_url,
@@ -321,6 +337,9 @@ class CrashHarness:
             max_attempts=self.max_attempts,
             hostname=hostname,
             timeout=self.timeout,
+            provider=self.provider,
+            partial_every=self.partial_every,
+            extra_args=extra_args,
         )
         self.outputs.append(result[1])
         return result

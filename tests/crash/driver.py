@@ -1,8 +1,10 @@
 """The crash suite's subject: a real process running one agent session to rest.
 
 Run as ``python tests/crash/driver.py --store URL --dir D --scenario NAME [--next]
-[--invocation-budget S]``, with ``FXD_CRASH_AT=<point>[:<tool>]`` in the environment to kill it
-at a named crash point. It only uses the public API of :mod:`fxdurable`.
+[--invocation-budget S] [--provider P] [--partial-every S]``, with
+``FXD_CRASH_AT=<point>[:<tool>]`` in the environment to kill it at a named crash point. It only
+uses the public API of :mod:`fxdurable` (and ``fxdurable.testing``; one private hook,
+``ScriptedModelServer._respond``, to mimic a gateway that quotes a wrong key back).
 
 The story (session ``s``, request id ``crash-1``): ``read_state`` → ``charge`` → ``deploy`` →
 final answer. After a deploy whose outcome is unknown, the scripted model inspects with
@@ -23,13 +25,29 @@ Scenarios: ``story`` (plain); ``abort`` (read_state is slow and the driver abort
 once it has started); ``abort-deploy`` (the same with the unsafe deploy); ``hook`` (an
 allow-all ``before_tool`` hook); ``continuation`` (tools take a little time so a small
 ``--invocation-budget`` expires and the turn spans several invocations). ``--max-attempts``
-sets the agent's attempt budget; ``--hostname`` makes the process pose as another machine.
+sets the agent's attempt budget; ``--hostname`` makes the process pose as another machine;
+``--partial-every`` sets ``Durability.partial_text_every_s``.
+
+``--provider`` picks the model boundary. ``inprocess`` (the default): a ``ScriptedModel``
+calls the policy directly. ``openai`` / ``anthropic``: the driver starts a
+``ScriptedModelServer`` in process (a background thread) serving the SAME policy in that wire
+format, with real-model quirks on (pretty-printed and split tool arguments, usage last, the
+response held open after the finish, small HTTP chunks) and the API key required; the agent's
+model is ``OpenAIModel`` / ``AnthropicModel`` pointed at it, reading the key from the
+``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` the driver sets for itself (``API_KEY``; with
+``--wrong-key``, ``WRONG_KEY``, which the server answers with a 401 that quotes it back, as
+some gateways do). So every model call goes through the real httpx + SSE path, and
+``model.log`` is written by the server's policy. On a clean exit the driver appends what the
+server saw to ``D/http.jsonl``: one line per process, ``{"pid", "provider", "echoed" (401s
+that quoted the key), "requests": [{"path", "status", "headers" (credentials redacted by the
+server), "body"}]}``; a SIGKILLed run writes nothing there.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import socket
@@ -42,6 +60,8 @@ from typing import Any
 import pydantic
 
 import fxdurable as fx
+from fxdurable.runtime.models import AnthropicModel, OpenAIModel
+from fxdurable.testing import Quirks, ScriptedModelServer
 
 SESSION = "s"
 STORY_REQUEST = "crash-1"
@@ -53,6 +73,25 @@ OPENING = "I will read the current state first, then charge order 42 and deploy 
 UNKNOWN_MARK = "may or may not have completed"
 SCENARIOS = ("story", "abort", "abort-deploy", "hook", "continuation")
 SETTLED = ("completed", "failed", "aborted")
+PROVIDERS = ("inprocess", "openai", "anthropic")
+AnyModel = fx.ScriptedModel | OpenAIModel | AnthropicModel
+# Fake keys: the tests check that neither ever reaches the database, the logs or the output.
+API_KEY = "sk-test-crash-SECRET-1234"
+WRONG_KEY = "sk-test-crash-WRONG-5678"
+KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+TEXT_CHUNK_CHARS = 16  # the server streams text in deltas of this many characters
+HOLD_OPEN_S = 2.0  # the server keeps each response open this long after its last event
+# What real models and gateways do (fxdurable.testing.Quirks): the client must cope with all.
+HTTP_QUIRKS = Quirks(
+    text_chunk_chars=TEXT_CHUNK_CHARS,
+    pretty_arguments=True,
+    split_arguments=5,
+    usage_last=True,
+    hold_open_after_finish_s=HOLD_OPEN_S,
+    chunk_bytes=7,
+    require_api_key=API_KEY,
+)
+assert len(OPENING) > 2 * TEXT_CHUNK_CHARS, "model.mid-stream needs several text deltas"
 
 
 def append_line(path: Path, line: str) -> None:
@@ -201,7 +240,13 @@ def policy(request: fx.ModelRequest) -> fx.ModelResponse:
 
 
 def build_agent(
-    workdir: Path, scenario: str, *, follow_up: bool, max_attempts: int = 10
+    workdir: Path,
+    scenario: str,
+    *,
+    follow_up: bool,
+    max_attempts: int = 10,
+    model: AnyModel | None = None,
+    partial_every: float | None = None,
 ) -> fx.Agent:
     slow_read_s = 1.0 if scenario == "abort" and not follow_up else 0.0
     slow_deploy_s = 1.0 if scenario == "abort-deploy" else 0.0
@@ -215,16 +260,56 @@ def build_agent(
             return None
 
         hook = allow_all
+    durability = fx.Durability(max_attempts=max_attempts)
+    if partial_every is not None:
+        durability = dataclasses.replace(durability, partial_text_every_s=partial_every)
     return fx.Agent(
         "crash-agent",
-        fx.ScriptedModel(make_policy(workdir), name="scripted/crash"),
+        model or fx.ScriptedModel(make_policy(workdir), name="scripted/crash"),
         instructions="You run the crash suite's story.",
         tools=build_tools(
             workdir, slow_read_s=slow_read_s, slow_deploy_s=slow_deploy_s, step_s=step_s
         ),
         before_tool=hook,
-        durability=fx.Durability(max_attempts=max_attempts),
+        durability=durability,
     )
+
+
+def http_model(provider: str, base_url: str, *, wrong_key: bool) -> AnyModel:
+    """The provider's real client, pointed at the scripted server. The key is not passed in:
+    the client reads it from the environment variable a deployment would set."""
+    os.environ[KEY_ENV[provider]] = WRONG_KEY if wrong_key else API_KEY
+    if provider == "openai":
+        return OpenAIModel("crash-model", base_url=base_url)
+    return AnthropicModel("crash-model", base_url=base_url)
+
+
+class KeyEchoingServer(ScriptedModelServer):
+    """Answers a 401 as some gateways do: quoting the credential it was sent, in full. The
+    client must keep it out of the error it records. ``echoed`` counts such answers."""
+
+    echoed = 0
+
+    def _respond(self, method: str, target: str, headers: dict[str, str], raw: bytes) -> Any:
+        reply = super()._respond(method, target, headers, raw)
+        body = getattr(reply, "body", None)
+        if getattr(reply, "status", None) == 401 and isinstance(body, dict):
+            sent = headers.get("x-api-key") or headers.get("authorization", "")
+            error = dict(body.get("error") or {})
+            error["message"] = f"{error.get('message', '')} (received: {sent})"
+            reply = dataclasses.replace(reply, body={**body, "error": error})
+            self.echoed += 1
+        return reply
+
+
+def dump_server_requests(workdir: Path, provider: str, server: ScriptedModelServer) -> None:
+    requests = [
+        {"path": r.path, "status": r.status, "headers": r.headers, "body": r.body}
+        for r in server.requests
+    ]
+    echoed = server.echoed if isinstance(server, KeyEchoingServer) else 0
+    line = {"pid": os.getpid(), "provider": provider, "echoed": echoed, "requests": requests}
+    append_line(workdir / "http.jsonl", json.dumps(line))
 
 
 async def wait_for_tool_start(handle: fx.SessionHandle, tool: str, timeout_s: float) -> None:
@@ -240,7 +325,31 @@ async def wait_for_tool_start(handle: fx.SessionHandle, tool: str, timeout_s: fl
 async def main_async(args: argparse.Namespace) -> int:
     workdir = Path(args.dir)
     workdir.mkdir(parents=True, exist_ok=True)
-    agent = build_agent(workdir, args.scenario, follow_up=args.next, max_attempts=args.max_attempts)
+    if args.provider == "inprocess":
+        return await run_session(args, workdir, None)
+    # The SAME policy, served over HTTP in the provider's wire format, in this very process: a
+    # SIGKILL takes the server down with the worker, as a real crash takes down a connection.
+    server_type = KeyEchoingServer if args.wrong_key else ScriptedModelServer
+    server = server_type(make_policy(workdir), quirks=HTTP_QUIRKS).start()
+    try:
+        base_url = server.openai_base_url if args.provider == "openai" else server.url
+        model = http_model(args.provider, base_url, wrong_key=args.wrong_key)
+        code = await run_session(args, workdir, model)
+    finally:
+        server.stop()
+    dump_server_requests(workdir, args.provider, server)
+    return code
+
+
+async def run_session(args: argparse.Namespace, workdir: Path, model: AnyModel | None) -> int:
+    agent = build_agent(
+        workdir,
+        args.scenario,
+        follow_up=args.next,
+        max_attempts=args.max_attempts,
+        model=model,
+        partial_every=args.partial_every,
+    )
     settings = fx.WorkerSettings(lease_ttl_s=5.0, heartbeat_s=0.5, scan_interval_s=0.2)
     async with fx.Runtime(
         [agent],
@@ -303,6 +412,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--hostname", default=None, help="pose as this host (a worker on another machine)"
     )
     parser.add_argument("--timeout", type=float, default=45.0, help="give up after SECONDS")
+    parser.add_argument(
+        "--provider",
+        choices=PROVIDERS,
+        default="inprocess",
+        help="the model boundary: in process, or a scripted server in that wire format",
+    )
+    parser.add_argument(
+        "--partial-every",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="Durability.partial_text_every_s (0: every streamed delta is written)",
+    )
+    parser.add_argument(
+        "--wrong-key",
+        action="store_true",
+        help="send WRONG_KEY instead of API_KEY (the server answers 401, quoting it)",
+    )
     args = parser.parse_args(argv)
     if args.hostname:
         # Leases record host and pid; a dead process on *another* host cannot be detected, so
