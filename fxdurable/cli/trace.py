@@ -45,9 +45,22 @@ class Totals:
         )
 
 
+def _usage_of(event: EventRecord) -> Usage:
+    def number(key: str) -> float | None:
+        value = event.data.get(key)
+        return float(value) if isinstance(value, int | float) else None
+
+    return Usage(
+        input_tokens=int(number("input_tokens") or 0),
+        output_tokens=int(number("output_tokens") or 0),
+        cost_usd=number("cost_usd"),
+    )
+
+
 def aborted_partials(events: Sequence[EventRecord]) -> set[int]:
-    """Seqs of ``model.partial`` events whose call never finished in their attempt: an
-    ``attempt.interrupted`` of the same turn came before that round was recorded."""
+    """Seqs of ``model.partial`` events whose call never finished: the process died (an
+    ``attempt.interrupted`` of the turn) or the stream broke (a ``model.error`` of the round)
+    before that round was recorded."""
     open_partials: dict[tuple[str | None, object], list[int]] = {}
     aborted: set[int] = set()
     for event in events:
@@ -56,6 +69,8 @@ def aborted_partials(events: Sequence[EventRecord]) -> set[int]:
             open_partials.setdefault(key, []).append(event.seq)
         elif event.type == "model.completed":
             open_partials.pop(key, None)
+        elif event.type == "model.error":  # the stream broke; the retry streams anew
+            aborted.update(open_partials.pop(key, []))
         elif event.type == "attempt.interrupted":
             for (turn_id, round_), seqs in list(open_partials.items()):
                 if turn_id == event.turn_id:
@@ -84,12 +99,16 @@ def print_trace(store: Store, session_id: str, out: TextIO | None = None) -> int
         )
         events = view.events(session_id)
         aborted = aborted_partials(events)
+        compactions: dict[str | None, list[Usage]] = {}
+        for event in events:
+            if event.type == "context.compacted":
+                compactions.setdefault(event.turn_id, []).append(_usage_of(event))
         for event in events:
             line = describe(event, style)
             if line is None:
                 continue
             if event.seq in aborted:
-                line = style.yellow("(aborted partial: the process died mid-stream) ") + line
+                line = style.yellow("(aborted partial) ") + line
             print(f"{event.seq:>4}  {clock_time(event.at)}  {line}", file=out)
         session_usage = Totals()
         for sub in subs:
@@ -97,6 +116,8 @@ def print_trace(store: Store, session_id: str, out: TextIO | None = None) -> int
             turn_usage = Totals()
             for call in view.model_calls(sub.id):
                 turn_usage.add(call.usage)
+            for usage in compactions.get(sub.id, []):
+                turn_usage.add(usage)
             session_usage.merge(turn_usage)
             print(
                 f"submission {sub.id}: {sub.status} after {sub.attempts} attempt(s), "

@@ -600,9 +600,17 @@ class Journal:
         self._store.transact(body)
 
     def record_compaction(
-        self, fence: Fence, turn_id: str, *, summary: str, upto_seq: int, model: str
+        self,
+        fence: Fence,
+        turn_id: str,
+        *,
+        summary: str,
+        upto_seq: int,
+        model: str,
+        usage: Usage,
     ) -> None:
-        """Append a summary that stands for every message up to ``upto_seq``."""
+        """Append a summary that stands for every message up to ``upto_seq``; the summary
+        call's usage is recorded with it (it is a model call too)."""
 
         def body(tx: Tx) -> None:
             session = self._fenced(tx, fence)
@@ -612,7 +620,14 @@ class Journal:
                 raise IllegalTransition("message", f"seq {upto_seq}", "summary of the future")
             scope.append_message(turn_id, "summary", summary, summarizes_upto=upto_seq)
             scope.emit(
-                "context.compacted", turn_id=turn_id, upto=upto_seq, summary=summary, model=model
+                "context.compacted",
+                turn_id=turn_id,
+                upto=upto_seq,
+                summary=summary,
+                model=model,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cost_usd=usage.cost_usd,
             )
             scope.write()
 

@@ -245,6 +245,7 @@ class ModelStep:
             summary=summary.text,
             upto_seq=cutoff,
             model=self._agent.model.name,
+            usage=self._priced(summary.usage),
         )
         return Retry()
 

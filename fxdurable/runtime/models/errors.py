@@ -194,13 +194,16 @@ def stream_error(provider: str, payload: object, *, secret: str | None) -> Model
     return ModelRetryableError(f"{provider} sent an error mid-stream{kind}: {said}")
 
 
-def transport_error(provider: str, exc: BaseException, *, url: str, total_s: float) -> ModelError:
+def transport_error(
+    provider: str, exc: BaseException, *, url: str, total_s: float, secret: str | None = None
+) -> ModelError:
     """The error for an httpx exception, or for the total deadline (a ``TimeoutError``)."""
     if isinstance(exc, TimeoutError):
         return ModelRetryableError(
             f"{provider} did not finish answering within the total timeout of {total_s:g}s"
         )
-    detail = str(exc) or type(exc).__name__
+    # An exception about a header may quote the header: never let it quote the key.
+    detail = redact(str(exc) or type(exc).__name__, secret)
     if isinstance(exc, httpx.ConnectTimeout):
         return ModelRetryableError(f"could not connect to {provider} at {url}: connect timeout")
     if isinstance(exc, httpx.ConnectError):

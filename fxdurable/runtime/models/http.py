@@ -173,8 +173,10 @@ async def open_event_stream(
         )
         async with asyncio.timeout_at(deadline):
             response = await client.send(request, stream=True)
-    except (httpx.HTTPError, httpx.InvalidURL, TimeoutError) as exc:
-        raise transport_error(provider, exc, url=shown, total_s=timeouts.total) from exc
+    except (httpx.HTTPError, httpx.InvalidURL, TimeoutError, UnicodeError) as exc:
+        raise transport_error(
+            provider, exc, url=shown, total_s=timeouts.total, secret=secret
+        ) from None  # the chained original may quote a header, and with it the key
     try:
         if not response.is_success:
             text = await _read_capped(response, deadline)

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Protocol
 
 import httpx
 
-from fxdurable.errors import ConfigurationError, ModelRetryableError
+from fxdurable.errors import ConfigurationError, ModelError, ModelRetryableError
 from fxdurable.runtime.models.base import Finish, ModelRequest, ModelResponse, StreamPart, TextDelta
 from fxdurable.runtime.models.http import Timeouts, display_url, open_event_stream
 from fxdurable.runtime.models.sse import SSEEvent
@@ -157,8 +157,18 @@ class HttpModel(ABC):
 
     def _key(self) -> str | None:
         if self._api_key is not None:
-            return self._api_key.reveal() or None
-        return os.environ.get(self.key_env) or None
+            key = self._api_key.reveal() or None
+        else:
+            key = os.environ.get(self.key_env) or None
+        if key is not None and (key != key.strip() or not key.isascii() or not key.isprintable()):
+            # A key read from a mounted secret often ends in a newline; a header cannot carry
+            # it, and the HTTP library's error would quote it. Refuse it without showing it.
+            raise ModelError(
+                f"the {self.provider} API key ({self.key_env} or api_key=) has surrounding "
+                "whitespace or characters an HTTP header cannot carry; fix the key (it is not "
+                "shown here)"
+            )
+        return key
 
     # -- what a provider fills in -------------------------------------------------------------
 
