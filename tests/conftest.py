@@ -1,1 +1,199 @@
-"""Shared fixtures; see tests/crash for the crash suite."""
+"""Shared fixtures; see tests/crash for the crash suite.
+
+Redis: ``redis_server`` starts one ``redis-server`` for the whole run on a free port (AOF on,
+no RDB snapshots, data in a temporary directory), or uses ``FXD_TEST_REDIS_URL`` when set.
+``redis_url`` gives each test its own key prefix on it, deleted afterwards, so tests never
+see each other's keys (and a shared server named by ``FXD_TEST_REDIS_URL`` is never
+flushed). ``redis_factory`` starts dedicated servers a test may kill and restart.
+
+Without ``redis-server`` the Redis tests are skipped, except in CI (``CI=true``), where a
+Redis that cannot be run or reached fails them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REDIS_SERVER = "redis-server"
+
+
+def _ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def _unavailable(reason: str) -> None:
+    """Fail in CI, skip elsewhere: a missing Redis must not pass silently in CI."""
+    if _ci():
+        pytest.fail(f"{reason} (CI=true: the Redis tests must run)", pytrace=False)
+    pytest.skip(reason)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _ping(url: str, timeout: float) -> str | None:
+    """None once the server answers PING, else the last error."""
+    import redis
+
+    deadline = time.monotonic() + timeout
+    error = "no attempt"
+    while True:
+        client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+        try:
+            if client.ping():
+                return None
+        except redis.RedisError as exc:  # includes LOADING while the AOF is read back
+            error = str(exc)
+        finally:
+            client.close()
+        if time.monotonic() > deadline:
+            return error
+        time.sleep(0.05)
+
+
+class RedisServer:
+    """A redis-server subprocess on 127.0.0.1 with its data (the AOF) in ``directory``."""
+
+    def __init__(self, directory: Path, *, fsync: str = "everysec") -> None:
+        self.directory = directory
+        self.fsync = fsync
+        self.port = _free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 10.0) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for _ in range(5):  # another process may take a "free" port before we bind it
+            self.proc = subprocess.Popen(
+                [
+                    REDIS_SERVER,
+                    "--port", str(self.port),
+                    "--bind", "127.0.0.1",
+                    "--save", "",
+                    "--appendonly", "yes",
+                    "--appendfsync", self.fsync,
+                    "--dir", str(self.directory),
+                    "--logfile", "redis.log",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            error = _ping(self.url, timeout)
+            if error is None:
+                return
+            if self.proc.poll() is None:
+                self.stop()
+                raise RuntimeError(f"redis-server on port {self.port} never answered: {error}")
+            self.proc = None
+            self.port = _free_port()
+        log = self.directory / "redis.log"
+        tail = log.read_text()[-2000:] if log.exists() else "(no log)"
+        raise RuntimeError(f"redis-server would not start; its log ends:\n{tail}")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        """SIGTERM shuts down cleanly; SIGKILL is a crash (the AOF is all that remains)."""
+        if self.proc is None:
+            return
+        self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def restart(self, sig: int = signal.SIGTERM) -> None:
+        """Stop and start again on the same port and directory (so from the same AOF)."""
+        self.stop(sig)
+        port = self.port
+        self.start()
+        assert self.port == port, "the restarted server moved to another port"
+
+
+def _drop_prefix(url: str, prefix: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+        for start in range(0, len(keys), 500):
+            client.delete(*keys[start : start + 500])
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The base URL (``redis://host:port``, no database) of a Redis for this test run."""
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        _unavailable("the redis package is not installed: pip install 'fxdurable[redis]'")
+    given = os.environ.get("FXD_TEST_REDIS_URL")
+    if given:
+        error = _ping(given, timeout=5)
+        if error is not None:
+            pytest.fail(f"FXD_TEST_REDIS_URL={given} cannot be reached: {error}", pytrace=False)
+        yield given.rstrip("/")
+        return
+    if shutil.which(REDIS_SERVER) is None:
+        _unavailable(
+            f"{REDIS_SERVER} is not installed (or not on PATH): the Redis tests need it; "
+            "install it (e.g. apt-get install redis-server) or set FXD_TEST_REDIS_URL"
+        )
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    try:
+        server.start()
+    except RuntimeError as exc:
+        _unavailable(str(exc))
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: str) -> Iterator[str]:
+    """A store URL with a key prefix of this test's own, whose keys are deleted afterwards."""
+    base, _, query = redis_server.partition("?")
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    # A URL that names a database keeps it; otherwise database 0.
+    db_path = "" if base.rstrip("/").count("/") > 2 else "/0"
+    url = f"{base}{db_path}?prefix={prefix}" + (f"&{query}" if query else "")
+    yield url
+    _drop_prefix(f"{base}{db_path}", prefix)
+
+
+@pytest.fixture
+def redis_factory(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
+    """Start dedicated servers a test may kill and restart: ``redis_factory(fsync=...)``."""
+    if shutil.which(REDIS_SERVER) is None:
+        _unavailable(f"{REDIS_SERVER} is not installed: this test needs a server of its own")
+    started: list[RedisServer] = []
+
+    def start(fsync: str = "everysec") -> RedisServer:
+        server = RedisServer(tmp_path / f"redis-{len(started)}", fsync=fsync)
+        started.append(server)
+        server.start()
+        return server
+
+    yield start
+    for server in started:
+        server.stop(signal.SIGKILL)

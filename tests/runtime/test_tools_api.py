@@ -170,7 +170,7 @@ def test_runtime_configuration_errors(tmp_path):
     with pytest.raises(fx.ConfigurationError):
         fx.Runtime([a], store="postgres://nowhere/db")
     with pytest.raises(fx.ConfigurationError):
-        fx.Runtime([a], store="redis://127.0.0.1:6379/0")
+        fx.Runtime([a], store="redis://127.0.0.1:6379/0?no_such_option=1")
 
 
 def test_scripted_model_streams_deltas_then_one_finish():

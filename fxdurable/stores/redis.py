@@ -1,0 +1,371 @@
+"""The Redis store: ``redis://host:port/db`` (``rediss://`` for TLS), single node.
+
+Transactions are optimistic. A transaction WATCHes every key before it reads it (the WATCH
+and the read go out together) and buffers its writes, which its own reads see; the commit is
+one round trip: ``MULTI``, one ``EVALSHA`` of ``lua/commit.lua``, ``EXEC``. If anything the
+body read changed meanwhile, ``EXEC`` does nothing and the body runs again from scratch
+(bodies are pure over their reads; at most 50 runs, then
+:class:`~fxdurable.errors.StoreError`). A body that raises is run again too if what it read
+had changed (its error may come from a torn view); otherwise its error stands and nothing is
+written. Conditional writes are checked at once against what the body read (the WATCH keeps
+that true until ``EXEC``); a write to a record the body did not read (an event or message
+append, an insert) becomes a condition the commit script checks before it writes anything,
+so a failed condition raises :class:`~fxdurable.errors.ConflictError` from ``transact`` and
+nothing is written. Fencing needs nothing more: the journal compares the token of the
+session record it read, and every journal transaction writes that record back with its
+version.
+
+Key layout, under a prefix ``p`` (``?prefix=``, default ``fxd``; letters, digits, ``._-``).
+Every key is ``p:<kind>:<id>`` with the id last, so no id (ids may contain ``:``) can make one
+key collide with another::
+
+    p:schema                  string  the data marker: layout version (written on first open)
+    p:sessions                zset    every session id (score 0): list_sessions
+    p:sessions:active         zset    ids of sessions whose status is active: active_sessions
+    p:session:<sid>           string  SessionRecord JSON (its lease lives here: see below)
+    p:subs:<sid>              zset    submission ids by seq (the score): admission order
+    p:unsettled:<sid>         zset    ids of queued/running submissions by seq
+    p:sub:<id>                string  SubmissionRecord JSON
+    p:req:<request_id>        string  the submission id: one submission per request id
+    p:attempts:<sub>          hash    attempt number -> AttemptRecord JSON
+    p:turn:<id>               string  TurnRecord JSON
+    p:mcalls:<turn>           hash    round -> ModelCallRecord JSON (insert-only)
+    p:task:<id>               string  ToolTaskRecord JSON
+    p:turntasks:<turn>        zset    task ids by round * 1e6 + index: (round, index) order
+    p:stasks:<sid>            list    task ids in creation order
+    p:msgs:<sid>              zset    MessageRecord JSON by seq (append-only)
+    p:events:<sid>            zset    EventRecord JSON by seq (append-only); a cursor
+                                      reads ZRANGEBYSCORE k (after +inf LIMIT 0 n
+
+Records are JSON from :mod:`fxdurable.core.recordcodec`. No key has a TTL: a lease is a field
+of the session record with an expiry timestamp the journal compares, never a key that
+expires; and a server that may evict keys (``maxmemory-policy allkeys-*``) is refused. The
+layout is for one Redis node (no hash tags; Redis Cluster is not supported).
+
+Round trips (measured by tests/stores/test_redis_store.py): each read call is one (an index
+query two: ids, then records); the commit is one. A tool step, ``start_tool`` or
+``finish_tool``, costs 4 (session, tool task, turn, commit); ``record_model_call`` 3;
+``claim`` and ``heartbeat`` 2; ``admit`` and ``release`` 3; ``begin_attempt`` 6; ``settle``
+8. ``read(body)`` is a consistent snapshot: a body that reads once costs that one round trip
+and no WATCH; one that reads more WATCHes what it read (re-sending its first query) and ends
+with an empty ``MULTI``/``EXEC`` that validates it, running again if anything changed. So
+``fxdurable check`` on a store under heavy writes may need a quieter moment.
+
+Durability is Redis persistence: run it with ``appendonly yes`` (and the default
+``maxmemory-policy noeviction``). With ``appendfsync everysec``, Redis's default, the AOF is
+written before a commit is acknowledged but fsynced once a second, so a power cut may lose
+about the last second of commits; ``appendfsync always`` matches SQLite's
+``synchronous=FULL``. A connection lost while reading runs the transaction again on a new
+connection (a restarting server gets about three seconds); one lost during the commit raises
+StoreError, because the commit may or may not have been applied.
+
+URL options: ``prefix``, ``socket_timeout`` and ``socket_connect_timeout`` (seconds, default
+10 and 5), and with ``rediss://`` ``ssl_cert_reqs`` (none|optional|required) and
+``ssl_ca_certs``. A password in the URL never appears in messages or in ``store.url``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
+
+from fxdurable.core.store import ReadView, Tx
+from fxdurable.errors import ConfigurationError, StoreError
+
+try:
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+except ImportError as exc:  # pragma: no cover - depends on the install
+    raise ConfigurationError(
+        "the Redis store needs the redis package: pip install 'fxdurable[redis]'"
+    ) from exc
+
+from fxdurable.stores._redis_tx import (
+    SCRIPT,
+    SCRIPT_SHA,
+    Command,
+    Disconnected,
+    Keys,
+    Link,
+    NoScript,
+    RedisTx,
+    Rerun,
+    raise_errors,
+    text,
+)
+
+__all__ = ["RedisStore"]
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+_MAX_RUNS = 50  # runs of one body before giving up on concurrent writers
+_RECONNECT_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)  # ~3 s for a restarting server
+_PREFIX = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    host: str
+    port: int
+    db: int
+    prefix: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.host}:{self.port}/{self.db} (prefix {self.prefix!r})"
+
+
+def _redact(url: str) -> str:
+    """The URL without its password, for messages and ``store.url``."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+    except ValueError:  # unparseable: hide whatever precedes an "@" in the authority
+        return re.sub(r"^([^:/]*://)[^/@]*@", r"\1***@", url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def _parse(url: str) -> tuple[_Target, dict[str, Any]]:
+    shown = _redact(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port or 6379
+    except ValueError as exc:
+        raise ConfigurationError(f"not a Redis URL: {shown!r} ({exc})") from exc
+    if parts.scheme not in ("redis", "rediss") or not parts.hostname:
+        raise ConfigurationError(
+            f"not a Redis URL: {shown!r} (expected redis://host:port/db or rediss://...)"
+        )
+    path = parts.path.strip("/")
+    if not path.isdigit() and path:
+        raise ConfigurationError(f"the Redis database must be a number in {shown!r}")
+    options = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+    prefix = options.pop("prefix", "fxd")
+    if not _PREFIX.fullmatch(prefix):
+        raise ConfigurationError(
+            f"prefix {prefix!r} in {shown!r}: use 1 to 64 letters, digits, '.', '_' or '-'"
+        )
+    kwargs: dict[str, Any] = {
+        "host": parts.hostname,
+        "port": port,
+        "db": int(path or 0),
+        "username": unquote(parts.username) if parts.username else None,
+        "password": unquote(parts.password) if parts.password is not None else None,
+        "socket_timeout": 10.0,
+        "socket_connect_timeout": 5.0,
+        "protocol": 2,  # replies are parsed here as RESP2
+        "retry": Retry(NoBackoff(), 0),  # never re-send a command behind a WATCH's back
+        "health_check_interval": 0,
+    }
+    for name in ("socket_timeout", "socket_connect_timeout"):
+        if name in options:
+            try:
+                kwargs[name] = float(options.pop(name))
+            except ValueError as exc:
+                raise ConfigurationError(f"{name} must be seconds in {shown!r}") from exc
+    if parts.scheme == "rediss":
+        kwargs["connection_class"] = redis.SSLConnection
+        if "ssl_cert_reqs" in options:
+            reqs = options.pop("ssl_cert_reqs")
+            if reqs not in ("none", "optional", "required"):
+                raise ConfigurationError(
+                    f"ssl_cert_reqs must be none, optional or required in {shown!r}"
+                )
+            kwargs["ssl_cert_reqs"] = reqs
+        if "ssl_ca_certs" in options:
+            kwargs["ssl_ca_certs"] = options.pop("ssl_ca_certs")
+    if options:
+        raise ConfigurationError(f"unknown Redis URL options {sorted(options)} in {shown!r}")
+    target = _Target(parts.hostname, port, kwargs["db"], prefix)
+    return target, kwargs
+
+
+class RedisStore:
+    """``redis://[user:password@]host:port/db[?prefix=fxd]``; ``rediss://`` for TLS.
+
+    ``create=False`` (read-only tools) refuses a database and prefix that hold no fxdurable
+    data (no ``<prefix>:schema`` key) and writes nothing.
+    """
+
+    def __init__(self, url: str, *, create: bool = True) -> None:
+        self._target, kwargs = _parse(url)
+        self.url = _redact(url)
+        self._keys = Keys(self._target.prefix)
+        self._pool = redis.ConnectionPool(**kwargs)
+        self._cv = threading.Condition()
+        self._in_flight = 0
+        self._closed = False
+        self._round_trips = 0
+        try:
+            self._open(create)
+        except BaseException:
+            self._pool.disconnect()
+            raise
+
+    @property
+    def where(self) -> str:
+        return self._target.where
+
+    # -- connections --------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _link(self) -> Iterator[Link]:
+        with self._cv:
+            if self._closed:
+                raise StoreError(f"the Redis store at {self.where} is closed")
+            self._in_flight += 1
+        link: Link | None = None
+        try:
+            try:
+                conn = self._pool.get_connection()
+            except (redis.AuthenticationError, redis.exceptions.AuthorizationError) as exc:
+                raise StoreError(f"redis at {self.where} refused the credentials: {exc}") from exc
+            except redis.ConnectionError as exc:
+                raise Disconnected(exc) from exc
+            except redis.RedisError as exc:
+                raise StoreError(
+                    f"cannot open a connection to redis at {self.where}: {exc}"
+                ) from exc
+            link = Link(conn, self.where)
+            yield link
+        finally:
+            if link is not None:
+                self._release(link)
+            with self._cv:
+                self._in_flight -= 1
+                self._cv.notify_all()
+
+    def _release(self, link: Link) -> None:
+        if link.watched and not link.broken:
+            try:
+                link.call([("UNWATCH",)])
+            except BaseException:
+                link.broken = True
+        if link.broken:
+            link.conn.disconnect()
+        with self._cv:
+            self._round_trips += link.trips
+        self._pool.release(link.conn)
+
+    def _run(self, body: Callable[[Link], T], what: str) -> T:
+        """Run ``body`` on a fresh link until it neither reruns nor loses its connection."""
+        delays = iter(_RECONNECT_DELAYS)
+        loaded = False
+        for run in range(_MAX_RUNS):
+            try:
+                with self._link() as link:
+                    return body(link)
+            except Rerun:
+                if run >= 3:  # contention: spread the runs out a little
+                    time.sleep(random.uniform(0, 0.001 * 2 ** min(run, 8)))
+            except NoScript:
+                if loaded:
+                    raise StoreError(
+                        f"redis at {self.where} keeps losing the commit script"
+                    ) from None
+                self._load_script()
+                loaded = True
+            except Disconnected as exc:
+                delay = next(delays, None)
+                if delay is None:
+                    raise StoreError(f"cannot reach redis at {self.where}: {exc.cause}") from None
+                time.sleep(delay)
+        raise StoreError(
+            f"{what} on redis at {self.where} kept meeting concurrent writes: gave up after "
+            f"{_MAX_RUNS} runs"
+        )
+
+    def _simple(self, commands: Sequence[Command]) -> list[Any]:
+        def body(link: Link) -> list[Any]:
+            replies = link.call(commands)
+            raise_errors(replies, link.where)
+            return replies
+
+        return self._run(body, "a command")
+
+    def _load_script(self) -> None:
+        (sha,) = self._simple([("SCRIPT", "LOAD", SCRIPT)])
+        if text(sha) != SCRIPT_SHA:
+            raise StoreError(f"redis at {self.where} hashed the commit script unexpectedly")
+
+    def _open(self, create: bool) -> None:
+        key = self._keys.schema
+        commands: list[Command] = [("GET", key), ("INFO", "memory")]
+        if create:
+            commands = [("SETNX", key, SCHEMA_VERSION), *commands, ("SCRIPT", "LOAD", SCRIPT)]
+
+        def body(link: Link) -> list[Any]:
+            replies = link.call(commands)
+            info = replies[-2] if create else replies[-1]
+            raise_errors([r for r in replies if r is not info], link.where)  # INFO may fail
+            return [replies[-3] if create else replies[0], info]
+
+        raw, info = self._run(body, "opening the store")
+        if raw is None:
+            raise StoreError(
+                f"no fxdurable store at redis {self.where}: no {key!r} key (check the "
+                "database number and ?prefix=)"
+            )
+        try:
+            version = int(raw)
+        except ValueError:
+            raise StoreError(f"{key!r} at redis {self.where} is not an fxdurable marker") from None
+        if version != SCHEMA_VERSION:
+            raise StoreError(
+                f"redis {self.where} holds fxdurable layout version {version}, this fxdurable "
+                f"uses version {SCHEMA_VERSION}: open it with a matching fxdurable"
+            )
+        if isinstance(info, bytes):  # INFO may be refused by an ACL: then we cannot tell
+            policy = re.search(rb"^maxmemory_policy:(\S+)", info, re.MULTILINE)
+            if policy is not None and policy.group(1).startswith(b"allkeys-"):
+                raise StoreError(
+                    f"redis at {self.where} evicts keys under memory pressure "
+                    f"(maxmemory-policy {text(policy.group(1))}): fxdurable's records must "
+                    "never be evicted; use noeviction (or a volatile-* policy: fxdurable's "
+                    "keys have no TTL)"
+                )
+
+    # -- the Store protocol -------------------------------------------------------------------
+
+    def _once(self, link: Link, body: Callable[[RedisTx], T], *, writable: bool) -> T:
+        tx = RedisTx(link, self._keys, writable=writable)
+        try:
+            result = body(tx)
+            if writable and inspect.isawaitable(result):
+                if inspect.iscoroutine(result):
+                    result.close()
+                raise TypeError(
+                    "a transaction body returned an awaitable: the durable core is "
+                    "synchronous, do the async work outside the transaction"
+                )
+        except Exception as exc:
+            if not tx.still_current():
+                raise Rerun from exc  # the body saw a torn view: its error may be spurious
+            raise
+        tx.finish()
+        return result
+
+    def transact(self, body: Callable[[Tx], T]) -> T:
+        return self._run(lambda link: self._once(link, body, writable=True), "a transaction")
+
+    def read(self, body: Callable[[ReadView], T]) -> T:
+        return self._run(lambda link: self._once(link, body, writable=False), "a read")
+
+    def close(self) -> None:
+        """Close every connection, after the transactions in flight (waits up to 30 s)."""
+        with self._cv:
+            self._closed = True
+            self._cv.wait_for(lambda: self._in_flight == 0, timeout=30.0)
+        self._pool.disconnect()
