@@ -40,17 +40,27 @@ def validate_crash_spec(spec: str) -> str:
     return spec
 
 
-async def _demo(workdir: Path, budget_s: float | None, model: Model | None) -> int:
+async def _demo(
+    workdir: Path,
+    budget_s: float | None,
+    model: Model | None,
+    store_url: str | None,
+    queue_url: str,
+) -> int:
     style = Style()
     agent = engineer(workdir, model)
-    db = workdir / "demo.db"
+    db = str(workdir / "demo.db")
+    where = f"--store {store_url}" if store_url else f"--db {db}"
     settings = WorkerSettings(lease_ttl_s=10.0, heartbeat_s=2.0, scan_interval_s=1.0)
     async with Runtime(
         [agent],
-        store=f"sqlite:///{db.resolve()}",
+        store=store_url or f"sqlite:///{(workdir / 'demo.db').resolve()}",
+        queue=queue_url,
         settings=settings,
         invocation_budget_s=budget_s,
     ) as rt:
+        if queue_url != "local":
+            print(style.dim(f"queue: {queue_url}; the turn runs on `fxdurable worker` processes"))
         rt.install_signal_handlers()
         session = rt.session(SESSION)
         journal = rt.journal
@@ -61,7 +71,7 @@ async def _demo(workdir: Path, budget_s: float | None, model: Model | None) -> i
             print(
                 style.yellow(
                     f"Recovering session '{SESSION}': {len(unsettled)} unfinished turn(s) found "
-                    f"in {db}. Resuming from the last committed step."
+                    f"in {store_url or db}. Resuming from the last committed step."
                 )
             )
             state = await session.state()
@@ -77,7 +87,9 @@ async def _demo(workdir: Path, budget_s: float | None, model: Model | None) -> i
                     )
                 )
             else:
-                print(style.bold(f"fxdurable demo: a durable agent turn, stored in {db}"))
+                print(
+                    style.bold(f"fxdurable demo: a durable agent turn, stored in {store_url or db}")
+                )
             state = await session.state()
             cursor = (state.next_event_seq - 1) if state else 0
             targets = [await session.submit(prompt, request_id=f"demo-{len(subs) + 1}")]
@@ -97,9 +109,7 @@ async def _demo(workdir: Path, budget_s: float | None, model: Model | None) -> i
         else:
             reason = sub.error.message if sub.error else sub.status.value
             print(style.red(f"Outcome: {sub.status} — {reason}"))
-    print(
-        style.dim(f"Trace: fxdurable trace {SESSION} --db {db}    Audit: fxdurable check --db {db}")
-    )
+    print(style.dim(f"Trace: fxdurable trace {SESSION} {where}    Audit: fxdurable check {where}"))
     return 0 if all(s.status == SubmissionStatus.COMPLETED for s in final) else 1
 
 
@@ -153,7 +163,13 @@ def _model_for(provider: str) -> Iterator[Model | None]:
 
 
 def run_demo(
-    *, crash_at: str | None, directory: str, budget_s: float | None, provider: str = "scripted"
+    *,
+    crash_at: str | None,
+    directory: str,
+    budget_s: float | None,
+    provider: str = "scripted",
+    store_url: str | None = None,
+    queue_url: str = "local",
 ) -> int:
     if crash_at:
         os.environ["FXD_CRASH_AT"] = validate_crash_spec(crash_at)
@@ -164,7 +180,7 @@ def run_demo(
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         with _model_for(provider) as model:
-            code = asyncio.run(_demo(workdir, budget_s, model))
+            code = asyncio.run(_demo(workdir, budget_s, model, store_url, queue_url))
         if crash_at:
             print(
                 f"note: crash point {crash_at} was never reached in this run "

@@ -7,6 +7,7 @@ deploy it inspects production instead of deploying again.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,7 @@ from fxdurable.runtime.models.base import Model, ModelRequest, ModelResponse
 from fxdurable.runtime.models.scripted import ScriptedModel, call, reply, turn_messages
 from fxdurable.runtime.tools import Tool, ToolContext, define_tool
 
-__all__ = ["FOLLOW_UP", "PROMPT", "RELEASE", "engineer", "policy"]
+__all__ = ["FOLLOW_UP", "PROMPT", "RELEASE", "agents", "engineer", "policy"]
 
 RELEASE = "1.4"
 PROMPT = f"Ship release {RELEASE} to production."
@@ -127,6 +128,12 @@ def engineer(workdir: Path, model: Model | None = None) -> Agent:
         instructions="You are a careful release engineer.",
         tools=_tools(workdir),
     )
+
+
+def agents() -> list[Agent]:
+    """For workers: ``FXD_AGENTS=fxdurable.cli.demo_agent:agents``. The demo's files live in
+    ``$FXD_DEMO_DIR`` (default ``.fxd-demo``, relative to the worker's directory)."""
+    return [engineer(Path(os.environ.get("FXD_DEMO_DIR", ".fxd-demo")))]
 
 
 def policy() -> Callable[[ModelRequest], ModelResponse]:

@@ -41,6 +41,15 @@ def _parser() -> argparse.ArgumentParser:
         "format through the real client (default: scripted)",
     )
     demo.add_argument(
+        "--store", help="store URL (default: sqlite in --dir), e.g. redis://127.0.0.1:6379/0"
+    )
+    demo.add_argument(
+        "--queue",
+        default="local",
+        help="'local' (run the turn here) or rq://host:port/db: `fxdurable worker` processes "
+        "with FXD_AGENTS=fxdurable.cli.demo_agent:agents run it",
+    )
+    demo.add_argument(
         "--invocation-budget",
         type=float,
         default=None,
@@ -149,6 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 directory=args.dir,
                 budget_s=args.invocation_budget,
                 provider=args.provider,
+                store_url=args.store,
+                queue_url=args.queue,
             )
         if args.command in ("worker", "scan"):
             return _run_worker_command(args)
