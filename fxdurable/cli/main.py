@@ -135,6 +135,7 @@ def _run_worker_command(args: argparse.Namespace) -> int:
     from fxdurable.workers.rq_worker import scan_once
 
     queue = RqQueue(config.queue_url)
+    queue.check()
     while True:
         found = scan_once(config, queue)
         print(f"woke {found} session(s)", flush=True)

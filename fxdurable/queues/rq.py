@@ -66,6 +66,18 @@ class RqQueue:
         self._redis = redis.Redis.from_url(self.settings.redis_url)
         self.queue: Any = rq.Queue(self.settings.queue, connection=self._redis)
 
+    def check(self) -> None:
+        """Raise ConfigurationError, with the address and without a password, if Redis does
+        not answer."""
+        try:
+            self._redis.ping()
+        except Exception as exc:  # redis-py's connection and timeout errors, and OSError
+            where = urlparse(self.settings.redis_url)
+            raise ConfigurationError(
+                f"cannot reach the RQ Redis at {where.hostname}:{where.port or 6379}: "
+                f"{type(exc).__name__}; is redis-server running?"
+            ) from None
+
     def enqueue_now(self, session_id: str, *, reason: str) -> None:
         """Synchronous enqueue (for callers outside an event loop)."""
         self.queue.enqueue_call(

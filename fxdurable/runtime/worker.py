@@ -72,7 +72,7 @@ def this_worker() -> WorkerIdentity:
 
 
 def local_process_is_dead(host: str, pid: int) -> bool:
-    """True only when ``pid`` on this host certainly no longer exists."""
+    """True only when ``pid`` on this host certainly no longer runs."""
     if host != socket.gethostname():
         return False
     try:
@@ -81,7 +81,18 @@ def local_process_is_dead(host: str, pid: int) -> bool:
         return True
     except PermissionError:
         return False  # exists, owned by someone else
-    return False
+    return _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    """A killed process not yet reaped by its parent still answers ``kill(pid, 0)``; on Linux
+    its state in /proc says it is dead (Z or X). Elsewhere, assume it runs."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return bool(fields) and fields[0] in (b"Z", b"X")
 
 
 class WakeHandler:

@@ -39,10 +39,14 @@ def run_wake(session_id: str, reason: str = "wake") -> str:
 
     from fxdurable.queues.rq import RqQueue
 
-    config = WorkerConfig.from_env()
     job = rq.get_current_job()
     timeout = float(job.timeout) if job is not None and job.timeout else DEFAULT_TIMEOUT_S
     budget = job_budget(timeout)
+    # From the first instruction on, a stop request (a warm shutdown forwarded as SIGUSR1, or a
+    # SIGTERM) only asks for a stop at the next step boundary, even while the job starts up.
+    for sig in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(sig, lambda signum, _frame: budget.request_stop(signal.Signals(signum).name))
+    config = WorkerConfig.from_env()
     agents = {a.name: a for a in load_agents(config.agents_spec)}
     store = open_store(config.store_url)
     queue = RqQueue(config.queue_url)

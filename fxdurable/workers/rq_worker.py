@@ -22,6 +22,7 @@ from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Journal
 from fxdurable.queues.rq import RqQueue
 from fxdurable.runtime.reconcile import orphaned_sessions
+from fxdurable.runtime.worker import WorkerSettings
 from fxdurable.stores import open_store
 from fxdurable.workers.config import WorkerConfig, load_agents
 
@@ -80,9 +81,12 @@ def run_worker(
     name: str | None = None,
 ) -> int:
     """Run until stopped (or, with ``burst``, until the queue is empty). Returns an exit code."""
-    load_agents(config.agents_spec)  # fail fast, before any job, on a bad FXD_AGENTS
+    # Fail fast, before any job, on a bad FXD_AGENTS, lease setting or Redis address.
+    load_agents(config.agents_spec)
+    WorkerSettings.from_env()
     config.export()  # forked job processes read their configuration from the environment
     queue = RqQueue(config.queue_url)
+    queue.check()
     found = scan_once(config, queue)  # startup reconciliation
     if found:
         log.info("startup reconciliation woke %d session(s)", found)

@@ -1,0 +1,188 @@
+"""Fixtures of the RQ worker tests: a Redis of their own, a fresh database per test, a store
+per backend, and :class:`~rq_support.RqHarness` (real ``fxdurable worker`` processes).
+
+``rq_redis`` starts one ``redis-server`` for the session (``--save "" --appendonly no``: the
+queue's Redis needs no persistence here; the Redis *store* tests restart theirs with AOF). It is
+skipped when ``redis-server`` is not installed, except with ``CI=true``, where that fails.
+
+``store_url`` is parametrised by backend, like the crash suite's: ``sqlite`` by default;
+``FXD_TEST_WORKER_STORES=sqlite,redis`` adds the Redis store (on this same server, a database
+of its own per test) once ``fxdurable.stores.redis`` is ready. Every test then runs on each.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = str(Path(__file__).resolve().parent)
+if HERE not in sys.path:  # whatever pytest's import mode, the tests import rq_support
+    sys.path.insert(0, HERE)
+
+from rq_support import RqHarness  # noqa: E402
+
+REDIS_SERVER = "redis-server"
+DATABASES = 512
+STORE_PARAMS = [
+    p.strip() for p in os.environ.get("FXD_TEST_WORKER_STORES", "sqlite").split(",") if p.strip()
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} (CI=true: the RQ worker tests must run)", pytrace=False)
+    pytest.skip(reason)
+
+
+def _ping(port: int) -> bool:
+    import redis
+
+    client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1)
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="session")
+def rq_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """The port of a ``redis-server`` on 127.0.0.1 that lives as long as the test session."""
+    try:
+        import redis  # noqa: F401
+        import rq  # noqa: F401
+    except ImportError:
+        _unavailable("redis and rq are not installed: pip install 'fxdurable[redis]'")
+    binary = shutil.which(REDIS_SERVER)
+    if binary is None:
+        _unavailable(
+            f"{REDIS_SERVER} is not installed (or not on PATH): the RQ worker tests need a "
+            "real Redis; install it (e.g. apt-get install redis-server)"
+        )
+    assert binary is not None
+    directory = tmp_path_factory.mktemp("rq-redis")
+    proc: subprocess.Popen[bytes] | None = None
+    for _ in range(5):  # another process may take a "free" port before redis binds it
+        port = _free_port()
+        proc = subprocess.Popen(
+            [
+                binary,
+                "--port", str(port),
+                "--bind", "127.0.0.1",
+                "--save", "",
+                "--appendonly", "no",
+                "--databases", str(DATABASES),
+                "--dir", str(directory),
+                "--logfile", "redis.log",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 10
+        while proc.poll() is None and time.monotonic() < deadline and not _ping(port):
+            time.sleep(0.05)
+        if proc.poll() is None and _ping(port):
+            break
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        proc = None
+    if proc is None:
+        log = directory / "redis.log"
+        tail = log.read_text()[-2000:] if log.exists() else "(no log)"
+        _unavailable(f"{REDIS_SERVER} would not start; its log ends:\n{tail}")
+    assert proc is not None
+    try:
+        yield port
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+_databases = itertools.cycle(range(1, DATABASES))
+
+
+def _flush(port: int, db: int) -> None:
+    import redis
+
+    client = redis.Redis(host="127.0.0.1", port=port, db=db)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def rq_db(rq_redis: int) -> Iterator[int]:
+    """A Redis database of this test's own, empty at the start and flushed afterwards."""
+    db = next(_databases)
+    _flush(rq_redis, db)
+    yield db
+    _flush(rq_redis, db)
+
+
+@pytest.fixture(params=STORE_PARAMS)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path, rq_redis: int) -> str:
+    """A fresh, empty store of each backend the worker tests run on."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path.resolve()}/store.db"
+    if request.param == "redis":
+        db = next(_databases)
+        _flush(rq_redis, db)
+        return f"redis://127.0.0.1:{rq_redis}/{db}?prefix=t{uuid.uuid4().hex[:10]}"
+    raise NotImplementedError(request.param)  # pragma: no cover
+
+
+@pytest.fixture
+def make_harness(
+    tmp_path: Path, store_url: str, rq_redis: int, rq_db: int
+) -> Iterator[Callable[..., RqHarness]]:
+    """``make_harness(job_timeout=..., lease_ttl_s=...)``: a harness on this test's store and
+    Redis database. Every worker it started is killed (horses included) at teardown."""
+    made: list[RqHarness] = []
+
+    def make(**kwargs: Any) -> RqHarness:
+        harness = RqHarness(
+            tmp_path / f"h{len(made)}",
+            store_url=store_url,
+            redis_port=rq_redis,
+            redis_db=rq_db,
+            **kwargs,
+        )
+        made.append(harness)
+        return harness
+
+    yield make
+    for harness in made:
+        harness.cleanup()
+
+
+@pytest.fixture
+def rq_harness(make_harness: Callable[..., RqHarness]) -> RqHarness:
+    """A harness with the defaults: job timeout 60 s, lease TTL 3 s, heartbeat 0.5 s, scan
+    every 0.5 s."""
+    return make_harness()
