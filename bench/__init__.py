@@ -6,8 +6,17 @@ The ratios are the result; the absolute microseconds only say what the machine w
 Nothing here asserts a timing: ``tests/bench/test_bench_smoke.py`` only checks that a quick
 run completes and prints its ratio lines.
 
+Where ``redis-server`` is installed, the bench starts its own (and stops it at the end) and
+adds two more baselines: a raw Redis round trip for the Redis store's steps, and RQ's own no-op
+job rate for fxdurable turns per second on 1 and 2 RQ worker processes. Without it, a line says
+the Redis/RQ rows were skipped and why; the SQLite figures are printed all the same.
+
 Modules: :mod:`bench.timing` (batches, medians, machine description),
 :mod:`bench.sqlite_steps` (raw commits, journal steps, growth with session length, resume reads),
 :mod:`bench.runtime_turns` (end-to-end turns through the embedded runtime),
-:mod:`bench.report` (the printed table).
+:mod:`bench.redis_server` (the bench's own redis-server),
+:mod:`bench.redis_steps` (raw round trips, journal steps and growth on the Redis store),
+:mod:`bench.rq_throughput` (turns/s on RQ workers beside RQ's no-op job rate; its no-op job is
+:func:`bench.rq_noop.noop`),
+:mod:`bench.report` (the printed tables).
 """

@@ -6,11 +6,15 @@ import argparse
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.report import Report
+from bench.redis_server import RedisServer, unavailable_reason
+from bench.redis_steps import measure_redis_growth, measure_redis_steps
+from bench.report import RedisSection, Report
+from bench.rq_throughput import measure_rq_throughput
 from bench.runtime_turns import measure_turns
 from bench.sqlite_steps import measure_growth, measure_resume, measure_steps
 from bench.timing import machine_line
@@ -34,6 +38,13 @@ class Plan:
     history_reads: int
     turns: int
     concurrency: int
+    # Redis store and RQ workers (measured only where redis-server is installed)
+    redis_batches: int
+    redis_raw_ops: int  # raw round trips (PING, SET) per batch
+    redis_rounds: int
+    redis_growth_batches: int
+    rq_items: int  # no-op jobs or one-turn sessions per timed run
+    rq_reps: int
 
 
 QUICK = Plan(
@@ -50,6 +61,12 @@ QUICK = Plan(
     history_reads=2,
     turns=40,
     concurrency=4,
+    redis_batches=5,
+    redis_raw_ops=100,
+    redis_rounds=20,
+    redis_growth_batches=6,
+    rq_items=30,
+    rq_reps=1,
 )
 DEFAULT = Plan(
     name="default",
@@ -65,6 +82,12 @@ DEFAULT = Plan(
     history_reads=4,
     turns=300,
     concurrency=4,
+    redis_batches=11,
+    redis_raw_ops=300,
+    redis_rounds=60,
+    redis_growth_batches=20,
+    rq_items=150,
+    rq_reps=3,
 )
 
 
@@ -72,9 +95,12 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
         description="fxdurable's durability overhead, as ratios to raw SQLite commits "
-        "measured in the same run.",
+        "measured in the same run (and, with redis-server installed, to raw Redis round trips "
+        "and RQ's own no-op job rate).",
     )
-    parser.add_argument("--quick", action="store_true", help="fewer repetitions (well under 20 s)")
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer repetitions (well under 40 s with Redis)"
+    )
     parser.add_argument(
         "--dir",
         type=Path,
@@ -83,6 +109,33 @@ def _parser() -> argparse.ArgumentParser:
         "disk you mean to deploy on, since commit cost is mostly that disk's fsync",
     )
     return parser
+
+
+def measure_redis(tmp: Path, plan: Plan, progress: Callable[[str], None]) -> RedisSection:
+    """The Redis store's steps (without and with AOF), then growth and RQ throughput (without
+    AOF), on redis-servers of the bench's own, stopped before this returns."""
+    with RedisServer(tmp / "redis", appendonly=False) as plain:
+        with RedisServer(tmp / "redis-aof", appendonly=True) as aof:
+            progress(f"redis-server {plain.version} started on ports {plain.port}, {aof.port}")
+            steps = measure_redis_steps(
+                [plain, aof],
+                batches=plan.redis_batches,
+                raw_ops=plan.redis_raw_ops,
+                rounds=plan.redis_rounds,
+            )
+        progress("Redis round trips and per-step cost measured")
+        growth = measure_redis_growth(
+            plain,
+            events=plan.growth_events,
+            batches=plan.redis_growth_batches,
+            rounds=plan.growth_rounds,
+            on_progress=progress,
+        )
+        progress("Redis cost per step against session length measured")
+        rq = measure_rq_throughput(
+            tmp, plain, turns=plan.rq_items, reps=plan.rq_reps, on_progress=progress
+        )
+        return RedisSection(version=plain.version, steps=steps, growth=growth, rq=rq)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -125,6 +178,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         progress("end-to-end turns measured")
         machine = machine_line(tmp)
+        redis: RedisSection | None = None
+        redis_note = unavailable_reason()
+        failed = False
+        if redis_note is not None:
+            redis_note = f"skipped: {redis_note}"
+            progress(f"Redis/RQ rows {redis_note}")
+        else:
+            try:
+                redis = measure_redis(tmp, plan, progress)
+            except Exception as exc:
+                traceback.print_exc()
+                failed = True
+                redis_note = f"failed: {type(exc).__name__}: {exc}"
     report = Report(
         mode=plan.name,
         machine=machine,
@@ -133,9 +199,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         resume=resume,
         turns=turns,
         elapsed_s=time.perf_counter() - started,
+        redis=redis,
+        redis_note=redis_note,
     )
     print(report.render())
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

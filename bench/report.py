@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bench.redis_steps import RedisStepFigures
+from bench.rq_throughput import WORKER_COUNTS, RqFigures
 from bench.runtime_turns import TurnFigures
 from bench.sqlite_steps import GrowthFigures, ResumeFigures, StepFigures
 
-__all__ = ["RATIO_NAMES", "Report"]
+__all__ = ["RATIO_NAMES", "REDIS_RATIO_NAMES", "RedisSection", "Report"]
 
 RATIO_NAMES = (
     "model_step/raw_commit FULL",
@@ -27,7 +29,27 @@ RATIO_NAMES = (
     "e2e_turn/raw_commit NORMAL",
 )
 
+# Printed when redis-server (and the redis extra) are there; otherwise a "skipped" line says why.
+REDIS_RATIO_NAMES = (
+    "redis model_step/round_trip",
+    "redis tool_step/round_trip",
+    "redis model_step/round_trip AOF",
+    "redis tool_step/round_trip AOF",
+    "redis tool_step long/short session",
+    "redis model_step long/short session",
+    "rq turns/noop_jobs SQLite FULL 1 worker",
+    "rq turns/noop_jobs SQLite FULL 2 workers",
+    "rq turns/noop_jobs Redis 1 worker",
+    "rq turns/noop_jobs Redis 2 workers",
+)
+
 _WIDTH = 58
+_RQ_STORES = (("sqlite", "SQLite FULL"), ("redis", "Redis"))
+_AOF = "AOF everysec"
+
+
+def _workers(n: int) -> str:
+    return f"{n} worker" + ("" if n == 1 else "s")
 
 
 def _us(seconds: float) -> str:
@@ -39,6 +61,120 @@ def _x(value: float) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class RedisSection:
+    """The Redis store's steps (on a server without and with AOF), its growth with session
+    length, and the RQ throughput: all on redis-servers the bench started."""
+
+    version: str
+    steps: RedisStepFigures
+    growth: GrowthFigures
+    rq: RqFigures
+
+    def _raw(self, persistence: str) -> float:
+        return self.steps.seconds[f"set {persistence}"]
+
+    def ratios(self) -> dict[str, tuple[float, str]]:
+        s, g, rq = self.steps, self.growth, self.rq
+        out: dict[str, tuple[float, str]] = {}
+        for persistence in s.persistences:
+            raw = self._raw(persistence)
+            suffix = " AOF" if persistence == _AOF else ""
+            for kind, trips, tx in (
+                ("model", s.trips_per_model_step, s.tx_per_model_step),
+                ("tool", s.trips_per_tool_step, s.tx_per_tool_step),
+            ):
+                ratio = s.seconds[f"{kind} {persistence}"] / raw
+                out[f"redis {kind}_step/round_trip{suffix}"] = (
+                    ratio,
+                    f"{persistence}; {trips:g} round trips, {tx:g} transaction(s) per step; "
+                    f"{ratio / trips:.2f} raw SETs each",
+                )
+        lengths = f"~{g.long_events:,.0f} vs ~{g.short_events:,.0f} events"
+        for kind in ("tool", "model"):
+            out[f"redis {kind}_step long/short session"] = (
+                g.seconds[f"{kind} long"] / g.seconds[f"{kind} short"],
+                f"no AOF, {lengths}; 1.0 = no growth",
+            )
+        for workers in WORKER_COUNTS:
+            noop = rq.rate("noop", workers)
+            for kind, label in _RQ_STORES:
+                turns = rq.rate(kind, workers)
+                out[f"rq turns/noop_jobs {label} {_workers(workers)}"] = (
+                    turns / noop,
+                    f"{turns:,.1f} turns/s beside {noop:,.1f} no-op jobs/s; "
+                    f"{rq.jobs_per_item(kind, workers):.2f} RQ jobs and "
+                    f"{rq.attempts_per_item(kind, workers):.2f} attempts per turn",
+                )
+        return out
+
+    def render(self) -> list[str]:
+        s, g, rq = self.steps, self.growth, self.rq
+        lines = [
+            f"Redis store (redis-server {self.version}, the bench's own on 127.0.0.1): "
+            "× SET = cost / one raw SET round trip on the same server",
+            "",
+            f"{'case':<{_WIDTH}} {'µs/op':>10} {'× SET':>8}  {'store':<7}",
+        ]
+
+        def row(case: str, seconds: float, ratio: float, trips: str) -> None:
+            lines.append(f"{case:<{_WIDTH}} {_us(seconds):>10} {_x(ratio):>8}  {trips}".rstrip())
+
+        model_step = (s.trips_per_model_step, s.tx_per_model_step)
+        tool_step = (s.trips_per_tool_step, s.tx_per_tool_step)
+        for persistence in s.persistences:
+            raw = self._raw(persistence)
+            ping = s.seconds[f"ping {persistence}"]
+            row(f"raw round trip: PING, {persistence}", ping, ping / raw, "1 rt")
+            row(f"raw round trip: SET (64 B), {persistence}", raw, 1.0, "1 rt")
+            for kind, label, trips, tx in (
+                ("model", "model step: record_model_call", *model_step),
+                ("tool", "tool step: start_tool + finish_tool", *tool_step),
+            ):
+                seconds = s.seconds[f"{kind} {persistence}"]
+                row(f"{label}, {persistence}", seconds, seconds / raw, f"{trips:g} rt, {tx:g} tx")
+        raw = self._raw(s.persistences[0])
+        for kind in ("tool", "model"):
+            for name, events in (("short", g.short_events), ("long", g.long_events)):
+                seconds = g.seconds[f"{kind} {name}"]
+                case = f"{kind} step, session of ~{events:,.0f} events, no AOF"
+                row(case, seconds, seconds / raw, "")
+        lines += [
+            "",
+            f"RQ workers ({rq.items('noop', 1):,} jobs or one-turn sessions per run, median of "
+            f"{rq.reps()} run(s); queue and Redis store on the no-AOF server): "
+            "× no-op = time per turn / time per RQ no-op job on as many workers",
+            "",
+            f"{'case':<{_WIDTH}} {'µs/op':>10} {'× no-op':>8}  {'jobs':<7}",
+        ]
+        rates = []
+        for workers in WORKER_COUNTS:
+            noop = rq.rate("noop", workers)
+            cases = [("noop", f"no-op job (rq worker, rq.Worker), {_workers(workers)}")]
+            cases += [
+                (kind, f"turn, {label} store (fxdurable worker), {_workers(workers)}")
+                for kind, label in _RQ_STORES
+            ]
+            for kind, case in cases:
+                rate = rq.rate(kind, workers)
+                row(case, 1 / rate, noop / rate, f"{rq.jobs_per_item(kind, workers):.2f}/item")
+            rates.append(
+                f"{_workers(workers)}: {noop:,.1f} no-op jobs/s, "
+                + ", ".join(
+                    f"{label} {rq.rate(k, workers):,.1f} turns/s" for k, label in _RQ_STORES
+                )
+            )
+        submit = max(
+            rq.submit_share(k, w) for k in ("noop", "sqlite", "redis") for w in WORKER_COUNTS
+        )
+        lines += [
+            "RQ: " + "; ".join(rates),
+            f"(enqueueing or submitting, one at a time from the bench process, took at most "
+            f"{submit:.0%} of a timed run)",
+        ]
+        return lines
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     mode: str
     machine: str
@@ -47,6 +183,8 @@ class Report:
     resume: ResumeFigures
     turns: dict[str, TurnFigures]
     elapsed_s: float
+    redis: RedisSection | None = None
+    redis_note: str | None = None  # why there is no Redis section (skipped or failed)
 
     def _raw(self, sync: str) -> float:
         return self.steps.seconds[f"raw {sync}"]
@@ -164,7 +302,8 @@ class Report:
     def render(self) -> str:
         lines = [
             f"fxdurable bench ({self.mode} run, {self.elapsed_s:.1f} s): every figure beside a "
-            "raw SQLite commit measured in this run",
+            "baseline measured in this run (a raw SQLite commit; further down, a raw Redis "
+            "round trip and an RQ no-op job)",
             self.machine,
             "",
             f"{'case':<{_WIDTH}} {'µs/op':>10} {'× raw':>8}  {'store':<7}",
@@ -182,8 +321,22 @@ class Report:
             "ratios (same run; × raw = cost / raw commit of the same synchronous mode):",
         ]
         ratios = self.ratios()
-        width = max(len(name) for name in RATIO_NAMES)
+        width = max(len(name) for name in (*RATIO_NAMES, *REDIS_RATIO_NAMES))
         for name in RATIO_NAMES:
             value, note = ratios[name]
+            lines.append(f"ratio {name:<{width}} = {value:8.2f}   ({note})")
+        lines.append("")
+        if self.redis is None:
+            lines.append(f"Redis/RQ rows {self.redis_note}")
+            return "\n".join(lines)
+        lines += self.redis.render()
+        lines += [
+            "",
+            "ratios, Redis and RQ (same run; round_trip = a raw SET on the same server; "
+            "rq = turns/s ÷ RQ no-op jobs/s on as many worker processes):",
+        ]
+        redis_ratios = self.redis.ratios()
+        for name in REDIS_RATIO_NAMES:
+            value, note = redis_ratios[name]
             lines.append(f"ratio {name:<{width}} = {value:8.2f}   ({note})")
         return "\n".join(lines)

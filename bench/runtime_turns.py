@@ -22,8 +22,10 @@ from fxdurable.core.states import SubmissionStatus
 from fxdurable.runtime.tools import define_tool
 from fxdurable.stores.sqlite import SqliteStore
 
-__all__ = ["TurnFigures", "measure_turns"]
+__all__ = ["ANSWER", "PROMPT", "SETTINGS", "TurnFigures", "bench_agent", "measure_turns"]
 
+PROMPT = "What are alpha and beta?"
+ANSWER = "Both values are 42."
 # Timers far longer than the run: no heartbeat or scan transaction lands inside the measurement.
 SETTINGS = WorkerSettings(lease_ttl_s=600.0, heartbeat_s=300.0, scan_interval_s=300.0)
 
@@ -36,12 +38,13 @@ async def _lookup(inp: LookupInput, ctx: ToolContext) -> str:
     return f"{inp.key} = 42"
 
 
-def _agent() -> Agent:
+def bench_agent() -> Agent:
+    """The bench agent (``FXD_AGENTS=bench.runtime_turns:bench_agent`` for RQ workers)."""
     model = ScriptedModel(
         [
             reply("Looking up the first value.", call("lookup", key="alpha")),
             reply("Now the second one.", call("lookup", key="beta")),
-            reply("Both values are 42."),
+            reply(ANSWER),
         ],
         chunk_size=64,
     )
@@ -67,14 +70,14 @@ async def _run(url: str, turns: int, concurrency: int) -> TurnFigures:
     store = CountingStore(SqliteStore(url))
     try:
         async with Runtime(
-            [_agent()], store=store, settings=SETTINGS, concurrency=concurrency
+            [bench_agent()], store=store, settings=SETTINGS, concurrency=concurrency
         ) as rt:
-            if await rt.session("warm-up").run("Warm up.", timeout=60) != "Both values are 42.":
+            if await rt.session("warm-up").run("Warm up.", timeout=60) != ANSWER:
                 raise RuntimeError("the bench agent did not complete its warm-up turn")
             tx0 = store.transactions
             start = time.perf_counter()
             handles = [rt.session(f"turn-{n}") for n in range(turns)]
-            subs = [await h.submit("What are alpha and beta?") for h in handles]
+            subs = [await h.submit(PROMPT) for h in handles]
             for handle, sub in zip(handles, subs, strict=True):
                 settled = await handle.wait(sub.id, timeout=120, poll_s=0.002)
                 if settled.status != SubmissionStatus.COMPLETED:

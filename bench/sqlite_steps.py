@@ -95,6 +95,10 @@ class CountingStore:
         self.transactions = 0
         self.reads = 0
 
+    @property
+    def inner(self) -> Store:
+        return self._inner
+
     def transact(self, body: Callable[[Tx], T]) -> T:
         self.transactions += 1
         return self._inner.transact(body)
