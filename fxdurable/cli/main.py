@@ -132,12 +132,16 @@ def _run_worker_command(args: argparse.Namespace) -> int:
             config, burst=args.burst, scan_interval_s=args.scan_interval, name=args.name
         )
     from fxdurable.queues.rq import RqQueue
+    from fxdurable.runtime.worker import WorkerSettings
     from fxdurable.workers.rq_worker import scan_once
 
     queue = RqQueue(config.queue_url)
     queue.check()
+    # One scan is an operator's "wake everything now"; repeated scans leave a session nobody
+    # holds alone while its wake may still be queued.
+    quiet_s = WorkerSettings.from_env().scan_quiet_s if args.every is not None else 0.0
     while True:
-        found = scan_once(config, queue)
+        found = scan_once(config, queue, quiet_s=quiet_s)
         print(f"woke {found} session(s)", flush=True)
         if args.every is None:
             return 0

@@ -3,6 +3,11 @@
 Run at a worker's start and periodically after (DESIGN §3.9, §9): it recovers sessions whose
 worker died (an expired lease, or a holder process on this host that no longer exists) and
 sessions whose wake was lost between a check and a release.
+
+A session nobody holds may simply have its wake waiting in a durable queue (RQ) behind a
+backlog. Waking it again at every scan of every worker multiplies the queue's work, so
+``quiet_s`` skips such sessions until nothing has happened in them for that long. Sessions
+whose holder died are never made to wait: their lease says so.
 """
 
 from __future__ import annotations
@@ -13,17 +18,24 @@ from fxdurable.runtime.worker import local_process_is_dead
 __all__ = ["orphaned_sessions"]
 
 
-def orphaned_sessions(view: ReadView, *, now: float) -> list[str]:
+def orphaned_sessions(view: ReadView, *, now: float, quiet_s: float = 0.0) -> list[str]:
     found = []
     for session in view.active_sessions():
         lease = session.lease
-        live = lease.owner is not None and lease.expires_at > now
-        dead_here = (
-            live
-            and lease.host is not None
-            and lease.pid is not None
-            and local_process_is_dead(lease.host, lease.pid)
-        )
-        if not live or dead_here:
-            found.append(session.id)
+        if lease.owner is not None:
+            live = lease.expires_at > now
+            dead_here = (
+                live
+                and lease.host is not None
+                and lease.pid is not None
+                and local_process_is_dead(lease.host, lease.pid)
+            )
+            if not live or dead_here:
+                found.append(session.id)
+            continue
+        if quiet_s > 0:
+            last = view.events(session.id, after=session.next_event_seq - 2, limit=1)
+            if last and now - last[0].at < quiet_s:
+                continue  # its wake is most likely still queued
+        found.append(session.id)
     return found

@@ -42,16 +42,21 @@ class WorkerSettings:
     lease_ttl_s: float = 15.0
     heartbeat_s: float = 5.0
     scan_interval_s: float = 5.0
+    # With a durable queue, a session nobody holds is woken again only after this long
+    # without activity (its wake may be waiting behind a backlog; see runtime/reconcile.py).
+    scan_quiet_s: float = 30.0
 
     @classmethod
     def from_env(cls) -> WorkerSettings:
-        """``FXD_LEASE_TTL_S``, ``FXD_HEARTBEAT_S``, ``FXD_SCAN_INTERVAL_S`` override defaults."""
+        """``FXD_LEASE_TTL_S``, ``FXD_HEARTBEAT_S``, ``FXD_SCAN_INTERVAL_S`` and
+        ``FXD_SCAN_QUIET_S`` override the defaults."""
         defaults = cls()
         values = {}
         for name, env in (
             ("lease_ttl_s", "FXD_LEASE_TTL_S"),
             ("heartbeat_s", "FXD_HEARTBEAT_S"),
             ("scan_interval_s", "FXD_SCAN_INTERVAL_S"),
+            ("scan_quiet_s", "FXD_SCAN_QUIET_S"),
         ):
             raw = os.environ.get(env)
             if raw is None:

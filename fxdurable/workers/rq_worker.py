@@ -31,13 +31,14 @@ __all__ = ["run_worker", "scan_once"]
 log = logging.getLogger("fxdurable.worker")
 
 
-def scan_once(config: WorkerConfig, queue: RqQueue) -> int:
-    """Enqueue a wake for every session with unsettled work and no live owner."""
+def scan_once(config: WorkerConfig, queue: RqQueue, *, quiet_s: float = 0.0) -> int:
+    """Enqueue a wake for every session with unsettled work and no live owner (sessions
+    nobody holds only after ``quiet_s`` without activity)."""
     store = open_store(config.store_url)
     try:
         journal = Journal(store, SystemClock(), RandomIds())
         now = time.time()
-        sessions = journal.read(lambda view: orphaned_sessions(view, now=now))
+        sessions = journal.read(lambda view: orphaned_sessions(view, now=now, quiet_s=quiet_s))
     finally:
         store.close()
     for session_id in sessions:
@@ -46,11 +47,11 @@ def scan_once(config: WorkerConfig, queue: RqQueue) -> int:
 
 
 def _scan_forever(
-    config: WorkerConfig, queue: RqQueue, every_s: float, stop: threading.Event
+    config: WorkerConfig, queue: RqQueue, every_s: float, quiet_s: float, stop: threading.Event
 ) -> None:
     while not stop.wait(every_s):
         try:
-            found = scan_once(config, queue)
+            found = scan_once(config, queue, quiet_s=quiet_s)
             if found:
                 log.info("reconciliation scan woke %d session(s)", found)
         except Exception:  # keep scanning: a store hiccup must not end recovery
@@ -64,6 +65,10 @@ def _worker_class() -> type[Any]:
         """RQ's worker, forwarding a warm shutdown to the job so it stops at a boundary."""
 
         def request_stop(self, signum: int, frame: FrameType | None) -> None:
+            # RQ stops an idle worker by raising StopRequested from this signal handler; if
+            # the signal lands inside a logging call, logging swallows it and RQ would block
+            # in its next dequeue. The flag makes the loop stop after that (short) dequeue.
+            self._stop_requested = True
             super().request_stop(signum, frame)  # type: ignore[no-untyped-call]
             pid = self.horse_pid
             if pid:
@@ -83,23 +88,31 @@ def run_worker(
     """Run until stopped (or, with ``burst``, until the queue is empty). Returns an exit code."""
     # Fail fast, before any job, on a bad FXD_AGENTS, lease setting or Redis address.
     load_agents(config.agents_spec)
-    WorkerSettings.from_env()
+    settings = WorkerSettings.from_env()
     config.export()  # forked job processes read their configuration from the environment
     queue = RqQueue(config.queue_url)
     queue.check()
-    found = scan_once(config, queue)  # startup reconciliation
+    found = scan_once(config, queue, quiet_s=settings.scan_quiet_s)  # startup reconciliation
     if found:
         log.info("startup reconciliation woke %d session(s)", found)
     stop = threading.Event()
     scanner = threading.Thread(
         target=_scan_forever,
-        args=(config, queue, scan_interval_s, stop),
+        args=(config, queue, scan_interval_s, settings.scan_quiet_s, stop),
         daemon=True,
         name="fxd-scan",
     )
     scanner.start()
     try:
-        worker = _worker_class()([queue.queue], connection=queue.queue.connection, name=name)
+        # worker_ttl bounds RQ's blocking dequeue (ttl - 15 s), so a stop is noticed within
+        # 5 s; the job monitor beats well inside that TTL while a long job runs.
+        worker = _worker_class()(
+            [queue.queue],
+            connection=queue.queue.connection,
+            name=name,
+            worker_ttl=20,
+            job_monitoring_interval=5,
+        )
         worker.work(burst=burst, with_scheduler=False)
     finally:
         stop.set()

@@ -37,7 +37,9 @@ from rq_support import RqHarness  # noqa: E402
 REDIS_SERVER = "redis-server"
 DATABASES = 512
 STORE_PARAMS = [
-    p.strip() for p in os.environ.get("FXD_TEST_WORKER_STORES", "sqlite,redis").split(",") if p.strip()
+    p.strip()
+    for p in os.environ.get("FXD_TEST_WORKER_STORES", "sqlite,redis").split(",")
+    if p.strip()
 ]
 
 

@@ -425,6 +425,8 @@ class RqHarness:
             FXD_LEASE_TTL_S=str(self.lease_ttl_s),
             FXD_HEARTBEAT_S=str(self.heartbeat_s),
             FXD_SCAN_INTERVAL_S=str(self.scan_interval_s),
+            # Sessions nobody holds are re-woken after 2 s without activity, not 30 s.
+            FXD_SCAN_QUIET_S="2",
             FXD_TEST_WORLD=str(self.world_dir),
         )
         for key, value in (extra or {}).items():
