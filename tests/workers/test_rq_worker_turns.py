@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from rq_support import (
@@ -236,3 +239,24 @@ def test_an_unreachable_redis_exits_with_a_clear_message(rq_harness: RqHarness) 
     assert code != 0, (code, out, err)
     assert "Traceback" not in err, err
     assert err.startswith("fxdurable: ") and f"127.0.0.1:{port}" in err, err
+
+
+def test_stock_rq_worker_runs_fxdurable_wakes(rq_harness: RqHarness) -> None:
+    """The documented alternative: a plain ``rq worker`` process runs our jobs (with
+    ``fxdurable scan`` beside it for recovery)."""
+    h = rq_harness
+    sub_id = h.submit_one("s1", "story stock", "req-stock")
+    rq_bin = Path(sys.executable).with_name("rq")
+    done = subprocess.run(
+        [str(rq_bin), "worker", "--burst", "--url", h.redis_url, h.queue_name],
+        cwd=h.root,
+        env=h.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (sub,) = h.wait_settled([sub_id], timeout=10)
+    assert sub.status == "completed", (sub.status, sub.error, done.stderr)
+    assert_invariants(h.world(), ["req-stock"])
