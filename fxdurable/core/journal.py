@@ -133,6 +133,18 @@ class _SessionScope:
         )
         self.session = replace(s, next_event_seq=s.next_event_seq + 1)
 
+    def emit_task(self, type_: str, task: ToolTaskRecord, **data: JsonValue) -> None:
+        """A tool task's event: it names the task by id and by position."""
+        self.emit(
+            type_,
+            turn_id=task.turn_id,
+            task=task.id,
+            tool=task.tool,
+            round=task.round,
+            index=task.index,
+            **data,
+        )
+
     def append_message(
         self,
         turn_id: str,
@@ -517,13 +529,9 @@ class Journal:
                 )
             status = advance("tool_task", task.status, ToolTaskStatus.RUNNING)
             updated = self._put_task(tx, task, status, runs=task.runs + 1, now=scope.now)
-            scope.emit(
+            scope.emit_task(
                 "tool.started",
-                turn_id=task.turn_id,
-                task=task.id,
-                tool=task.tool,
-                round=task.round,
-                index=task.index,
+                task,
                 policy=task.policy,
                 run=updated.runs,
                 execution_id=task.execution_id,
@@ -548,15 +556,7 @@ class Journal:
             if not is_terminal(target):
                 raise IllegalTransition("tool_task", task.status, target)
             updated = self._put_task(tx, task, target, result=result, now=scope.now)
-            scope.emit(
-                f"tool.{target.value}",
-                turn_id=task.turn_id,
-                task=task.id,
-                tool=task.tool,
-                round=task.round,
-                index=task.index,
-                result=result,
-            )
+            scope.emit_task(f"tool.{target.value}", task, result=result)
             scope.write()
             return updated
 
