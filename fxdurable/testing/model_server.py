@@ -292,11 +292,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         hold_open_after_finish_s=args.hold_open,
         require_api_key=args.require_api_key,
     )
-    with ScriptedModelServer(echo_policy, quirks=quirks, host=args.host, port=args.port) as s:
+    # Ctrl-C at any moment after start (even while the addresses print) stops it cleanly.
+    with (
+        contextlib.suppress(KeyboardInterrupt),
+        ScriptedModelServer(echo_policy, quirks=quirks, host=args.host, port=args.port) as s,
+    ):
         print(f"OpenAI:    {s.openai_base_url}/chat/completions", flush=True)
         print(f"Anthropic: {s.anthropic_base_url}/v1/messages", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            threading.Event().wait()
+        while True:  # a timed wait, so a signal is handled promptly on every platform
+            threading.Event().wait(0.5)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,15 @@ log = logging.getLogger("fxdurable.rq")
 
 DEFAULT_TIMEOUT_S = 180.0
 
+# A stop request (SIGUSR1/SIGTERM) that reached this work horse before run_wake started:
+# ``fxdurable worker`` installs note_early_stop in the horse right after the fork.
+_early_stop: str | None = None
+
+
+def note_early_stop(signum: int, _frame: object) -> None:
+    global _early_stop
+    _early_stop = signal.Signals(signum).name
+
 
 def job_budget(timeout_s: float) -> InvocationBudget:
     """Keep a fifth of the job's time (at most 30 s) for the continuation hand-off."""
@@ -42,6 +51,8 @@ def run_wake(session_id: str, reason: str = "wake") -> str:
     job = rq.get_current_job()
     timeout = float(job.timeout) if job is not None and job.timeout else DEFAULT_TIMEOUT_S
     budget = job_budget(timeout)
+    if _early_stop is not None:
+        budget.request_stop(_early_stop)
     # From the first instruction on, a stop request (a warm shutdown forwarded as SIGUSR1, or a
     # SIGTERM) only asks for a stop at the next step boundary, even while the job starts up.
     for sig in (signal.SIGTERM, signal.SIGUSR1):

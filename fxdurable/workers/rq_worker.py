@@ -64,6 +64,15 @@ def _worker_class() -> type[Any]:
     class FxdWorker(rq.Worker):
         """RQ's worker, forwarding a warm shutdown to the job so it stops at a boundary."""
 
+        def setup_work_horse_signals(self) -> None:
+            # Right after the fork: a forwarded stop must not kill a horse that has not yet
+            # reached run_wake (SIGUSR1's default action is to terminate).
+            super().setup_work_horse_signals()  # type: ignore[no-untyped-call]
+            from fxdurable.workers.rq_job import note_early_stop
+
+            signal.signal(signal.SIGUSR1, note_early_stop)
+            signal.signal(signal.SIGTERM, note_early_stop)
+
         def request_stop(self, signum: int, frame: FrameType | None) -> None:
             # RQ stops an idle worker by raising StopRequested from this signal handler; if
             # the signal lands inside a logging call, logging swallows it and RQ would block
@@ -103,6 +112,7 @@ def run_worker(
         name="fxd-scan",
     )
     scanner.start()
+    worker: Any = None
     try:
         # worker_ttl bounds RQ's blocking dequeue (ttl - 15 s), so a stop is noticed within
         # 5 s; the job monitor beats well inside that TTL while a long job runs.
@@ -114,6 +124,13 @@ def run_worker(
             job_monitoring_interval=5,
         )
         worker.work(burst=burst, with_scheduler=False)
+    except Exception:
+        if worker is None or not getattr(worker, "_stop_requested", False):
+            raise
+        # RQ stops an idle worker by raising from a signal handler, which can land inside a
+        # Redis command and leave the connection out of step for RQ's own teardown. The stop
+        # was asked for and the store is the truth: nothing is lost.
+        log.warning("RQ failed while shutting down; exiting anyway", exc_info=True)
     finally:
         stop.set()
     return 0

@@ -332,5 +332,10 @@ def test_python_m_runs_a_standalone_echo_server():
         assert text == "echo: ping me back"
     finally:
         process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=5)
+        try:
+            _, err = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            _, err = process.communicate()
+            raise AssertionError(f"the server ignored SIGINT for 30 s: {err}") from None
     assert process.returncode == 0, err
