@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -23,26 +22,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from redis_support import free_port, unavailable
 
 REDIS_SERVER = "redis-server"
-
-
-def _ci() -> bool:
-    return os.environ.get("CI", "").lower() == "true"
-
-
-def _unavailable(reason: str) -> None:
-    """Fail in CI, skip elsewhere: a missing Redis must not pass silently in CI."""
-    if _ci():
-        pytest.fail(f"{reason} (CI=true: the Redis tests must run)", pytrace=False)
-    pytest.skip(reason)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _ping(url: str, timeout: float) -> str | None:
@@ -71,7 +53,7 @@ class RedisServer:
     def __init__(self, directory: Path, *, fsync: str = "everysec") -> None:
         self.directory = directory
         self.fsync = fsync
-        self.port = _free_port()
+        self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -102,7 +84,7 @@ class RedisServer:
                 self.stop()
                 raise RuntimeError(f"redis-server on port {self.port} never answered: {error}")
             self.proc = None
-            self.port = _free_port()
+            self.port = free_port()
         log = self.directory / "redis.log"
         tail = log.read_text()[-2000:] if log.exists() else "(no log)"
         raise RuntimeError(f"redis-server would not start; its log ends:\n{tail}")
@@ -145,7 +127,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         import redis  # noqa: F401
     except ImportError:
-        _unavailable("the redis package is not installed: pip install 'fxdurable[redis]'")
+        unavailable("the redis package is not installed: pip install 'fxdurable[redis]'")
     given = os.environ.get("FXD_TEST_REDIS_URL")
     if given:
         error = _ping(given, timeout=5)
@@ -154,7 +136,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield given.rstrip("/")
         return
     if shutil.which(REDIS_SERVER) is None:
-        _unavailable(
+        unavailable(
             f"{REDIS_SERVER} is not installed (or not on PATH): the Redis tests need it; "
             "install it (e.g. apt-get install redis-server) or set FXD_TEST_REDIS_URL"
         )
@@ -162,7 +144,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         server.start()
     except RuntimeError as exc:
-        _unavailable(str(exc))
+        unavailable(str(exc))
     try:
         yield server.url
     finally:
@@ -185,7 +167,7 @@ def redis_url(redis_server: str) -> Iterator[str]:
 def redis_factory(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
     """Start dedicated servers a test may kill and restart: ``redis_factory(fsync=...)``."""
     if shutil.which(REDIS_SERVER) is None:
-        _unavailable(f"{REDIS_SERVER} is not installed: this test needs a server of its own")
+        unavailable(f"{REDIS_SERVER} is not installed: this test needs a server of its own")
     started: list[RedisServer] = []
 
     def start(fsync: str = "everysec") -> RedisServer:

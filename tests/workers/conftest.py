@@ -17,7 +17,6 @@ import itertools
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ HERE = str(Path(__file__).resolve().parent)
 if HERE not in sys.path:  # whatever pytest's import mode, the tests import rq_support
     sys.path.insert(0, HERE)
 
+from redis_support import free_port, unavailable  # noqa: E402
 from rq_support import RqHarness  # noqa: E402
 
 REDIS_SERVER = "redis-server"
@@ -41,19 +41,6 @@ STORE_PARAMS = [
     for p in os.environ.get("FXD_TEST_WORKER_STORES", "sqlite,redis").split(",")
     if p.strip()
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{reason} (CI=true: the RQ worker tests must run)", pytrace=False)
-    pytest.skip(reason)
 
 
 def _ping(port: int) -> bool:
@@ -75,10 +62,10 @@ def rq_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
         import redis  # noqa: F401
         import rq  # noqa: F401
     except ImportError:
-        _unavailable("redis and rq are not installed: pip install 'fxdurable[redis]'")
+        unavailable("redis and rq are not installed: pip install 'fxdurable[redis]'")
     binary = shutil.which(REDIS_SERVER)
     if binary is None:
-        _unavailable(
+        unavailable(
             f"{REDIS_SERVER} is not installed (or not on PATH): the RQ worker tests need a "
             "real Redis; install it (e.g. apt-get install redis-server)"
         )
@@ -86,7 +73,7 @@ def rq_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     directory = tmp_path_factory.mktemp("rq-redis")
     proc: subprocess.Popen[bytes] | None = None
     for _ in range(5):  # another process may take a "free" port before redis binds it
-        port = _free_port()
+        port = free_port()
         proc = subprocess.Popen(
             [
                 binary,
@@ -113,7 +100,7 @@ def rq_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     if proc is None:
         log = directory / "redis.log"
         tail = log.read_text()[-2000:] if log.exists() else "(no log)"
-        _unavailable(f"{REDIS_SERVER} would not start; its log ends:\n{tail}")
+        unavailable(f"{REDIS_SERVER} would not start; its log ends:\n{tail}")
     assert proc is not None
     try:
         yield port
