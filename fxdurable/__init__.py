@@ -5,6 +5,7 @@ The public API is re-exported here; ``tests/test_public_api.py`` pins ``__all__`
 
 from __future__ import annotations
 
+from fxdurable.core.journal import Steering
 from fxdurable.core.records import ErrorInfo, EventRecord, SubmissionRecord, ToolCallRequest
 from fxdurable.errors import (
     AgentBusyError,
@@ -14,6 +15,7 @@ from fxdurable.errors import (
     LeaseLostError,
     ModelError,
     ModelRetryableError,
+    SessionNotFoundError,
     SubmissionFailed,
     ToolInputError,
     UnknownAgentError,
@@ -45,6 +47,8 @@ __all__ = [
     "Runtime",
     "ScriptedModel",
     "SessionHandle",
+    "SessionNotFoundError",
+    "Steering",
     "SubmissionFailed",
     "SubmissionRecord",
     "Tool",

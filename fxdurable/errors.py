@@ -39,6 +39,8 @@ __all__ = [
     "ModelRetryableError",
     "RecordNotFound",
     "RequestConflictError",
+    "SessionNotFoundError",
+    "SteeringPendingError",
     "StoreError",
     "SubmissionFailed",
     "Suspend",
@@ -87,6 +89,15 @@ class RequestConflictError(AdmissionError):
     """A request id was reused for a different session or prompt. Nothing was written."""
 
 
+class SessionNotFoundError(FxDurableError):
+    """No such session, or it belongs to another caller: the two are not told apart, so a
+    session id reveals nothing to someone who does not own it."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"no session {session_id!r}")
+
+
 class StoreError(FxDurableError):
     """The store refused or failed a durable write; the transaction was rolled back."""
 
@@ -112,6 +123,13 @@ class LeaseLostError(StoreError):
 
 class RecordNotFound(StoreError):
     """A record the caller relied on does not exist."""
+
+
+class SteeringPendingError(StoreError):
+    """A turn tried to complete while steering waited: it must call the model again.
+
+    Raised inside the runtime (the turn driver catches it and takes another round); a user
+    sees it only when calling ``Journal.settle`` directly."""
 
 
 class ToolInputError(FxDurableError):

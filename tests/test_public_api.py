@@ -26,6 +26,8 @@ PUBLIC_API = [
     "Runtime",
     "ScriptedModel",
     "SessionHandle",
+    "SessionNotFoundError",
+    "Steering",
     "SubmissionFailed",
     "SubmissionRecord",
     "Tool",

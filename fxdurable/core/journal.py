@@ -52,9 +52,11 @@ from fxdurable.errors import (
     LeaseLostError,
     RecordNotFound,
     RequestConflictError,
+    SessionNotFoundError,
+    SteeringPendingError,
 )
 
-__all__ = ["Admission", "AttemptStart", "Fence", "Journal", "Outcome", "WorkerIdentity"]
+__all__ = ["Admission", "AttemptStart", "Fence", "Journal", "Outcome", "Steering", "WorkerIdentity"]
 
 T = TypeVar("T")
 _R = TypeVar("_R", SubmissionRecord, TurnRecord, ToolTaskRecord)
@@ -94,6 +96,13 @@ class Fence:
 class Admission:
     submission: SubmissionRecord
     created: bool  # False: the request id was seen before and this is the same submission
+
+
+@dataclass(frozen=True, slots=True)
+class Steering:
+    submission: SubmissionRecord  # the one steered, or the new one the text became
+    steered: bool  # False: nothing was in flight, so the text was admitted as a submission
+    cursor: int  # the seq of the event that recorded it
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,11 +218,14 @@ class Journal:
         prompt: str,
         request_id: str | None = None,
         when_busy: Literal["queue", "reject"] = "queue",
+        owner: str | None = None,
     ) -> Admission:
         """Admit a prompt as a queued submission; idempotent on ``request_id``.
 
         The busy check and the insert are one transaction, so ``when_busy="reject"`` cannot
-        race a concurrent admission.
+        race a concurrent admission. ``owner`` is the caller's identity (HTTP): a new session
+        records it, an existing one must match it or the session is reported as not found.
+        ``None`` is a trusted in-process caller.
         """
         if when_busy not in ("queue", "reject"):
             raise ValueError(f"when_busy must be 'queue' or 'reject', not {when_busy!r}")
@@ -229,6 +241,7 @@ class Journal:
                         f"(session {existing.session_id!r}); a retry must repeat the same "
                         "session and prompt, new work needs a new request id"
                     )
+                self._visible(tx.get_session(session_id), session_id, owner)
                 return Admission(existing, created=False)
             now = self._clock.now()
             session = tx.get_session(session_id)
@@ -236,12 +249,17 @@ class Journal:
                 scope = _SessionScope.new(
                     tx,
                     SessionRecord(
-                        id=session_id, agent=agent, status=SessionStatus.IDLE, created_at=now
+                        id=session_id,
+                        agent=agent,
+                        owner=owner,
+                        status=SessionStatus.IDLE,
+                        created_at=now,
                     ),
                     now,
                 )
                 scope.emit("session.created", agent=agent)
             else:
+                self._visible(session, session_id, owner)
                 if session.agent != agent:
                     raise ConfigurationError(
                         f"session {session_id!r} belongs to agent {session.agent!r}, not "
@@ -250,20 +268,7 @@ class Journal:
                 if when_busy == "reject" and session.status == SessionStatus.ACTIVE:
                     raise AgentBusyError(session_id)
                 scope = _SessionScope(tx, session, now)
-            seq = scope.session.next_submission_seq
-            submission = SubmissionRecord(
-                id=submission_id,
-                session_id=session_id,
-                seq=seq,
-                request_id=request,
-                prompt=prompt,
-                status=advance("submission", None, SubmissionStatus.QUEUED),
-                created_at=now,
-            )
-            tx.put_submission(submission, expected_version=None)
-            scope.session = replace(scope.session, next_submission_seq=seq + 1)
-            scope.set_status(SessionStatus.ACTIVE)
-            scope.emit("submission.admitted", submission=submission_id, request_id=request)
+            submission = self._queue_submission(tx, scope, submission_id, request, prompt)
             scope.write()
             return Admission(submission, created=True)
 
@@ -271,6 +276,56 @@ class Journal:
         if admission.created:
             crash_point("submission.after-admit")
         return admission
+
+    def steer(self, session_id: str, text: str, *, owner: str | None = None) -> Steering:
+        """Steer the session's current turn, or admit ``text`` when nothing is in flight.
+
+        Steering waits on the session until the turn's next model call, which delivers it
+        (DESIGN §3.2). With no unsettled submission, or when the current one is being
+        aborted, the text becomes a new queued submission instead: nothing typed is lost.
+        """
+
+        def body(tx: Tx) -> Steering:
+            session = self._visible(tx.get_session(session_id), session_id, owner)
+            scope = _SessionScope(tx, session, self._clock.now())
+            unsettled = tx.unsettled_submissions(session_id)
+            if unsettled and not unsettled[0].abort_requested:
+                current = unsettled[0]
+                scope.session = replace(scope.session, steering=(*session.steering, text))
+                cursor = scope.session.next_event_seq
+                scope.emit("steer.recorded", turn_id=current.id, text=text)
+                scope.write()
+                return Steering(submission=current, steered=True, cursor=cursor)
+            submission = self._queue_submission(
+                tx, scope, self._ids.new_id("sub"), self._ids.new_id("req"), text
+            )
+            scope.write()
+            return Steering(submission=submission, steered=False, cursor=submission.cursor)
+
+        steering = self._store.transact(body)
+        crash_point("steer.after-record")
+        return steering
+
+    def _queue_submission(
+        self, tx: Tx, scope: _SessionScope, submission_id: str, request: str, prompt: str
+    ) -> SubmissionRecord:
+        """Insert a queued submission at the back of the session's line (inside a tx)."""
+        seq = scope.session.next_submission_seq
+        submission = SubmissionRecord(
+            id=submission_id,
+            session_id=scope.session.id,
+            seq=seq,
+            request_id=request,
+            prompt=prompt,
+            status=advance("submission", None, SubmissionStatus.QUEUED),
+            cursor=scope.session.next_event_seq,
+            created_at=scope.now,
+        )
+        tx.put_submission(submission, expected_version=None)
+        scope.session = replace(scope.session, next_submission_seq=seq + 1)
+        scope.set_status(SessionStatus.ACTIVE)
+        scope.emit("submission.admitted", submission=submission_id, request_id=request)
+        return submission
 
     def request_abort(self, session_id: str) -> list[str]:
         """Record an abort intent on every unsettled submission; returns their ids."""
@@ -288,6 +343,12 @@ class Journal:
                     marked.append(sub.id)
             if marked:
                 scope.emit("abort.requested", submissions=marked)
+                if scope.session.steering:
+                    # Steering belongs to the turn being aborted: it is dropped with it, and
+                    # its text stays in the event log (``steer.recorded``).
+                    dropped = len(scope.session.steering)
+                    scope.session = replace(scope.session, steering=())
+                    scope.emit("steer.dropped", count=dropped, reason="abort")
                 scope.write()
             return marked
 
@@ -448,8 +509,13 @@ class Journal:
         tool_calls: Sequence[ToolCallRequest],
         policies: Sequence[str],
         usage: Usage,
+        steering: int = 0,
     ) -> list[ToolTaskRecord]:
-        """Record a finished model response with the tool tasks it asked for, atomically."""
+        """Record a finished model response with the tool tasks it asked for, atomically.
+
+        ``steering`` counts the pending steering entries the model was shown (the oldest
+        first): they become user messages just before the response, in the same commit.
+        """
         if len(policies) != len(tool_calls):
             raise ValueError("one replay policy per tool call")
 
@@ -459,6 +525,14 @@ class Journal:
             turn = self._running_turn(tx, fence, turn_id)
             if round_ != turn.rounds:
                 raise IllegalTransition("model_call", f"round {turn.rounds}", f"round {round_}")
+            pending = scope.session.steering
+            if not 0 <= steering <= len(pending):
+                raise IllegalTransition("steering", f"{len(pending)} pending", steering)
+            if steering:
+                for text_ in pending[:steering]:
+                    scope.append_message(turn_id, "user", text_)
+                scope.session = replace(scope.session, steering=pending[steering:])
+                scope.emit("steer.delivered", turn_id=turn_id, round=round_, count=steering)
             calls = tuple(tool_calls)
             tx.insert_model_call(
                 ModelCallRecord(
@@ -668,6 +742,12 @@ class Journal:
             scope = _SessionScope(tx, session, self._clock.now())
             sub = self._owned(fence, self._submission(tx, submission_id))
             target = advance("submission", sub.status, _SUBMISSION_OUTCOME[outcome])
+            steering = scope.session.steering
+            if steering and outcome == "completed":
+                raise SteeringPendingError(
+                    f"submission {submission_id!r} cannot complete: steering arrived after "
+                    "the model's answer, so the model must be called again"
+                )
             turn = tx.get_turn(submission_id)
             if turn is not None:
                 for task in tx.tool_tasks(turn.id):
@@ -703,7 +783,20 @@ class Journal:
                     "unknown_calls": list(error.unknown_calls),
                 }
             scope.emit(f"submission.{outcome}", turn_id=submission_id, **data)
-            if not [s for s in tx.unsettled_submissions(sub.session_id) if s.id != sub.id]:
+            others = [s for s in tx.unsettled_submissions(sub.session_id) if s.id != sub.id]
+            if steering:
+                # The turn it steered failed before a model call could deliver it: it is
+                # queued as a submission of its own rather than lost.
+                scope.session = replace(scope.session, steering=())
+                requeued = self._queue_submission(
+                    tx,
+                    scope,
+                    self._ids.new_id("sub"),
+                    self._ids.new_id("req"),
+                    "\n\n".join(steering),
+                )
+                scope.emit("steer.requeued", count=len(steering), submission=requeued.id)
+            elif not others:
                 scope.set_status(SessionStatus.IDLE)
             crash_point("turn.in-commit")
             scope.write()
@@ -712,6 +805,15 @@ class Journal:
         return self._store.transact(body)
 
     # -- helpers (inside a transaction) -----------------------------------------------------
+
+    @staticmethod
+    def _visible(
+        session: SessionRecord | None, session_id: str, owner: str | None
+    ) -> SessionRecord:
+        """The session as ``owner`` may see it: a foreign one is as absent as a missing one."""
+        if session is None or (owner is not None and session.owner != owner):
+            raise SessionNotFoundError(session_id)
+        return session
 
     @staticmethod
     def _session(tx: ReadView, session_id: str) -> SessionRecord:

@@ -51,6 +51,11 @@ class SessionRecord:
     agent: str
     status: SessionStatus
     lease: Lease = field(default_factory=Lease)
+    # Who may read and write this session over HTTP; None for sessions made in process.
+    owner: str | None = None
+    # Steering typed while a turn runs, not yet shown to the model (DESIGN §3.2). It is
+    # delivered with the turn's next model call, atomically with that call's record.
+    steering: tuple[str, ...] = ()
     next_event_seq: int = 1  # the cursor of the next event: events are gap-free from 1
     next_message_seq: int = 1
     next_submission_seq: int = 1
@@ -75,6 +80,7 @@ class SubmissionRecord:
     request_id: str
     prompt: str
     status: SubmissionStatus
+    cursor: int = 0  # the seq of its ``submission.admitted`` event: a stream starts there
     attempts: int = 0  # attempts started
     interruptions: int = 0  # attempts that ended in a crash
     abort_requested: bool = False

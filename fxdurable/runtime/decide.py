@@ -51,9 +51,17 @@ Action: TypeAlias = CallModel | RunTool | RecoverTool | Complete
 
 
 def next_action(
-    turn: TurnRecord, last_call: ModelCallRecord | None, tasks: Sequence[ToolTaskRecord]
+    turn: TurnRecord,
+    last_call: ModelCallRecord | None,
+    tasks: Sequence[ToolTaskRecord],
+    *,
+    steering_pending: bool = False,
 ) -> Action:
-    """``last_call`` is the turn's latest recorded model call; ``tasks`` are its tool tasks."""
+    """``last_call`` is the turn's latest recorded model call; ``tasks`` are its tool tasks.
+
+    Steering that arrived after the model's final answer earns the model another round: the
+    answer it gave did not take the steering into account.
+    """
     if turn.rounds == 0 or last_call is None:
         return CallModel(0)
     for task in sorted(tasks, key=lambda t: t.index):
@@ -62,7 +70,7 @@ def next_action(
         if task.status == ToolTaskStatus.RUNNING:
             return RecoverTool(task)
         assert is_terminal(task.status)
-    if not last_call.tool_calls:
+    if not last_call.tool_calls and not steering_pending:
         return Complete(last_call.text)
     return CallModel(turn.rounds)
 

@@ -91,7 +91,9 @@ class ModelStep:
         self._rng = rng
 
     async def run(self, turn: TurnRecord, round_: int) -> StepOutcome:
-        request = await durable(self._journal.read, lambda view: self._request(view, turn))
+        request, steering = await durable(
+            self._journal.read, lambda view: self._request(view, turn)
+        )
         crash_point("model.before-request")
         try:
             response = await self._stream(request, turn.id, round_)
@@ -113,23 +115,30 @@ class ModelStep:
             # An unknown tool is never executed (it fails validation): "safe" is honest.
             policies=[tool.policy if tool is not None else "safe" for tool in tools],
             usage=self._priced(response.usage),
+            steering=steering,
         )
         return Recorded()
 
     # -- requests ------------------------------------------------------------------------------
 
-    def _request(self, view: ReadView, turn: TurnRecord) -> ModelRequest:
+    def _request(self, view: ReadView, turn: TurnRecord) -> tuple[ModelRequest, int]:
+        """The request, and how many pending steering entries it shows the model."""
         history = build_history(
             view.messages(turn.session_id), view.session_tool_tasks(turn.session_id)
         )
+        session = view.get_session(turn.session_id)
+        steering = session.steering if session is not None else ()
+        # Steering goes after the last tool results, where the record will put it (as user
+        # messages just before this call's response) once the response is recorded.
+        steer = [ChatMessage(role="user", text=text) for text in steering]
         return ModelRequest(
             instructions=with_summary(self._agent.instructions, history.summary),
-            messages=history.messages,
+            messages=[*history.messages, *steer],
             tools=[
                 ToolSpec(name=t.name, description=t.description, parameters=t.json_schema())
                 for t in self._agent.tools
             ],
-        )
+        ), len(steering)
 
     def _priced(self, usage: Usage) -> Usage:
         pricing = self._agent.pricing

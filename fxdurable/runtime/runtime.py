@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Literal
 
 from fxdurable.core.clock import Clock, IdSource, RandomIds, SystemClock
-from fxdurable.core.journal import Journal
+from fxdurable.core.journal import Journal, Steering
 from fxdurable.core.records import EventRecord, SessionRecord, SubmissionRecord
 from fxdurable.core.states import SubmissionStatus
 from fxdurable.core.store import Store
@@ -297,6 +297,16 @@ class SessionHandle:
 
     async def state(self) -> SessionRecord | None:
         return await durable(self._rt.journal.read, lambda v: v.get_session(self.id))
+
+    async def steer(self, text: str) -> Steering:
+        """Steer the running turn: the model reads ``text`` at its next step boundary.
+
+        With nothing in flight the text is admitted as a new submission instead
+        (``Steering.steered`` is False); either way it is durable before this returns.
+        """
+        steering = await durable(self._rt.journal.steer, self.id, text)
+        await self._rt.queue.enqueue(self.id, reason="steer")
+        return steering
 
     async def abort(self) -> list[str]:
         """Record a durable abort intent on every unsettled submission; returns their ids."""

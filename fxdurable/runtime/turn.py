@@ -27,7 +27,7 @@ from fxdurable.core.records import (
 )
 from fxdurable.core.states import ToolTaskStatus
 from fxdurable.core.store import ReadView
-from fxdurable.errors import Suspend, ToolInputError
+from fxdurable.errors import SteeringPendingError, Suspend, ToolInputError
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
@@ -55,6 +55,7 @@ class _Snapshot:
     turn: TurnRecord
     last_call: ModelCallRecord | None
     round_tasks: Sequence[ToolTaskRecord]
+    steering_pending: bool
 
 
 class TurnDriver:
@@ -139,7 +140,9 @@ class TurnDriver:
             reason = self._budget.stop_reason()
             if reason is not None:
                 raise Suspend(reason)
-            action = next_action(snap.turn, snap.last_call, snap.round_tasks)
+            action = next_action(
+                snap.turn, snap.last_call, snap.round_tasks, steering_pending=snap.steering_pending
+            )
             self._budget.record_progress()
             match action:
                 case CallModel(round=round_):
@@ -150,7 +153,10 @@ class TurnDriver:
                 case RecoverTool(task=task):
                     await self._recover_tool(task)
                 case Complete(text=text):
-                    await durable(j.settle, self._fence, submission_id, "completed", text=text)
+                    try:
+                        await durable(j.settle, self._fence, submission_id, "completed", text=text)
+                    except SteeringPendingError:
+                        continue  # steering landed after our read: the model answers it
                     return
 
     def _now(self) -> float:
@@ -163,7 +169,9 @@ class TurnDriver:
         assert sub is not None and turn is not None, "begin_attempt created both"
         last = view.get_model_call(turn.id, turn.rounds - 1) if turn.rounds else None
         tasks = view.tool_tasks(turn.id, last.round) if last is not None else ()
-        return _Snapshot(sub, turn, last, tasks)
+        session = view.get_session(sub.session_id)
+        steering = session is not None and bool(session.steering)
+        return _Snapshot(sub, turn, last, tasks, steering)
 
     # -- model ---------------------------------------------------------------------------------
 

@@ -76,6 +76,7 @@ def check_store(view: ReadView, *, now: float, at_rest: bool = False) -> StoreSu
         violations += _check_events(session, events)
         violations += _check_submissions(view, session, subs, events, now, at_rest)
         violations += _check_steps(view, session, subs, events, now, at_rest)
+        violations += _check_steering(session, events)
     for request_id, count in request_ids.items():
         if count > 1:
             violations.append(
@@ -88,6 +89,29 @@ def check_store(view: ReadView, *, now: float, at_rest: bool = False) -> StoreSu
         events=n_events,
         violations=tuple(violations),
     )
+
+
+def _check_steering(session: SessionRecord, events: Sequence[EventRecord]) -> list[Violation]:
+    """Nothing typed is lost: each steering entry is pending, delivered, dropped by an abort,
+    or requeued as a submission, exactly once."""
+    recorded = sum(1 for e in events if e.type == "steer.recorded")
+    resolved = 0
+    for e in events:
+        count = e.data.get("count")
+        if e.type in ("steer.delivered", "steer.dropped", "steer.requeued") and isinstance(
+            count, int
+        ):
+            resolved += count
+    if recorded != resolved + len(session.steering):
+        return [
+            Violation(
+                "steering-lost",
+                session.id,
+                f"{recorded} steering entries recorded, {resolved} resolved, "
+                f"{len(session.steering)} pending",
+            )
+        ]
+    return []
 
 
 def _lease_live(session: SessionRecord, now: float) -> bool:
