@@ -133,7 +133,9 @@ def engineer(workdir: Path, model: Model | None = None) -> Agent:
 def agents() -> list[Agent]:
     """For workers: ``FXD_AGENTS=fxdurable.cli.demo_agent:agents``. The demo's files live in
     ``$FXD_DEMO_DIR`` (default ``.fxd-demo``, relative to the worker's directory)."""
-    return [engineer(Path(os.environ.get("FXD_DEMO_DIR", ".fxd-demo")))]
+    workdir = Path(os.environ.get("FXD_DEMO_DIR", ".fxd-demo"))
+    workdir.mkdir(parents=True, exist_ok=True)  # where the deploy tool writes its log
+    return [engineer(workdir)]
 
 
 def policy() -> Callable[[ModelRequest], ModelResponse]:

@@ -1,4 +1,4 @@
-"""The ``fxdurable`` command: demo, trace, check."""
+"""The ``fxdurable`` command: demo, serve, worker, scan, trace, check."""
 
 from __future__ import annotations
 
@@ -76,6 +76,30 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--scan-interval", type=float, default=5.0, metavar="SECONDS")
     scan.add_argument(
         "--every", type=float, default=None, metavar="SECONDS", help="repeat until stopped"
+    )
+
+    serve = sub.add_parser("serve", help="serve the HTTP API (chat, reconnect, steer, abort)")
+    serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default: local)")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument(
+        "--agents",
+        default=None,
+        help="module:attribute naming the agents (default: $FXD_AGENTS, else the demo agent)",
+    )
+    serve.add_argument("--store", default=None, help="store URL (default: $FXD_STORE or SQLite)")
+    serve.add_argument("--queue", default=None, help="queue URL (default: $FXD_QUEUE or local)")
+    serve.add_argument(
+        "--dev",
+        action="store_true",
+        help="no authentication (every caller is 'dev'): only on your own machine",
+    )
+    serve.add_argument("--tokens-file", help="principal=token lines (or $FXD_HTTP_TOKENS)")
+    serve.add_argument(
+        "--invocation-budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="hand a turn to the queue after this long in one wake",
     )
 
     for name, text in (
@@ -165,6 +189,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 provider=args.provider,
                 store_url=args.store,
                 queue_url=args.queue,
+            )
+        if args.command == "serve":
+            from fxdurable.cli.serve import run_serve
+
+            return run_serve(
+                host=args.host,
+                port=args.port,
+                agents=args.agents,
+                store=args.store,
+                queue=args.queue,
+                dev=args.dev,
+                tokens_file=args.tokens_file,
+                invocation_budget_s=args.invocation_budget,
+                verbose=args.verbose,
             )
         if args.command in ("worker", "scan"):
             return _run_worker_command(args)

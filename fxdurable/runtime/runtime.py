@@ -175,8 +175,26 @@ class Runtime:
             finally:
                 self._in_flight.discard(task)
 
-    async def _handle(self, session_id: str) -> None:
-        budget = InvocationBudget(self._budget_s)
+    async def wake(self, session_id: str, *, budget_s: float | None = None) -> None:
+        """Run one wake of the session in this process, whatever the queue.
+
+        For push-style delivery (the HTTP ``/wake`` route, a Lambda): the session runs until
+        it rests or ``budget_s`` (default: the runtime's invocation budget) says stop, and
+        then a continuation wake is enqueued. A session another live worker holds is left to
+        it. Never raises for a session it cannot run: the reason is logged.
+        """
+        if self._stopping:
+            await self.queue.enqueue(session_id, reason="wake-during-shutdown")
+            return
+        task = asyncio.create_task(self._handle(session_id, budget_s))
+        # Tracked so a shutdown stops it at a step boundary; shielded so a caller that goes
+        # away (an HTTP client hanging up) does not cut a step in half.
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+        await asyncio.shield(task)
+
+    async def _handle(self, session_id: str, budget_s: float | None = None) -> None:
+        budget = InvocationBudget(budget_s if budget_s is not None else self._budget_s)
         self._budgets.add(budget)
         try:
             await self._handler.handle(session_id, budget)

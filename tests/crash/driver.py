@@ -275,6 +275,14 @@ def build_agent(
     )
 
 
+def agents() -> list[fx.Agent]:
+    """For a served process (``fxdurable serve --agents tests.crash.driver:agents``): the
+    story's agent, its outside world in ``$FXD_CRASH_DIR``, its scenario ``$FXD_CRASH_SCENARIO``
+    (default ``story``)."""
+    workdir = Path(os.environ["FXD_CRASH_DIR"])
+    return [build_agent(workdir, os.environ.get("FXD_CRASH_SCENARIO", "story"), follow_up=False)]
+
+
 def http_model(provider: str, base_url: str, *, wrong_key: bool) -> AnyModel:
     """The provider's real client, pointed at the scripted server. The key is not passed in:
     the client reads it from the environment variable a deployment would set."""

@@ -1,0 +1,488 @@
+"""The ASGI application: thin routes over a :class:`~fxdurable.Runtime` (DESIGN §2).
+
+A route authenticates, checks that the caller owns the session, makes one journal transition
+(admit, steer, abort) or read, enqueues a wake, and answers. No agent logic lives here: with
+the local queue the turn runs in this process's own workers (the lowest latency), with a
+remote queue workers elsewhere run it and the stream shows what they record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import re
+import secrets
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, TypeVar
+
+import pydantic
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from fxdurable.core.records import EventRecord, SessionRecord
+from fxdurable.errors import (
+    AgentBusyError,
+    ConfigurationError,
+    RequestConflictError,
+    SessionNotFoundError,
+)
+from fxdurable.http.auth import Authenticate
+from fxdurable.http.openapi import openapi_document
+from fxdurable.http.problems import ApiError, invalid, session_not_found, unauthorized
+from fxdurable.http.schemas import (
+    SESSION_ID_PATTERN,
+    AbortReply,
+    AbortRequest,
+    ChatRequest,
+    HistoryMessage,
+    HistoryReply,
+    SessionReply,
+    SteerReply,
+    SteerRequest,
+    SubmissionState,
+    WakeReply,
+    WakeRequest,
+)
+from fxdurable.http.settings import HttpSettings
+from fxdurable.http.signing import SIGNATURE_HEADER, SignatureError, verify_wake
+from fxdurable.http.stream import SETTLE_EVENTS, tail
+from fxdurable.runtime.crossing import durable
+from fxdurable.runtime.history import build_history
+from fxdurable.runtime.runtime import Runtime
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("fxdurable.http")
+
+_Body = TypeVar("_Body", bound=pydantic.BaseModel)
+_NDJSON = "application/x-ndjson"
+_EVENTS_PER_READ = 200
+_IDEMPOTENCY_KEY_MAX = 200
+
+
+def create_app(
+    runtime: Runtime,
+    *,
+    authenticate: Authenticate,
+    settings: HttpSettings | None = None,
+    manage_runtime: bool = True,
+) -> Starlette:
+    """The fxdurable HTTP API over ``runtime``.
+
+    ``authenticate(request)`` returns the caller's principal or None (401). With
+    ``manage_runtime`` the app starts the runtime on startup and closes it on shutdown; pass
+    False when mounting it in an app that manages the runtime itself.
+    """
+    api = _Api(runtime, authenticate, settings or HttpSettings())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if manage_runtime:
+            await runtime.start()
+        try:
+            yield
+        finally:
+            if manage_runtime:
+                await runtime.aclose()
+
+    routes = [
+        Route("/chat", api.chat, methods=["POST"]),
+        Route("/chat", api.reconnect, methods=["GET"]),
+        Route("/steer", api.steer, methods=["POST"]),
+        Route("/abort", api.abort, methods=["POST"]),
+        Route("/sessions/{session_id}", api.session, methods=["GET"]),
+        Route("/sessions/{session_id}/history", api.history, methods=["GET"]),
+        Route("/wake", api.wake, methods=["POST"]),
+        Route("/openapi.json", api.openapi, methods=["GET"]),
+        Route("/healthz", api.healthz, methods=["GET"]),
+    ]
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={
+            ApiError: _api_error,
+            HTTPException: _http_error,
+            Exception: _unexpected,
+        },
+    )
+
+
+class _Api:
+    def __init__(self, runtime: Runtime, authenticate: Authenticate, settings: HttpSettings):
+        self._rt = runtime
+        self._authenticate = authenticate
+        self._settings = settings
+        self._openapi = openapi_document()
+
+    # -- chat ------------------------------------------------------------------------------
+
+    async def chat(self, request: Request) -> Response:
+        principal = await self._principal(request)
+        body = await self._body(request, ChatRequest)
+        self._check_length(body.prompt, "prompt")
+        agent = self._agent(body.agent)
+        request_id = _request_id(principal, request.headers.get("idempotency-key"))
+        session_id = body.session_id
+        if session_id is None and request_id is not None:
+            # A retry of a request that created its session: find that session again.
+            earlier = await durable(
+                self._rt.journal.read, lambda v: v.get_submission_by_request(request_id)
+            )
+            session_id = earlier.session_id if earlier is not None else None
+        session_id = session_id or f"ses_{secrets.token_hex(12)}"
+        try:
+            admission = await durable(
+                self._rt.journal.admit,
+                session_id,
+                agent=agent,
+                prompt=body.prompt,
+                request_id=request_id,
+                when_busy=body.when_busy,
+                owner=principal,
+            )
+        except SessionNotFoundError:
+            raise session_not_found(session_id) from None
+        except AgentBusyError as exc:
+            raise ApiError(409, "agent_busy", str(exc), error="AgentBusyError") from None
+        except RequestConflictError as exc:
+            raise ApiError(
+                409, "idempotency_conflict", str(exc), error="RequestConflictError"
+            ) from None
+        except ConfigurationError as exc:
+            raise ApiError(409, "agent_mismatch", str(exc), error="ConfigurationError") from None
+        await self._wake(session_id, "submitted")
+        sub = admission.submission
+
+        def ends_this_turn(event: EventRecord) -> bool:
+            return event.type in SETTLE_EVENTS and event.data.get("submission") == sub.id
+
+        lines = tail(
+            self._events_reader(session_id),
+            session_id,
+            max(0, sub.cursor - 1),  # from its turn_start line
+            self._settings,
+            until=ends_this_turn,
+        )
+        headers = {
+            "X-Fxd-Session-Id": session_id,
+            "X-Fxd-Submission-Id": sub.id,
+            "Cache-Control": "no-store",
+        }
+        return StreamingResponse(lines, media_type=_NDJSON, headers=headers)
+
+    async def reconnect(self, request: Request) -> Response:
+        principal = await self._principal(request)
+        session_id = _session_id(request.query_params.get("sessionId"))
+        session = await self._owned(session_id, principal)
+        cursor = _cursor(request.query_params.get("cursor"), session)
+        lines = tail(
+            self._events_reader(session_id),
+            session_id,
+            cursor,
+            self._settings,
+            idle_timeout_s=self._settings.idle_timeout_s,
+        )
+        return StreamingResponse(lines, media_type=_NDJSON, headers={"Cache-Control": "no-store"})
+
+    # -- steering and abort ----------------------------------------------------------------
+
+    async def steer(self, request: Request) -> Response:
+        principal = await self._principal(request)
+        body = await self._body(request, SteerRequest)
+        self._check_length(body.text, "text")
+        try:
+            steering = await durable(
+                self._rt.journal.steer, body.session_id, body.text, owner=principal
+            )
+        except SessionNotFoundError:
+            raise session_not_found(body.session_id) from None
+        await self._wake(body.session_id, "steer")
+        reply = SteerReply(
+            session_id=body.session_id,
+            steered=steering.steered,
+            submission_id=steering.submission.id,
+            cursor=steering.cursor,
+        )
+        return _json(reply)
+
+    async def abort(self, request: Request) -> Response:
+        principal = await self._principal(request)
+        body = await self._body(request, AbortRequest)
+        await self._owned(body.session_id, principal)
+        marked = await durable(self._rt.journal.request_abort, body.session_id)
+        await self._wake(body.session_id, "abort")
+        return _json(AbortReply(session_id=body.session_id, aborted=marked))
+
+    # -- reads -----------------------------------------------------------------------------
+
+    async def session(self, request: Request) -> Response:
+        principal = await self._principal(request)
+        session_id = _session_id(request.path_params["session_id"])
+        session = await self._owned(session_id, principal)
+        subs = await durable(self._rt.journal.read, lambda v: v.submissions(session_id))
+        reply = SessionReply(
+            session_id=session.id,
+            agent=session.agent,
+            status=session.status.value,
+            cursor=session.next_event_seq - 1,
+            steering_pending=len(session.steering),
+            submissions=[
+                SubmissionState(
+                    id=s.id,
+                    status=s.status.value,
+                    prompt=s.prompt,
+                    result=s.result_text,
+                    error=None
+                    if s.error is None
+                    else {
+                        "code": s.error.code,
+                        "message": s.error.message,
+                        "unknownCalls": list(s.error.unknown_calls),
+                    },
+                )
+                for s in list(subs)[-20:]
+            ],
+        )
+        return _json(reply)
+
+    async def history(self, request: Request) -> Response:
+        principal = await self._principal(request)
+        session_id = _session_id(request.path_params["session_id"])
+        await self._owned(session_id, principal)
+        messages = await durable(
+            self._rt.journal.read,
+            lambda v: (
+                build_history(
+                    v.messages(session_id), v.session_tool_tasks(session_id), compact=False
+                ).messages
+            ),
+        )
+        reply = HistoryReply(
+            session_id=session_id,
+            messages=[
+                HistoryMessage(
+                    role=m.role,
+                    text=m.text,
+                    tool_calls=[
+                        {"name": c.name, "arguments": c.arguments, "id": c.provider_id}
+                        for c in m.tool_calls
+                    ],
+                    tool_call_id=m.tool_call_id,
+                    tool_name=m.tool_name,
+                )
+                for m in messages
+            ],
+        )
+        return _json(reply)
+
+    # -- the wake handler ------------------------------------------------------------------
+
+    async def wake(self, request: Request) -> Response:
+        secret = self._settings.wake_secret
+        if secret is None:
+            raise ApiError(
+                404, "wake_disabled", "POST /wake is off: set FXD_WAKE_SECRET to enable it"
+            )
+        raw = await self._raw_body(request)
+        try:
+            verify_wake(
+                secret,
+                raw,
+                request.headers.get(SIGNATURE_HEADER),
+                window_s=self._settings.wake_window_s,
+            )
+        except SignatureError as exc:
+            raise ApiError(401, "bad_signature", str(exc)) from None
+        body = _parse(WakeRequest, raw)
+        session = await durable(self._rt.journal.read, lambda v: v.get_session(body.session_id))
+        if session is None:
+            raise session_not_found(body.session_id)
+        log.info("signed wake for %s (%s)", body.session_id, body.reason or "no reason given")
+        await self._rt.wake(body.session_id, budget_s=self._settings.wake_budget_s)
+        after = await durable(self._rt.journal.read, lambda v: v.get_session(body.session_id))
+        status = after.status.value if after is not None else "unknown"
+        return _json(WakeReply(session_id=body.session_id, status=status))
+
+    # -- the rest --------------------------------------------------------------------------
+
+    async def openapi(self, request: Request) -> Response:
+        return JSONResponse(self._openapi)
+
+    async def healthz(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    async def _principal(self, request: Request) -> str:
+        principal = await self._authenticate(request)
+        if not principal:
+            raise unauthorized()
+        return principal
+
+    async def _owned(self, session_id: str, principal: str) -> SessionRecord:
+        session: SessionRecord | None = await durable(
+            self._rt.journal.read, lambda v: v.get_session(session_id)
+        )
+        if session is None or session.owner != principal:
+            raise session_not_found(session_id)
+        return session
+
+    def _agent(self, name: str | None) -> str:
+        agents = self._rt.agents
+        if name is None:
+            if len(agents) != 1:
+                raise invalid(f"name the agent: this server has {', '.join(sorted(agents))}")
+            return next(iter(agents))
+        if name not in agents:
+            raise ApiError(
+                422,
+                "unknown_agent",
+                f"no agent {name!r} here; this server has {', '.join(sorted(agents))}",
+            )
+        return name
+
+    def _check_length(self, text: str, field: str) -> None:
+        limit = self._settings.max_prompt_chars
+        if len(text) > limit:
+            raise ApiError(
+                413, "prompt_too_long", f"{field} has {len(text)} characters; the limit is {limit}"
+            )
+
+    async def _raw_body(self, request: Request) -> bytes:
+        limit = self._settings.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise _too_large(limit)
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(limit)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _body(self, request: Request, model: type[_Body]) -> _Body:
+        return _parse(model, await self._raw_body(request))
+
+    async def _wake(self, session_id: str, reason: str) -> None:
+        # The records are already durable: a wake lost here is found by the reconciliation
+        # scans (DESIGN §9), so a queue outage must not fail a request that was accepted.
+        try:
+            await self._rt.queue.enqueue(session_id, reason=reason)
+        except Exception:
+            log.exception("could not enqueue a wake for %s; the scan will find it", session_id)
+
+    def _events_reader(self, session_id: str) -> Any:
+        journal = self._rt.journal
+
+        async def read(after: int) -> Sequence[EventRecord]:
+            return await durable(
+                journal.read, lambda v: v.events(session_id, after, _EVENTS_PER_READ)
+            )
+
+        return read
+
+
+# -- parsing ---------------------------------------------------------------------------------
+
+
+def _parse(model: type[_Body], raw: bytes) -> _Body:
+    if not raw.strip():
+        raise ApiError(400, "malformed_json", "the body is empty; expected a JSON object")
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, "malformed_json", f"the body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise invalid(f"expected a JSON object, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        problems = [
+            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
+            for e in exc.errors(include_url=False, include_input=False)
+        ]
+        raise invalid("; ".join(problems[:5])) from None
+
+
+def _session_id(value: str | None) -> str:
+    if value is None:
+        raise invalid("sessionId is required")
+    if not re.fullmatch(SESSION_ID_PATTERN, value):
+        raise invalid("sessionId must be 1-128 characters of letters, digits, '.', '_', ':', '-'")
+    return value
+
+
+def _cursor(value: str | None, session: SessionRecord) -> int:
+    latest = session.next_event_seq - 1
+    if value is None:
+        return 0
+    if not value.isdigit() or len(value) > 18:
+        raise ApiError(400, "bad_cursor", f"cursor must be a whole number, not {value[:40]!r}")
+    cursor = int(value)
+    if cursor > latest:
+        raise ApiError(
+            400, "bad_cursor", f"cursor {cursor} is past the session's latest line ({latest})"
+        )
+    return cursor
+
+
+def _request_id(principal: str, key: str | None) -> str | None:
+    """The journal request id for an ``Idempotency-Key``, scoped to the caller so two users'
+    keys never collide."""
+    if key is None:
+        return None
+    if not key or len(key) > _IDEMPOTENCY_KEY_MAX or not key.isprintable():
+        raise ApiError(
+            400,
+            "bad_idempotency_key",
+            f"Idempotency-Key must be 1-{_IDEMPOTENCY_KEY_MAX} printable characters",
+        )
+    digest = hashlib.sha256(f"{principal}\0{key}".encode()).hexdigest()
+    return f"http-{digest[:40]}"
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(413, "body_too_large", f"the body is larger than {limit} bytes")
+
+
+def _json(reply: pydantic.BaseModel, status: int = 200) -> JSONResponse:
+    return JSONResponse(reply.model_dump(mode="json", by_alias=True), status_code=status)
+
+
+# -- error answers ---------------------------------------------------------------------------
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return JSONResponse(exc.body(), status_code=exc.status)
+
+
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    message = (
+        f"no route {request.method} {request.url.path}; see GET /openapi.json"
+        if exc.status_code in (404, 405)
+        else str(exc.detail)
+    )
+    return JSONResponse(
+        {"code": code, "message": message}, status_code=exc.status_code, headers=exc.headers
+    )
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+    return JSONResponse(
+        {"code": "internal", "message": "internal error; the server log has the details"},
+        status_code=500,
+    )

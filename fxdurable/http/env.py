@@ -1,0 +1,72 @@
+"""Build the HTTP app from the environment: what ``fxdurable serve`` and ``handlers/`` use."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from starlette.applications import Starlette
+
+from fxdurable.errors import ConfigurationError
+from fxdurable.http.app import create_app
+from fxdurable.http.auth import Authenticate, BearerTokens, dev_principal, tokens_from_env
+from fxdurable.http.settings import HttpSettings
+from fxdurable.runtime.runtime import Runtime
+from fxdurable.runtime.worker import WorkerSettings
+from fxdurable.workers.config import load_agents
+
+__all__ = ["app_from_env"]
+
+log = logging.getLogger("fxdurable.http")
+
+
+def app_from_env(
+    *,
+    dev: bool | None = None,
+    tokens_file: str | None = None,
+    agents: str | None = None,
+    store: str | None = None,
+    queue: str | None = None,
+    invocation_budget_s: float | None = None,
+) -> Starlette:
+    """The app for ``FXD_AGENTS`` on ``FXD_STORE`` / ``FXD_QUEUE`` (default: the embedded
+    SQLite store and the in-process queue).
+
+    Authentication is bearer tokens from ``FXD_HTTP_TOKENS`` (``alice=<token>,bob=<token>``)
+    or the file ``FXD_HTTP_TOKENS_FILE``. Without any, it refuses to start unless ``dev``
+    (``--dev`` or ``FXD_HTTP_DEV=1``), which lets every caller in as the principal ``dev``.
+    """
+    if dev is None:
+        dev = os.environ.get("FXD_HTTP_DEV") == "1"
+    authenticate = _authenticator(dev, tokens_file)
+    spec = agents or os.environ.get("FXD_AGENTS")
+    if not spec:
+        raise ConfigurationError(
+            "name the agents to serve: --agents package.module:agents (or FXD_AGENTS)"
+        )
+    budget = invocation_budget_s
+    if budget is None and os.environ.get("FXD_INVOCATION_BUDGET_S"):
+        budget = float(os.environ["FXD_INVOCATION_BUDGET_S"])
+    runtime = Runtime(
+        load_agents(spec),
+        store=store,
+        queue=queue,
+        settings=WorkerSettings.from_env(),
+        invocation_budget_s=budget,
+    )
+    return create_app(runtime, authenticate=authenticate, settings=HttpSettings.from_env())
+
+
+def _authenticator(dev: bool, tokens_file: str | None) -> Authenticate:
+    tokens = tokens_from_env(tokens_file)
+    if tokens:
+        if dev:
+            log.warning("--dev ignored: bearer tokens are configured")
+        return BearerTokens(tokens)
+    if dev:
+        log.warning("--dev: no authentication; every caller is the principal 'dev'")
+        return dev_principal
+    raise ConfigurationError(
+        "no API tokens configured: set FXD_HTTP_TOKENS='alice=<token>' (or "
+        "FXD_HTTP_TOKENS_FILE), or pass --dev to run without authentication on your machine"
+    )

@@ -1,0 +1,205 @@
+"""The OpenAPI 3.1 document of the HTTP API, built from the pydantic models it validates with,
+so the published schema and the checks made on a request cannot drift apart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic.json_schema import models_json_schema
+
+from fxdurable import __version__
+from fxdurable.http.schemas import (
+    SESSION_ID_PATTERN,
+    AbortReply,
+    AbortRequest,
+    ChatRequest,
+    ErrorReply,
+    HistoryReply,
+    Line,
+    SessionReply,
+    SteerReply,
+    SteerRequest,
+    WakeReply,
+    WakeRequest,
+)
+
+__all__ = ["openapi_document"]
+
+_REQUESTS = (ChatRequest, SteerRequest, AbortRequest, WakeRequest)
+_REPLIES = (Line, SteerReply, AbortReply, SessionReply, HistoryReply, WakeReply, ErrorReply)
+_ERRORS = {
+    "400": "malformed JSON, a bad cursor or a bad Idempotency-Key",
+    "401": "missing or invalid credentials",
+    "404": "no such session, or it belongs to someone else",
+    "409": "busy (when_busy=reject: AgentBusyError) or an Idempotency-Key reused",
+    "413": "body or prompt too large",
+    "422": "the body does not match its schema",
+}
+
+
+def _ref(model: type) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def _json_body(model: type) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": _ref(model)}}}
+
+
+def _reply(model: type, description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": _ref(model)}}}
+
+
+def _errors(*statuses: str) -> dict[str, Any]:
+    return {s: _reply(ErrorReply, _ERRORS[s]) for s in statuses}
+
+
+def _stream(description: str) -> dict[str, Any]:
+    return {
+        "description": description + " One JSON object per line (Line).",
+        "content": {"application/x-ndjson": {"schema": _ref(Line)}},
+    }
+
+
+_SESSION_QUERY = {
+    "name": "sessionId",
+    "in": "query",
+    "required": True,
+    "schema": {"type": "string", "pattern": SESSION_ID_PATTERN},
+}
+_SESSION_PATH = {
+    "name": "session_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": SESSION_ID_PATTERN},
+}
+
+
+def openapi_document() -> dict[str, Any]:
+    _, requests = models_json_schema(
+        [(m, "validation") for m in _REQUESTS],
+        by_alias=True,
+        ref_template="#/components/schemas/{model}",
+    )
+    _, replies = models_json_schema(
+        [(m, "serialization") for m in _REPLIES],
+        by_alias=True,
+        ref_template="#/components/schemas/{model}",
+    )
+    schemas = {**requests.get("$defs", {}), **replies.get("$defs", {})}
+    secured: list[dict[str, list[str]]] = [{"bearer": []}]
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "fxdurable",
+            "version": __version__,
+            "description": "Durable agent turns: admit a prompt, stream the turn as JSON "
+            "lines with cursors, reconnect, steer, abort.",
+        },
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "paths": {
+            "/chat": {
+                "post": {
+                    "summary": "Admit a prompt and stream its turn",
+                    "security": secured,
+                    "parameters": [
+                        {
+                            "name": "Idempotency-Key",
+                            "in": "header",
+                            "required": False,
+                            "schema": {"type": "string", "minLength": 1, "maxLength": 200},
+                            "description": "a retry with the same key is the same submission",
+                        }
+                    ],
+                    "requestBody": _json_body(ChatRequest),
+                    "responses": {
+                        "200": _stream("The turn, from turn_start to turn_end."),
+                        **_errors("400", "401", "404", "409", "413", "422"),
+                    },
+                },
+                "get": {
+                    "summary": "Reconnect: every line after a cursor, then the next turns",
+                    "security": secured,
+                    "parameters": [
+                        _SESSION_QUERY,
+                        {
+                            "name": "cursor",
+                            "in": "query",
+                            "required": False,
+                            "schema": {"type": "string", "pattern": "^[0-9]+$"},
+                        },
+                    ],
+                    "responses": {
+                        "200": _stream("Lines after the cursor; ends after an idle timeout."),
+                        **_errors("400", "401", "404", "422"),
+                    },
+                },
+            },
+            "/steer": {
+                "post": {
+                    "summary": "Steer the running turn (or start one when none runs)",
+                    "security": secured,
+                    "requestBody": _json_body(SteerRequest),
+                    "responses": {
+                        "200": _reply(SteerReply, "Recorded durably."),
+                        **_errors("400", "401", "404", "413", "422"),
+                    },
+                }
+            },
+            "/abort": {
+                "post": {
+                    "summary": "Abort every unsettled submission of the session",
+                    "security": secured,
+                    "requestBody": _json_body(AbortRequest),
+                    "responses": {
+                        "200": _reply(AbortReply, "The abort intent is recorded."),
+                        **_errors("400", "401", "404", "413", "422"),
+                    },
+                }
+            },
+            "/sessions/{session_id}": {
+                "get": {
+                    "summary": "A session's state and latest submissions",
+                    "security": secured,
+                    "parameters": [_SESSION_PATH],
+                    "responses": {
+                        "200": _reply(SessionReply, "The session."),
+                        **_errors("401", "404", "422"),
+                    },
+                }
+            },
+            "/sessions/{session_id}/history": {
+                "get": {
+                    "summary": "The conversation, as the model reads it",
+                    "security": secured,
+                    "parameters": [_SESSION_PATH],
+                    "responses": {
+                        "200": _reply(HistoryReply, "Every message, oldest first."),
+                        **_errors("401", "404", "422"),
+                    },
+                }
+            },
+            "/wake": {
+                "post": {
+                    "summary": "Run a session until rest or deadline (signed; for schedulers)",
+                    "parameters": [
+                        {
+                            "name": "X-Fxd-Signature",
+                            "in": "header",
+                            "required": True,
+                            "schema": {"type": "string"},
+                            "description": "t=<unix seconds>,v1=<hex HMAC-SHA256 of '<t>.'+body>",
+                        }
+                    ],
+                    "requestBody": _json_body(WakeRequest),
+                    "responses": {
+                        "200": _reply(WakeReply, "The session ran until rest or its deadline."),
+                        "401": _reply(ErrorReply, "a missing, forged or stale signature"),
+                        **_errors("400", "404", "413", "422"),
+                    },
+                }
+            },
+        },
+    }

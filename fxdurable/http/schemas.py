@@ -1,0 +1,130 @@
+"""The JSON bodies the API reads and writes. These models are the OpenAPI document's schemas.
+
+Field names are camelCase on the wire (``sessionId``); unknown fields are refused, so a typo
+is an error rather than a silently ignored option.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "AbortReply",
+    "AbortRequest",
+    "ChatRequest",
+    "ErrorReply",
+    "HistoryReply",
+    "Line",
+    "SessionReply",
+    "SteerReply",
+    "SteerRequest",
+    "WakeReply",
+    "WakeRequest",
+]
+
+SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+SessionId = Annotated[str, StringConstraints(pattern=SESSION_ID_PATTERN)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class ChatRequest(_Body):
+    """Start a turn. Without ``sessionId`` a new session is created for the caller."""
+
+    prompt: Annotated[str, Field(min_length=1)]
+    session_id: SessionId | None = None
+    agent: str | None = Field(default=None, description="required when the server has several")
+    when_busy: Literal["queue", "reject"] = Field(
+        default="queue",
+        description="'reject': answer 409 (AgentBusyError) instead of queueing behind a turn",
+    )
+
+
+class SteerRequest(_Body):
+    session_id: SessionId
+    text: Annotated[str, Field(min_length=1)]
+
+
+class AbortRequest(_Body):
+    session_id: SessionId
+
+
+class WakeRequest(_Body):
+    session_id: SessionId
+    reason: str | None = None
+
+
+class Line(_Body):
+    """One line of a chat stream. ``cursor`` resumes the stream just after this line.
+
+    ``type`` is ``turn_start`` (a submission was admitted), ``turn_end`` (it settled; ``data``
+    has ``outcome``), a journal event such as ``model.completed`` or ``tool.completed``,
+    ``keepalive``, or ``stream_end`` (the server closed the stream; reconnect from ``cursor``).
+    """
+
+    cursor: int
+    type: str
+    session_id: str
+    turn_id: str | None = None
+    at: float | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class SteerReply(_Body):
+    session_id: str
+    steered: bool = Field(description="False: nothing was running, so it became a new turn")
+    submission_id: str
+    cursor: int
+
+
+class AbortReply(_Body):
+    session_id: str
+    aborted: list[str]
+
+
+class SubmissionState(_Body):
+    id: str
+    status: str
+    prompt: str
+    result: str | None = None
+    error: dict[str, Any] | None = None
+
+
+class SessionReply(_Body):
+    session_id: str
+    agent: str
+    status: str
+    cursor: int = Field(description="the latest line's cursor: GET /chat from here")
+    steering_pending: int
+    submissions: list[SubmissionState] = Field(description="the latest 20, oldest first")
+
+
+class HistoryMessage(_Body):
+    role: str
+    text: str
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+
+
+class HistoryReply(_Body):
+    session_id: str
+    messages: list[HistoryMessage]
+
+
+class WakeReply(_Body):
+    session_id: str
+    status: str
+
+
+class ErrorReply(_Body):
+    code: str
+    message: str
+    error: str | None = None

@@ -1,0 +1,92 @@
+"""A chat stream: the session's journal events as JSON lines, each with its cursor.
+
+The store is the only source: a stream polls it for events after its cursor (backing off
+while nothing happens), so it shows the same lines whichever process runs the turn, and a
+client that reconnects from its last cursor sees every later line once, without a gap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+from fxdurable.core.records import EventRecord
+from fxdurable.http.settings import HttpSettings
+
+__all__ = ["SETTLE_EVENTS", "line_for", "tail"]
+
+SETTLE_EVENTS = frozenset({"submission.completed", "submission.failed", "submission.aborted"})
+
+ReadEvents = Callable[[int], Awaitable[Sequence[EventRecord]]]
+
+
+def line_for(event: EventRecord) -> dict[str, Any]:
+    """The wire form of one event: admissions read as ``turn_start``, settlements as
+    ``turn_end`` with their ``outcome``; every other event keeps its journal name."""
+    kind = event.type
+    data = dict(event.data)
+    turn_id = event.turn_id
+    if kind == "submission.admitted":
+        kind = "turn_start"
+        turn_id = str(data.get("submission"))  # a turn is named after its submission
+    elif kind in SETTLE_EVENTS:
+        kind = "turn_end"
+        data["outcome"] = event.type.removeprefix("submission.")
+    return {
+        "cursor": event.seq,
+        "type": kind,
+        "sessionId": event.session_id,
+        "turnId": turn_id,
+        "at": event.at,
+        "data": data,
+    }
+
+
+def _encode(line: dict[str, Any]) -> bytes:
+    return json.dumps(line, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+def _marker(kind: str, session_id: str, cursor: int, **data: Any) -> bytes:
+    return _encode({"cursor": cursor, "type": kind, "sessionId": session_id, "data": data})
+
+
+async def tail(
+    read_events: ReadEvents,
+    session_id: str,
+    after: int,
+    settings: HttpSettings,
+    *,
+    until: Callable[[EventRecord], bool] | None = None,
+    idle_timeout_s: float | None = None,
+) -> AsyncIterator[bytes]:
+    """Lines for every event after ``after``; stops after the event ``until`` accepts, after
+    ``idle_timeout_s`` without a new event, or after ``settings.max_stream_s``."""
+    cursor = after
+    poll = settings.poll_min_s
+    started = last_event = last_line = time.monotonic()
+    while True:
+        batch = await read_events(cursor)
+        if batch:
+            for event in batch:
+                cursor = event.seq
+                yield _encode(line_for(event))
+                if until is not None and until(event):
+                    return
+            poll = settings.poll_min_s
+            last_event = last_line = time.monotonic()
+            continue
+        now = time.monotonic()
+        if now - started >= settings.max_stream_s:
+            yield _marker("stream_end", session_id, cursor, reason="max_duration")
+            return
+        if idle_timeout_s is not None and now - last_event >= idle_timeout_s:
+            yield _marker("stream_end", session_id, cursor, reason="idle")
+            return
+        if now - last_line >= settings.keepalive_s:
+            yield _marker("keepalive", session_id, cursor)
+            last_line = now
+        await asyncio.sleep(poll)
+        poll = min(poll * 2, settings.poll_max_s)

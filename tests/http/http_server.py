@@ -1,0 +1,131 @@
+"""A real ``fxdurable serve`` in a subprocess, for the HTTP tests.
+
+``ServedApp.start()`` launches ``python -m fxdurable.cli.main serve`` on a free port with the
+crash driver's story agent (``tests/crash/driver.py``; its outside world in ``workdir``) and
+waits for ``GET /healthz``. ``crash_at`` sets ``FXD_CRASH_AT`` so the server SIGKILLs itself
+at that point; ``kill()`` SIGKILLs it from outside; ``start()`` again is the restart.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from redis_support import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+ALICE_TOKEN = "alice-token-0123456789abcdef"
+BOB_TOKEN = "bob-token-0123456789abcdef"
+TOKENS = f"alice={ALICE_TOKEN},bob={BOB_TOKEN}"
+WAKE_SECRET = "wake-secret-0123456789abcdef"
+ALICE = {"Authorization": f"Bearer {ALICE_TOKEN}"}
+BOB = {"Authorization": f"Bearer {BOB_TOKEN}"}
+STARTUP_TIMEOUT_S = 20.0
+
+
+class ServedApp:
+    def __init__(
+        self,
+        tmp_path: Path,
+        *,
+        store_url: str | None = None,
+        scenario: str = "story",
+        extra_env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+    ) -> None:
+        self.workdir = tmp_path / "world"
+        self.workdir.mkdir(exist_ok=True)
+        self.store_url = store_url or f"sqlite:///{tmp_path.resolve()}/http.db"
+        self.scenario = scenario
+        self.extra_env = extra_env or {}
+        self.args = args or []
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = tmp_path / "serve.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def env(self, crash_at: str | None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FXD_")}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+        env["PYTHONUNBUFFERED"] = "1"
+        env["FXD_HTTP_TOKENS"] = TOKENS
+        env["FXD_WAKE_SECRET"] = WAKE_SECRET
+        env["FXD_CRASH_DIR"] = str(self.workdir)
+        env["FXD_CRASH_SCENARIO"] = self.scenario
+        # A restarted server takes over its dead self's lease at once (same host, dead pid);
+        # a short TTL bounds the wait when the pid check cannot tell.
+        env["FXD_LEASE_TTL_S"] = "3"
+        env["FXD_HEARTBEAT_S"] = "0.5"
+        env["FXD_SCAN_INTERVAL_S"] = "0.5"
+        if crash_at:
+            env["FXD_CRASH_AT"] = crash_at
+        env.update(self.extra_env)
+        return env
+
+    def start(self, *, crash_at: str | None = None, wait: bool = True) -> None:
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        command = [
+            sys.executable,
+            "-m",
+            "fxdurable.cli.main",
+            "serve",
+            "--port",
+            str(self.port),
+            "--agents",
+            "tests.crash.driver:agents",
+            "--store",
+            self.store_url,
+            *self.args,
+        ]
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                command, cwd=REPO, env=self.env(crash_at), stdout=log, stderr=subprocess.STDOUT
+            )
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    f"the server exited ({self.proc.returncode}):\n{self.output()}"
+                )
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(
+            f"the server did not come up in {STARTUP_TIMEOUT_S}s:\n{self.output()}"
+        )
+
+    def wait_exit(self, timeout: float = 20.0) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> int | None:
+        """SIGTERM (a redeploy) and wait; SIGKILL if it does not exit in time."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"the server ignored SIGTERM:\n{self.output()}") from None
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
