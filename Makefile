@@ -22,7 +22,7 @@ $(VENV)/.installed-demo: pyproject.toml
 		set -e; \
 		$(PYTHON) -m venv $(VENV); \
 		$(BIN)/python -m pip install -q --upgrade pip; \
-		$(BIN)/python -m pip install -q -e .; \
+		$(BIN)/python -m pip install -q -e '.[http]'; \
 	fi
 	touch $@
 
