@@ -462,6 +462,8 @@ CALLS = (
 def test_records_round_trip_exactly(store: Store) -> None:
     session = a_session(
         lease=Lease(owner="lease-9", token=4, expires_at=99.5, host="h", pid=7),
+        owner="alice",
+        steering=("make it blue ✓", "and fast"),
         next_event_seq=3,
         next_message_seq=2,
         next_submission_seq=5,
@@ -471,6 +473,7 @@ def test_records_round_trip_exactly(store: Store) -> None:
         attempts=2,
         interruptions=1,
         abort_requested=True,
+        cursor=17,
         error=ErrorInfo(code="c", message="m ✓", unknown_calls=("a", "b")),
         started_at=2.0,
         settled_at=3.5,
@@ -709,3 +712,26 @@ def test_tool_tasks_of_one_round(store: Store) -> None:
     got = look(store, lambda r: r.tool_tasks("t1", 1))
     assert [(t.round, t.index) for t in got] == [(1, 0), (1, 1)]
     assert look(store, lambda r: r.tool_tasks("t1", 7)) == []
+
+
+def test_steering_flows_through_the_journal_on_every_backend(store: Store) -> None:
+    """Steer, deliver with a model call, complete: the session's steering field round-trips
+    through each backend's transactions."""
+    from fxdurable.core.clock import RandomIds, SystemClock
+    from fxdurable.core.journal import Journal, WorkerIdentity
+
+    journal = Journal(store, SystemClock(), RandomIds())
+    sub = journal.admit("s1", agent="a", prompt="go", owner="alice").submission
+    fence = journal.claim("s1", WorkerIdentity("h", 1), ttl_s=30)
+    assert fence is not None
+    journal.begin_attempt(fence, sub.id, worker="w")
+    assert journal.steer("s1", "left", owner="alice").steered
+    assert journal.steer("s1", "then right").steered
+    journal.record_model_call(
+        fence, sub.id, round_=0, text="ok", tool_calls=(), policies=(), usage=Usage(), steering=2
+    )
+    journal.settle(fence, sub.id, "completed", text="ok")
+    session = store.read(lambda v: v.get_session("s1"))
+    assert session is not None and session.owner == "alice" and session.steering == ()
+    texts = [(m.role, m.text) for m in store.read(lambda v: v.messages("s1"))]
+    assert texts == [("user", "go"), ("user", "left"), ("user", "then right"), ("assistant", "ok")]
