@@ -15,7 +15,7 @@ import logging
 import re
 import secrets
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pydantic
 from starlette.applications import Starlette
@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from fxdurable.core.journal import Admission
 from fxdurable.core.records import EventRecord, SessionRecord
 from fxdurable.errors import (
     AgentBusyError,
@@ -50,7 +51,7 @@ from fxdurable.http.schemas import (
 )
 from fxdurable.http.settings import HttpSettings
 from fxdurable.http.signing import SIGNATURE_HEADER, SignatureError, verify_wake
-from fxdurable.http.stream import SETTLE_EVENTS, tail
+from fxdurable.http.stream import SETTLE_EVENTS, ReadEvents, tail
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.history import build_history
 from fxdurable.runtime.runtime import Runtime
@@ -130,13 +131,12 @@ class _Api:
         session_id = body.session_id
         if session_id is None and request_id is not None:
             # A retry of a request that created its session: find that session again.
-            earlier = await durable(
-                self._rt.journal.read, lambda v: v.get_submission_by_request(request_id)
-            )
-            session_id = earlier.session_id if earlier is not None else None
+            session_id = await self._session_of(request_id)
+        found = session_id is not None
         session_id = session_id or f"ses_{secrets.token_hex(12)}"
-        try:
-            admission = await durable(
+
+        async def admit(session_id: str) -> Admission:
+            return await durable(
                 self._rt.journal.admit,
                 session_id,
                 agent=agent,
@@ -145,6 +145,18 @@ class _Api:
                 when_busy=body.when_busy,
                 owner=principal,
             )
+
+        try:
+            try:
+                admission = await admit(session_id)
+            except RequestConflictError:
+                # Two tries of one request without a sessionId raced: each made up a session
+                # id and the other's admission won. A retry belongs in the winner's session.
+                winner = None if found or request_id is None else await self._session_of(request_id)
+                if winner is None:
+                    raise
+                session_id = winner
+                admission = await admit(session_id)
         except SessionNotFoundError:
             raise session_not_found(session_id) from None
         except AgentBusyError as exc:
@@ -370,6 +382,12 @@ class _Api:
     async def _body(self, request: Request, model: type[_Body]) -> _Body:
         return _parse(model, await self._raw_body(request))
 
+    async def _session_of(self, request_id: str) -> str | None:
+        earlier = await durable(
+            self._rt.journal.read, lambda v: v.get_submission_by_request(request_id)
+        )
+        return earlier.session_id if earlier is not None else None
+
     async def _wake(self, session_id: str, reason: str) -> None:
         # The records are already durable: a wake lost here is found by the reconciliation
         # scans (DESIGN §9), so a queue outage must not fail a request that was accepted.
@@ -378,7 +396,7 @@ class _Api:
         except Exception:
             log.exception("could not enqueue a wake for %s; the scan will find it", session_id)
 
-    def _events_reader(self, session_id: str) -> Any:
+    def _events_reader(self, session_id: str) -> ReadEvents:
         journal = self._rt.journal
 
         async def read(after: int) -> Sequence[EventRecord]:

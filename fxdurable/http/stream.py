@@ -16,7 +16,7 @@ from typing import Any
 from fxdurable.core.records import EventRecord
 from fxdurable.http.settings import HttpSettings
 
-__all__ = ["SETTLE_EVENTS", "line_for", "tail"]
+__all__ = ["SETTLE_EVENTS", "ReadEvents", "line_for", "tail"]
 
 SETTLE_EVENTS = frozenset({"submission.completed", "submission.failed", "submission.aborted"})
 

@@ -21,7 +21,7 @@ from fxrt_support import (
 
 import fxdurable as fx
 from fxdurable.core.clock import RandomIds, SystemClock
-from fxdurable.core.journal import Journal, WorkerIdentity
+from fxdurable.core.journal import Fence, Journal, WorkerIdentity
 from fxdurable.core.records import Usage
 from fxdurable.errors import SessionNotFoundError, SteeringPendingError
 
@@ -142,13 +142,18 @@ def test_steering_an_unknown_or_foreign_session_is_not_found(tmp_path):
     assert journal.steer("mine", "again").steered
 
 
-def test_completion_is_refused_while_steering_waits(tmp_path):
-    store = fresh_store(tmp_path)
-    journal = Journal(store, SystemClock(), RandomIds())
+def _running_turn(tmp_path) -> tuple[Journal, fx.SubmissionRecord, Fence]:
+    """A journal with session ``s1`` whose submission ``go`` is running under a lease."""
+    journal = Journal(fresh_store(tmp_path), SystemClock(), RandomIds())
     sub = journal.admit("s1", agent="a", prompt="go").submission
     fence = journal.claim("s1", WorkerIdentity("h", 1), ttl_s=30)
     assert fence is not None
     journal.begin_attempt(fence, sub.id, worker="w")
+    return journal, sub, fence
+
+
+def test_completion_is_refused_while_steering_waits(tmp_path):
+    journal, sub, fence = _running_turn(tmp_path)
     journal.record_model_call(
         fence, sub.id, round_=0, text="done", tool_calls=(), policies=(), usage=Usage()
     )
@@ -172,12 +177,7 @@ def test_completion_is_refused_while_steering_waits(tmp_path):
 
 
 def test_steering_of_a_failed_turn_is_queued_as_a_submission(tmp_path):
-    store = fresh_store(tmp_path)
-    journal = Journal(store, SystemClock(), RandomIds())
-    sub = journal.admit("s1", agent="a", prompt="go").submission
-    fence = journal.claim("s1", WorkerIdentity("h", 1), ttl_s=30)
-    assert fence is not None
-    journal.begin_attempt(fence, sub.id, worker="w")
+    journal, sub, fence = _running_turn(tmp_path)
     journal.steer("s1", "use the staging cluster")
     journal.settle(fence, sub.id, "failed", error=fx.ErrorInfo(code="x", message="boom"))
     subs = journal.read(lambda v: v.unsettled_submissions("s1"))
