@@ -1,4 +1,5 @@
-"""``python -m bench [--quick] [--dir DIR]``: measure, then print one table and its ratios."""
+"""``python -m bench [--quick] [--dir DIR] [--only http]``: measure, then print one table and
+its ratios."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.http_admit import HttpFigures, measure_http_admit, render_http
+from bench.http_admit import unavailable_reason as http_unavailable_reason
 from bench.redis_server import RedisServer, unavailable_reason
 from bench.redis_steps import measure_redis_growth, measure_redis_steps
 from bench.report import RedisSection, Report
@@ -45,6 +48,10 @@ class Plan:
     redis_growth_batches: int
     rq_items: int  # no-op jobs or one-turn sessions per timed run
     rq_reps: int
+    # HTTP admission through a served app (measured where the http extra is installed)
+    http_requests: int  # timed requests of each kind
+    http_batches: int
+    http_warm_up: int
 
 
 QUICK = Plan(
@@ -67,6 +74,9 @@ QUICK = Plan(
     redis_growth_batches=6,
     rq_items=30,
     rq_reps=1,
+    http_requests=60,
+    http_batches=3,
+    http_warm_up=5,
 )
 DEFAULT = Plan(
     name="default",
@@ -88,6 +98,9 @@ DEFAULT = Plan(
     redis_growth_batches=20,
     rq_items=150,
     rq_reps=3,
+    http_requests=200,
+    http_batches=5,
+    http_warm_up=10,
 )
 
 
@@ -107,6 +120,13 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="where the databases go (default: a fresh temporary directory); put it on the "
         "disk you mean to deploy on, since commit cost is mostly that disk's fsync",
+    )
+    parser.add_argument(
+        "--only",
+        choices=["http"],
+        default=None,
+        help="measure one section alone: 'http' is POST /chat admission latency on a served app "
+        "beside GET /healthz and a raw SQLite commit of the same run",
     )
     return parser
 
@@ -138,6 +158,29 @@ def measure_redis(tmp: Path, plan: Plan, progress: Callable[[str], None]) -> Red
         return RedisSection(version=plain.version, steps=steps, growth=growth, rq=rq)
 
 
+def measure_http(
+    tmp: Path, plan: Plan, progress: Callable[[str], None]
+) -> tuple[HttpFigures | None, str | None, bool]:
+    """The HTTP admission rows: (figures, why there are none, whether that is a failure)."""
+    note = http_unavailable_reason()
+    if note is not None:
+        progress(f"HTTP rows skipped: {note}")
+        return None, f"skipped: {note}", False
+    try:
+        figures = measure_http_admit(
+            tmp,
+            requests=plan.http_requests,
+            batches=plan.http_batches,
+            warm_up=plan.http_warm_up,
+            on_progress=progress,
+        )
+    except Exception as exc:
+        traceback.print_exc()
+        return None, f"failed: {type(exc).__name__}: {exc}", True
+    progress("HTTP admission latency measured")
+    return figures, None, False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     plan = QUICK if args.quick else DEFAULT
@@ -151,6 +194,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="fxd-bench-", dir=args.dir) as name:
         tmp = Path(name)
         progress(f"{plan.name} run in {tmp}")
+        if args.only == "http":
+            http, http_note, failed = measure_http(tmp, plan, progress)
+            print(
+                f"fxdurable bench ({plan.name} run, HTTP only, "
+                f"{time.perf_counter() - started:.1f} s)\n{machine_line(tmp)}\n\n"
+                + render_http(http, http_note)
+            )
+            return 1 if failed else 0
         steps = measure_steps(tmp, batches=plan.batches, raw_ops=plan.raw_ops, rounds=plan.rounds)
         progress("raw commits and per-step cost measured")
         growth = measure_growth(
@@ -191,6 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 traceback.print_exc()
                 failed = True
                 redis_note = f"failed: {type(exc).__name__}: {exc}"
+        http, http_note, http_failed = measure_http(tmp, plan, progress)
+        failed = failed or http_failed
     report = Report(
         mode=plan.name,
         machine=machine,
@@ -203,6 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         redis_note=redis_note,
     )
     print(report.render())
+    print()
+    print(render_http(http, http_note))
     return 1 if failed else 0
 
 

@@ -368,7 +368,12 @@ class _Api:
     async def _raw_body(self, request: Request) -> bytes:
         limit = self._settings.max_body_bytes
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
+        if (
+            declared is not None
+            and declared.isascii()
+            and declared.isdigit()
+            and int(declared) > limit
+        ):
             raise _too_large(limit)
         chunks: list[bytes] = []
         size = 0
@@ -417,6 +422,8 @@ def _parse(model: type[_Body], raw: bytes) -> _Body:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, "malformed_json", f"the body is not valid JSON: {exc}") from None
+    except RecursionError:  # not a ValueError: '[' * 100_000 would answer 500
+        raise ApiError(400, "malformed_json", "the body's JSON is nested too deeply") from None
     if not isinstance(data, dict):
         raise invalid(f"expected a JSON object, got {type(data).__name__}")
     try:
@@ -441,7 +448,8 @@ def _cursor(value: str | None, session: SessionRecord) -> int:
     latest = session.next_event_seq - 1
     if value is None:
         return 0
-    if not value.isdigit() or len(value) > 18:
+    # isdigit() alone accepts '²', which int() refuses; the document says ^[0-9]+$.
+    if not (value.isascii() and value.isdigit()) or len(value) > 18:
         raise ApiError(400, "bad_cursor", f"cursor must be a whole number, not {value[:40]!r}")
     cursor = int(value)
     if cursor > latest:

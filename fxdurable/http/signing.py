@@ -40,18 +40,19 @@ def verify_wake(
     if not header:
         raise SignatureError(f"missing {SIGNATURE_HEADER} header")
     parts = dict(item.split("=", 1) for item in header.split(",") if "=" in item)
+    current = time.time() if now is None else now
     try:
         timestamp = int(parts["t"])
         given = parts["v1"]
-    except (KeyError, ValueError):
+        # OverflowError: a timestamp of hundreds of digits does not fit a float.
+        drift = current - timestamp
+    except (KeyError, ValueError, OverflowError):
         raise SignatureError(
             f"malformed {SIGNATURE_HEADER}: expected 't=<unix seconds>,v1=<hex>'"
         ) from None
-    current = time.time() if now is None else now
-    if abs(current - timestamp) > window_s:
+    if abs(drift) > window_s:
         raise SignatureError(
-            f"signature timestamp is {current - timestamp:+.0f}s from now; "
-            f"the window is {window_s:g}s"
+            f"signature timestamp is {drift:+.0f}s from now; the window is {window_s:g}s"
         )
     if not hmac.compare_digest(_digest(secret, timestamp, body), given):
         raise SignatureError("signature does not match the body")

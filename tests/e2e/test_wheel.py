@@ -1,31 +1,47 @@
 """Test the artifact, not the source (DESIGN §9): build the wheel, install it in a fresh venv,
 and use it from a directory where the source tree cannot be imported by accident.
 
-Needs the ``build`` package in the test venv and an index to install pydantic and httpx from.
+The wheel is built once for the module; one venv gets it bare (``fxdurable serve`` must say to
+install the http extra), another with ``[http]`` (``fxdurable serve`` must refuse to start
+without credentials, then serve a turn with ``--dev``).
+
+Needs the ``build`` package in the test venv and an index to install pydantic, httpx, starlette
+and uvicorn from.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
+import httpx
 import pytest
+from redis_support import free_port
 
 from fxdurable import __version__
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _run(cmd: list[str], *, cwd: Path, timeout: float, what: str) -> str:
-    # No PYTHONPATH / venv leakage from the test process into the fresh venv.
-    env = {
+def _env() -> dict[str, str]:
+    # No PYTHONPATH / venv leakage from the test process into the fresh venv, and no FXD_*
+    # setting (tokens, store) that would change what the installed command does.
+    return {
         k: v
         for k, v in os.environ.items()
-        if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "FXD_CRASH_AT", "PIP_USER")
+        if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_USER")
+        and not k.startswith("FXD_")
     }
+
+
+def _run(cmd: list[str], *, cwd: Path, timeout: float, what: str) -> str:
+    env = _env()
     try:
         proc = subprocess.run(
             cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
@@ -40,10 +56,36 @@ def _run(cmd: list[str], *, cwd: Path, timeout: float, what: str) -> str:
     return proc.stdout
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_built_wheel_works_in_a_fresh_venv(tmp_path: Path) -> None:
-    dist = tmp_path / "dist"
+def _run_failing(cmd: list[str], *, cwd: Path, timeout: float, what: str) -> str:
+    """Run a command that must fail; its stderr."""
+    try:
+        proc = subprocess.run(
+            cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{what} timed out after {timeout:g}s: {cmd}\n{exc.stdout!r}\n{exc.stderr!r}")
+    assert proc.returncode != 0, f"{what} succeeded:\n{proc.stdout}\n{proc.stderr}"
+    assert "Traceback" not in proc.stderr, f"{what}: a traceback, not a message:\n{proc.stderr}"
+    return proc.stderr
+
+
+def _venv(tmp_path: Path, name: str, requirement: str) -> Path:
+    """A fresh venv with ``requirement`` installed; its bin directory."""
+    venv = tmp_path / name
+    _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path, timeout=120, what="venv")
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check"]
+    _run(
+        [*pip, "-q", requirement],
+        cwd=tmp_path,
+        timeout=300,
+        what=f"pip install {requirement}",
+    )
+    return venv / "bin"
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dist = tmp_path_factory.mktemp("dist")
     _run(
         [sys.executable, "-m", "build", "--wheel", "--outdir", str(dist)],
         cwd=REPO,
@@ -52,25 +94,24 @@ def test_built_wheel_works_in_a_fresh_venv(tmp_path: Path) -> None:
     )
     wheels = list(dist.glob("fxdurable-*.whl"))
     assert len(wheels) == 1, f"expected one wheel in {dist}, found {wheels}"
-    wheel = wheels[0]
-    assert f"fxdurable-{__version__}-" in wheel.name
+    assert f"fxdurable-{__version__}-" in wheels[0].name
+    return wheels[0]
 
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_built_wheel_works_in_a_fresh_venv(tmp_path: Path, wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
     assert "fxdurable/py.typed" in names, "py.typed missing from the wheel: types would not ship"
     assert "fxdurable/stores/lua/commit.lua" in names, "the Redis store's Lua script must ship"
     assert "fxdurable/testing/invariants.py" in names
+    assert "fxdurable/http/app.py" in names
     assert not any(n.startswith(("tests/", "bench/")) for n in names), sorted(names)
 
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path, timeout=120, what="venv")
-    py, fxd = venv / "bin" / "python", venv / "bin" / "fxdurable"
-    _run(
-        [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", str(wheel)],
-        cwd=tmp_path,
-        timeout=300,
-        what="pip install of the wheel",
-    )
+    bin_ = _venv(tmp_path, "venv", str(wheel))
+    py, fxd = bin_ / "python", bin_ / "fxdurable"
 
     work = tmp_path / "work"  # not the repo: the source tree is not importable from here
     work.mkdir()
@@ -99,3 +140,72 @@ def test_built_wheel_works_in_a_fresh_venv(tmp_path: Path) -> None:
         what="fxdurable check (wheel)",
     )
     assert check.startswith("ok: "), check
+
+    # Without the http extra, serve says what to install (exit 2, no traceback).
+    serve = _run_failing(
+        [str(fxd), "serve", "--dev"], cwd=work, timeout=60, what="fxdurable serve (no extra)"
+    )
+    assert "pip install 'fxdurable[http]'" in serve, serve
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_wheel_with_the_http_extra_serves_a_turn(tmp_path: Path, wheel: Path) -> None:
+    fxd = _venv(tmp_path, "venv-http", f"{wheel}[http]") / "fxdurable"
+    work = tmp_path / "work"
+    work.mkdir()
+
+    usage = _run([str(fxd), "serve", "--help"], cwd=work, timeout=60, what="serve --help")
+    assert "--dev" in usage and "--tokens-file" in usage, usage
+
+    # No tokens and no --dev: refuse to start, and say both ways out.
+    port = free_port()
+    refused = _run_failing(
+        [str(fxd), "serve", "--port", str(port)], cwd=work, timeout=60, what="serve, no tokens"
+    )
+    assert "FXD_HTTP_TOKENS" in refused and "--dev" in refused, refused
+
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(fxd), "serve", "--dev", "--port", str(port)],
+            cwd=work,
+            env=_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, f"serve exited ({proc.returncode}):\n{log.read_text()}"
+            try:
+                health = httpx.get(f"{url}/healthz", timeout=1)
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline, f"serve never answered:\n{log.read_text()}"
+                time.sleep(0.1)
+        assert health.status_code == 200 and health.json() == {"status": "ok"}
+
+        # One turn of the demo agent (the default), streamed from turn_start to turn_end.
+        with httpx.stream(
+            "POST", f"{url}/chat", json={"prompt": "Ship release 1.4 to production."}, timeout=60
+        ) as response:
+            assert response.status_code == 200, response.read()
+            lines = [json.loads(line) for line in response.iter_lines() if line]
+        assert lines[0]["type"] == "turn_start", lines
+        assert lines[-1]["type"] == "turn_end", lines
+        assert lines[-1]["data"]["outcome"] == "completed", lines[-1]
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    # A graceful stop: uvicorn finishes, then re-raises SIGTERM on itself (so -15, or 0).
+    output = log.read_text()
+    assert proc.returncode in (0, -signal.SIGTERM), f"serve exited {proc.returncode}:\n{output}"
+    assert "Finished server process" in output and "Traceback" not in output, output
+    assert (work / ".fxd" / "fxd.db").is_file()  # the embedded store, in the working directory
