@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.http_admit import HTTP_RATIO_NAMES
 from bench.redis_server import unavailable_reason
 from bench.report import RATIO_NAMES, REDIS_RATIO_NAMES
 
@@ -52,6 +53,7 @@ def test_quick_bench_prints_every_ratio(tmp_path: Path) -> None:
     out = _run_quick(tmp_path)
     assert re.search(r"machine: nproc \d+, \S+ \d+\.\d+\.\d+, SQLite \d+\.\d+", out), out
     names = RATIO_NAMES if missing is not None else (*RATIO_NAMES, *REDIS_RATIO_NAMES)
+    names = (*names, *HTTP_RATIO_NAMES)  # the test extras include the http extra
     for name in names:
         value = _ratio(out, name)
         assert math.isfinite(value) and value > 0, f"{name}: {value}"

@@ -17,9 +17,10 @@ Beyond one point at a time: two crashes in a row, recovery by a process on anoth
 attempt budget exhausted by crashes, every invocation making progress under a tiny
 invocation budget, and the real ``fxdurable demo`` CLI walk-through.
 
-Not applicable yet (fxdurable has no steering and no subagents, so nothing can reach them):
-``steer.after-record`` and ``subagent.in-child``. When those features land, add their
-scenarios to the driver and their cases here.
+``steer.after-record`` is covered through the HTTP server, where steering arrives from a
+client: ``tests/http/test_http_crash.py`` (with ``submission.after-admit``,
+``tool.after-execute`` and SIGKILLs at random moments). Not applicable yet (fxdurable has no
+subagents, so nothing can reach it): ``subagent.in-child``.
 """
 
 from __future__ import annotations
@@ -359,10 +360,10 @@ def test_every_invocation_makes_progress(crash: CrashHarness) -> None:
 
 def test_a_crash_point_that_never_fires_fails_the_run(crash: CrashHarness) -> None:
     """The harness itself: a crash run that exits normally is not mistaken for a crash."""
-    result = crash.run("steer.after-record")  # no steering yet: nothing reaches this point
+    result = crash.run("subagent.in-child")  # no subagents yet: nothing reaches this point
     assert result[0] == 0, result
     with pytest.raises(AssertionError, match="the crash point must fire"):
-        assert_crashed(result, "steer.after-record")
+        assert_crashed(result, "subagent.in-child")
 
 
 # -- the real CLI ---------------------------------------------------------------------------
