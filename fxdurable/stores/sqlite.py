@@ -15,6 +15,7 @@ import contextlib
 import inspect
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -356,6 +357,22 @@ class SqliteStore:
         if slot is None:
             if self._closed:
                 raise StoreError(f"SQLite store {self.path} is closed")
+            conn = self._open_connection()
+            slot = _Slot(conn, threading.RLock())
+            self._local.slot = slot
+            with self._lock:
+                self._slots.append(slot)
+        return slot
+
+    def _open_connection(self) -> sqlite3.Connection:
+        """A configured connection. Several processes may open a new file at once: switching
+        it to WAL needs an exclusive lock, and SQLite answers "database is locked" at once
+        (without its busy handler) to all but one of them, so the open is retried for up to
+        ``busy_timeout_ms``."""
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        pause = 0.005
+        while True:
+            conn: sqlite3.Connection | None = None
             try:
                 conn = sqlite3.connect(
                     self.path,
@@ -363,16 +380,21 @@ class SqliteStore:
                     timeout=self._busy_timeout_ms / 1000,
                     check_same_thread=False,
                 )
+                conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(f"PRAGMA synchronous={self._synchronous}")
-                conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
+                return conn
+            except sqlite3.OperationalError as exc:
+                if conn is not None:
+                    conn.close()
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise StoreError(f"cannot open SQLite store at {self.path}: {exc}") from exc
+                time.sleep(pause)
+                pause = min(pause * 2, 0.1)
             except sqlite3.Error as exc:
+                if conn is not None:
+                    conn.close()
                 raise StoreError(f"cannot open SQLite store at {self.path}: {exc}") from exc
-            slot = _Slot(conn, threading.RLock())
-            self._local.slot = slot
-            with self._lock:
-                self._slots.append(slot)
-        return slot
 
     @contextlib.contextmanager
     def _using(self) -> Iterator[sqlite3.Connection]:

@@ -10,6 +10,7 @@ and Redis specifics in test_redis_store.py.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -735,3 +736,32 @@ def test_steering_flows_through_the_journal_on_every_backend(store: Store) -> No
     assert session is not None and session.owner == "alice" and session.steering == ()
     texts = [(m.role, m.text) for m in store.read(lambda v: v.messages("s1"))]
     assert texts == [("user", "go"), ("user", "left"), ("user", "then right"), ("assistant", "ok")]
+
+
+def test_sqlite_processes_opening_a_new_file_at_once_all_succeed(tmp_path: Path) -> None:
+    """Workers started together all create the store: switching a new file to WAL makes SQLite
+    answer "database is locked" at once to all but one opener, which must retry, not fail."""
+    import subprocess
+    import sys
+
+    opener = (
+        "import sys, time\n"
+        "from fxdurable.stores.sqlite import SqliteStore\n"
+        "while time.time() < float(sys.argv[2]): pass\n"  # start together
+        "SqliteStore(sys.argv[1]).close()\n"
+    )
+    for attempt in range(4):
+        url = f"sqlite:///{tmp_path}/race{attempt}.db"
+        start_at = f"{time.time() + 1.0:.3f}"
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", opener, url, start_at],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(6)
+        ]
+        for proc in procs:
+            _, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err

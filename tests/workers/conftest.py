@@ -183,6 +183,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     work horses and signals on two shared cores, and about one full run in six has shown a
     timing failure we have not yet pinned down (it never reproduced alone). A real bug fails
     both runs; the rerun shows as "R" in the report, so a flake stays visible."""
+    if os.environ.get("FXD_TEST_NO_RERUN") == "1":
+        return  # to chase the flake itself
     here = Path(__file__).parent
     for item in items:
         if here in Path(str(item.fspath)).parents:
