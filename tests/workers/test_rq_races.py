@@ -21,17 +21,33 @@ pytestmark = pytest.mark.redis
 STORY_TOOLS = ("read_state", "charge", "deploy")
 
 
-def queue_drained(h: RqHarness) -> bool:
-    """No wake queued and none running (RQ's own view; used only to know when to look)."""
+def queue_state(h: RqHarness) -> tuple[int, list[str]]:
+    """RQ's own view: the wakes queued, and the ids of those its workers have started."""
     import redis
     import rq
 
     connection = redis.Redis.from_url(h.redis_url)
     try:
         queue = rq.Queue(h.queue_name, connection=connection)
-        return queue.count == 0 and queue.started_job_registry.count == 0
+        return queue.count, list(queue.started_job_registry.get_job_ids())
     finally:
         connection.close()
+
+
+def queue_drained(h: RqHarness) -> bool:
+    """No wake queued and none running (used only to know when to look)."""
+    queued, started = queue_state(h)
+    return queued == 0 and not started
+
+
+def wait_drained(h: RqHarness, what: str) -> None:
+    try:
+        wait_until(lambda: queue_drained(h), 20, what)
+    except AssertionError as exc:
+        queued, started = queue_state(h)
+        raise AssertionError(
+            f"{exc}: {queued} queued, started {started}\n{h.diagnostics()}"
+        ) from None
 
 
 def jobs_run_by(h: RqHarness, session: str, reason: str = "") -> list[int]:
@@ -54,7 +70,7 @@ def test_workers_racing_on_one_session_never_fork_the_journal(
     subs = h.wait_settled(ids, timeout=60)
     assert [s.status for s in subs] == ["completed"] * 5, (subs, h.diagnostics())
     assert [s.result_text for s in subs] == [f"Done: m{i}" for i in range(5)]
-    wait_until(lambda: queue_drained(h), 20, "the queue to drain")
+    wait_drained(h, "the queue to drain")
     assert h.stop_workers() == [0] * n_workers, h.diagnostics()
 
     world = h.world()
@@ -87,7 +103,7 @@ def test_every_wake_delivered_two_or_three_times_repeats_no_effect(rq_harness: R
     ids = h.submit(items, extra_wakes=[1, 2] * 3)
     subs = h.wait_settled(ids, timeout=60)
     assert [s.status for s in subs] == ["completed"] * 6, (subs, h.diagnostics())
-    wait_until(lambda: queue_drained(h), 20, "the queue to drain")
+    wait_drained(h, "the queue to drain")
     before = h.world()
 
     # Late duplicates, for sessions at rest: each wake is a no-op.
@@ -100,7 +116,7 @@ def test_every_wake_delivered_two_or_three_times_repeats_no_effect(rq_harness: R
                 queue.enqueue_now(f"s{k}", reason="dup")
     finally:
         asyncio.run(queue.aclose())
-    wait_until(lambda: queue_drained(h), 20, "the late duplicates to be taken")
+    wait_drained(h, "the late duplicates to be taken")
     assert h.stop_workers() == [0, 0], h.diagnostics()
 
     world = h.world()
@@ -145,7 +161,7 @@ def test_no_wake_is_lost_between_the_last_check_and_the_release(rq_harness: RqHa
     ids = asyncio.run(send())
     subs = h.wait_settled(ids, timeout=30)
     assert [s.status for s in subs] == ["completed"] * n
-    wait_until(lambda: queue_drained(h), 20, "the queue to drain")
+    wait_drained(h, "the queue to drain")
     assert h.stop_workers() == [0, 0], h.diagnostics()
     world = h.world()
     assert_invariants(world, [f"req-{i}" for i in range(n)])
