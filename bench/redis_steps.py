@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.redis_server import RedisServer
-from bench.sqlite_steps import CountingStore, GrowthFigures, SessionDriver
+from bench.sqlite_steps import CountingStore, GrowthFigures, SessionDriver, sample_growth
 from bench.timing import Samples
 from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Journal
@@ -160,39 +160,10 @@ def measure_redis_growth(
     rounds in a fresh short session, then in one long session (built first, its current turn
     running), all under one prefix, so only the length of the session differs."""
     journal, store = open_redis_journal(store_url(server, "bench-growth"))
-    samples = Samples()
-    lengths: dict[str, list[float]] = {"short": [], "long": []}
     try:
         long = SessionDriver(journal, "long")
         long.grow(events)
         on_progress(f"built a {long.events():,}-event session on Redis")
-        for batch in range(batches + 1):
-            warm_up = batch == 0
-            short = SessionDriver(journal, f"short-{batch}")
-            for name, driver in (("short", short), ("long", long)):
-                before = driver.events()
-                model_s = tool_s = 0.0
-                for _ in range(rounds):
-                    t0 = time.perf_counter()
-                    (task,) = driver.model_step()
-                    t1 = time.perf_counter()
-                    driver.tool_step(task)
-                    t2 = time.perf_counter()
-                    model_s += t1 - t0
-                    tool_s += t2 - t1
-                if warm_up:
-                    continue
-                samples.add(f"model {name}", model_s, rounds)
-                samples.add(f"tool {name}", tool_s, rounds)
-                lengths[name].append((before + driver.events()) / 2)
+        return sample_growth(journal, long, batches=batches, rounds=rounds)
     finally:
         store.close()
-    return GrowthFigures(
-        short_events=sorted(lengths["short"])[len(lengths["short"]) // 2],
-        long_events=sorted(lengths["long"])[len(lengths["long"]) // 2],
-        seconds={
-            f"{kind} {name}": samples.median(f"{kind} {name}")
-            for kind in ("tool", "model")
-            for name in ("short", "long")
-        },
-    )

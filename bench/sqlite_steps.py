@@ -300,30 +300,38 @@ def measure_growth(
 
     journal, store = open_journal(sqlite_url(path))
     long.journal = journal
-    samples = Samples()
-    lengths: dict[str, list[float]] = {"short": [], "long": []}
     try:
-        for batch in range(batches + 1):
-            warm_up = batch == 0
-            short = SessionDriver(journal, f"short-{batch}")
-            for name, driver in (("short", short), ("long", long)):
-                before = driver.events()
-                model_s = tool_s = 0.0
-                for _ in range(rounds):
-                    t0 = time.perf_counter()
-                    (task,) = driver.model_step()
-                    t1 = time.perf_counter()
-                    driver.tool_step(task)
-                    t2 = time.perf_counter()
-                    model_s += t1 - t0
-                    tool_s += t2 - t1
-                if warm_up:
-                    continue
-                samples.add(f"model {name}", model_s, rounds)
-                samples.add(f"tool {name}", tool_s, rounds)
-                lengths[name].append((before + driver.events()) / 2)
+        return sample_growth(journal, long, batches=batches, rounds=rounds)
     finally:
         store.close()
+
+
+def sample_growth(
+    journal: Journal, long: SessionDriver, *, batches: int, rounds: int
+) -> GrowthFigures:
+    """Time model and tool steps in fresh short sessions and in ``long``, batch by batch (the
+    first batch warms up), on whatever store ``journal`` writes to."""
+    samples = Samples()
+    lengths: dict[str, list[float]] = {"short": [], "long": []}
+    for batch in range(batches + 1):
+        warm_up = batch == 0
+        short = SessionDriver(journal, f"short-{batch}")
+        for name, driver in (("short", short), ("long", long)):
+            before = driver.events()
+            model_s = tool_s = 0.0
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                (task,) = driver.model_step()
+                t1 = time.perf_counter()
+                driver.tool_step(task)
+                t2 = time.perf_counter()
+                model_s += t1 - t0
+                tool_s += t2 - t1
+            if warm_up:
+                continue
+            samples.add(f"model {name}", model_s, rounds)
+            samples.add(f"tool {name}", tool_s, rounds)
+            lengths[name].append((before + driver.events()) / 2)
     return GrowthFigures(
         short_events=sorted(lengths["short"])[len(lengths["short"]) // 2],
         long_events=sorted(lengths["long"])[len(lengths["long"]) // 2],
