@@ -6,20 +6,16 @@ Run as ``python tests/crash/driver.py --store URL --dir D --scenario NAME [--nex
 uses the public API of :mod:`fxdurable` (and ``fxdurable.testing``; one private hook,
 ``ScriptedModelServer._respond``, to mimic a gateway that quotes a wrong key back).
 
-The story (session ``s``, request id ``crash-1``): ``read_state`` → ``charge`` → ``deploy`` →
-final answer. After a deploy whose outcome is unknown, the scripted model inspects with
-``check_deploy`` and never deploys again. ``--next`` sends the follow-up ``status?`` (request id
-``crash-next``), answered after one ``read_state``. Every run without ``--next`` submits the story
-again with the same request id, as a client retrying its POST would (admission is idempotent).
+The story (session ``s``, request id ``crash-1``) is the shared story agent's
+(``tests.kit.story``): ``read_state`` → ``charge`` → ``deploy`` → final answer, with
+``check_deploy`` after a deploy whose outcome is unknown. ``--next`` sends the follow-up
+``status?`` (request id ``crash-next``), answered after one ``read_state``. Every run without
+``--next`` submits the story again with the same request id, as a client retrying its POST
+would (admission is idempotent).
 
-The outside world lives in ``D``, every line written with ``O_APPEND`` and fsynced:
-
-- ``effects.log``: ``charge <execution_id>`` (once per new idempotency key) and
-  ``deploy <execution_id>`` (every time deploy runs): the external effects;
-- ``ledger.txt``: the charge downstream's idempotency keys (it dedupes on them);
-- ``calls.log``: ``<tool> <execution_id> <run>`` for every execution of every tool;
-- ``hooks.log``: ``<tool>`` for every ``before_tool`` call (scenario ``hook``);
-- ``model.log``: ``<story|next> r<round>`` for every request the scripted model serves.
+The outside world lives in ``D``, as ``tests.kit.story`` describes it: ``ledger.txt`` (the
+charges), ``effects.log`` (the deploys), ``calls.log``, ``model.log``, and here ``hooks.log``:
+``<tool>`` for every ``before_tool`` call (scenario ``hook``).
 
 Scenarios: ``story`` (plain); ``abort`` (read_state is slow and the driver aborts the session
 once it has started); ``abort-deploy`` (the same with the unsafe deploy); ``hook`` (an
@@ -53,26 +49,28 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import pydantic
 
 import fxdurable as fx
 from fxdurable.runtime.models import AnthropicModel, OpenAIModel
 from fxdurable.testing import Quirks, ScriptedModelServer
+from tests.kit.story import (
+    FOLLOW_UP,
+    NEXT_REQUEST,
+    OPENING,
+    SESSION,
+    STORY,
+    STORY_REQUEST,
+    Timings,
+    append_line,
+    logged_policy,
+    story_agent,
+)
+from tests.kit.world import SETTLED
 
-SESSION = "s"
-STORY_REQUEST = "crash-1"
-NEXT_REQUEST = "crash-next"
-STORY = "Read the state, charge order 42 and deploy release 2.0."
-FOLLOW_UP = "status?"
-# Longer than one ScriptedModel chunk (16 characters): model.mid-stream needs a second delta.
-OPENING = "I will read the current state first, then charge order 42 and deploy release 2.0."
-UNKNOWN_MARK = "may or may not have completed"
 SCENARIOS = ("story", "abort", "abort-deploy", "hook", "continuation")
-SETTLED = ("completed", "failed", "aborted")
 PROVIDERS = ("inprocess", "openai", "anthropic")
 AnyModel = fx.ScriptedModel | OpenAIModel | AnthropicModel
 # Fake keys: the tests check that neither ever reaches the database, the logs or the output.
@@ -94,151 +92,6 @@ HTTP_QUIRKS = Quirks(
 assert len(OPENING) > 2 * TEXT_CHUNK_CHARS, "model.mid-stream needs several text deltas"
 
 
-def append_line(path: Path, line: str) -> None:
-    """One durable line: O_APPEND (atomic w.r.t. other appenders) and fsync before returning."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, (line + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def read_lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
-
-
-class NoInput(pydantic.BaseModel):
-    pass
-
-
-class ChargeInput(pydantic.BaseModel):
-    order: str
-    amount_cents: int
-
-
-class DeployInput(pydantic.BaseModel):
-    version: str
-
-
-def build_tools(
-    workdir: Path, *, slow_read_s: float, slow_deploy_s: float, step_s: float
-) -> list[fx.Tool]:
-    effects = workdir / "effects.log"
-    ledger = workdir / "ledger.txt"
-    calls = workdir / "calls.log"
-
-    def read_state(_: NoInput, ctx: fx.ToolContext) -> str:
-        append_line(calls, f"read_state {ctx.execution_id} {ctx.attempt}")
-        time.sleep(slow_read_s or step_s)
-        return "order 42 is unpaid; production runs release 1.9"
-
-    def charge(inp: ChargeInput, ctx: fx.ToolContext) -> str:
-        # The downstream payment system: it dedupes on the idempotency key it is given.
-        append_line(calls, f"charge {ctx.execution_id} {ctx.attempt}")
-        time.sleep(step_s)
-        if ctx.execution_id in read_lines(ledger):
-            return f"order {inp.order} was already charged (idempotency key {ctx.execution_id})"
-        append_line(ledger, ctx.execution_id)
-        append_line(effects, f"charge {ctx.execution_id}")
-        return f"charged {inp.amount_cents} cents for order {inp.order}"
-
-    def deploy(inp: DeployInput, ctx: fx.ToolContext) -> str:
-        # No idempotency at all: every execution is a deploy.
-        append_line(calls, f"deploy {ctx.execution_id} {ctx.attempt}")
-        time.sleep(slow_deploy_s or step_s)
-        append_line(effects, f"deploy {ctx.execution_id}")
-        return f"release {inp.version} deployed"
-
-    def check_deploy(_: NoInput, ctx: fx.ToolContext) -> str:
-        append_line(calls, f"check_deploy {ctx.execution_id} {ctx.attempt}")
-        deploys = [line for line in read_lines(effects) if line.startswith("deploy ")]
-        return f"{len(deploys)} deploy(s) on record"
-
-    return [
-        fx.define_tool(
-            "read_state",
-            description="Read the order and production state.",
-            input_model=NoInput,
-            execute=read_state,
-        ),
-        fx.define_tool(
-            "charge",
-            description="Charge an order (the payment API dedupes on the idempotency key).",
-            input_model=ChargeInput,
-            execute=charge,
-            replay=fx.Idempotent(),
-        ),
-        fx.define_tool(
-            "deploy",
-            description="Deploy a release to production.",
-            input_model=DeployInput,
-            execute=deploy,
-            replay="unsafe",
-        ),
-        fx.define_tool(
-            "check_deploy",
-            description="Count the deploys production has on record.",
-            input_model=NoInput,
-            execute=check_deploy,
-        ),
-    ]
-
-
-def current_turn(messages: Sequence[object]) -> list[object]:
-    items = list(messages)
-    for i in range(len(items) - 1, -1, -1):
-        if getattr(items[i], "role", None) == "user":
-            return items[i:]
-    return items
-
-
-def make_policy(workdir: Path) -> Callable[[fx.ModelRequest], fx.ModelResponse]:
-    """The scripted model, logging each request it serves to ``model.log`` as
-    ``<story|next> r<round>``: a recorded step served from its record never shows up twice."""
-    requests = workdir / "model.log"
-
-    def logged(request: fx.ModelRequest) -> fx.ModelResponse:
-        turn = current_turn(request.messages)
-        asked = getattr(turn[0], "text", "") if turn else ""
-        round_ = sum(1 for m in turn if getattr(m, "role", None) == "assistant")
-        append_line(requests, f"{'next' if asked == FOLLOW_UP else 'story'} r{round_}")
-        return policy(request)
-
-    return logged
-
-
-def policy(request: fx.ModelRequest) -> fx.ModelResponse:
-    """The scripted model: reacts to the conversation, as a model would after a recovery."""
-    turn = current_turn(request.messages)
-    asked = getattr(turn[0], "text", "") if turn else ""
-    results = [m for m in turn if getattr(m, "role", None) == "tool"]
-    last = results[-1] if results else None
-    if asked == FOLLOW_UP:
-        if last is None:
-            return fx.reply("Let me read the current state.", fx.call("read_state"))
-        return fx.reply(f"Status: {last.text}")
-    if last is None:
-        return fx.reply(OPENING, fx.call("read_state"))
-    if last.tool_name == "read_state":
-        return fx.reply(
-            "State read; charging order 42.",
-            fx.call("charge", order="42", amount_cents=4200),
-        )
-    if last.tool_name == "charge":
-        return fx.reply("Charged; deploying release 2.0.", fx.call("deploy", version="2.0"))
-    if last.tool_name == "deploy":
-        if UNKNOWN_MARK in last.text:
-            return fx.reply(
-                "The deploy's outcome is unknown; inspecting production before deciding.",
-                fx.call("check_deploy"),
-            )
-        return fx.reply("Done: order 42 charged and release 2.0 deployed.")
-    if last.tool_name == "check_deploy":
-        return fx.reply(f"The deploy was interrupted; {last.text}. I will not deploy again.")
-    return fx.reply(f"Unexpected result from {last.tool_name}: {last.text}")
-
-
 def build_agent(
     workdir: Path,
     scenario: str,
@@ -248,9 +101,11 @@ def build_agent(
     model: AnyModel | None = None,
     partial_every: float | None = None,
 ) -> fx.Agent:
-    slow_read_s = 1.0 if scenario == "abort" and not follow_up else 0.0
-    slow_deploy_s = 1.0 if scenario == "abort-deploy" else 0.0
-    step_s = 0.03 if scenario == "continuation" else 0.0
+    timings = Timings(
+        read_s=1.0 if scenario == "abort" and not follow_up else 0.0,
+        deploy_s=1.0 if scenario == "abort-deploy" else 0.0,
+        tool_s=0.03 if scenario == "continuation" else 0.0,
+    )
     hook = None
     if scenario == "hook":
         hooks = workdir / "hooks.log"
@@ -263,15 +118,8 @@ def build_agent(
     durability = fx.Durability(max_attempts=max_attempts)
     if partial_every is not None:
         durability = dataclasses.replace(durability, partial_text_every_s=partial_every)
-    return fx.Agent(
-        "crash-agent",
-        model or fx.ScriptedModel(make_policy(workdir), name="scripted/crash"),
-        instructions="You run the crash suite's story.",
-        tools=build_tools(
-            workdir, slow_read_s=slow_read_s, slow_deploy_s=slow_deploy_s, step_s=step_s
-        ),
-        before_tool=hook,
-        durability=durability,
+    return story_agent(
+        workdir, timings=timings, model=model, before_tool=hook, durability=durability
     )
 
 
@@ -338,7 +186,7 @@ async def main_async(args: argparse.Namespace) -> int:
     # The SAME policy, served over HTTP in the provider's wire format, in this very process: a
     # SIGKILL takes the server down with the worker, as a real crash takes down a connection.
     server_type = KeyEchoingServer if args.wrong_key else ScriptedModelServer
-    server = server_type(make_policy(workdir), quirks=HTTP_QUIRKS).start()
+    server = server_type(logged_policy(workdir), quirks=HTTP_QUIRKS).start()
     try:
         base_url = server.openai_base_url if args.provider == "openai" else server.url
         model = http_model(args.provider, base_url, wrong_key=args.wrong_key)

@@ -25,22 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crash_harness import (
-    NEXT_REQUEST,
-    STORY_REQUEST,
-    CrashHarness,
-    World,
-    assert_clean,
-    assert_crashed,
-    assert_invariants,
-)
-from driver import API_KEY, HOLD_OPEN_S, OPENING, SESSION, TEXT_CHUNK_CHARS, WRONG_KEY
-from test_crash_suite import (
-    UNKNOWN_MARK,
-    check_execute_deploy,
-    check_model_before_request,
-    check_model_cut_off,
-)
+from crash_harness import CrashHarness, assert_clean, assert_crashed
+from driver import API_KEY, HOLD_OPEN_S, TEXT_CHUNK_CHARS, WRONG_KEY
+from test_crash_suite import check_execute_deploy, check_model_before_request, check_model_cut_off
+
+from tests.kit.story import NEXT_REQUEST, OPENING, SESSION, STORY_REQUEST, UNKNOWN_MARK
+from tests.kit.world import World, assert_invariants
 
 pytestmark = pytest.mark.crash
 
@@ -255,7 +245,7 @@ def test_api_key_never_stored_or_printed(
     results.append(http_crash.run(follow_up=True))
     assert_clean(results[-1], "the follow-up run")
     world = http_crash.world()
-    assert_invariants(world, [STORY_REQUEST, NEXT_REQUEST])
+    assert_invariants(world, [STORY_REQUEST, NEXT_REQUEST], sessions=1)
     assert_served_over_http(world, provider, http_crash.workdir)
     assert_no_key_anywhere(store_url, http_crash.workdir, results)
 
@@ -277,7 +267,7 @@ def test_api_key_never_stored_or_printed(
     assert run["echoed"] == 1, run
     assert [r["status"] for r in run["requests"]] == [401], run
     world = wrong.world()
-    assert_invariants(world, [STORY_REQUEST])
+    assert_invariants(world, [STORY_REQUEST], sessions=1)
     sub = world.submission()
     assert sub.error is not None and sub.error.code == "model_error", sub.error
     assert "***" in sub.error.message, sub.error

@@ -31,22 +31,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from crash_harness import (
-    DONE_TEXT,
-    NEXT_REQUEST,
-    STORY_REQUEST,
-    CrashHarness,
-    World,
-    assert_clean,
-    assert_crashed,
-    assert_invariants,
-    assert_model_requests,
-    run_process,
-)
+from crash_harness import CrashHarness, assert_clean, assert_crashed, run_process
+
+from tests.kit.story import DONE_TEXT, NEXT_REQUEST, STORY, STORY_REQUEST, UNKNOWN_MARK
+from tests.kit.world import World, assert_invariants, assert_model_requests
 
 pytestmark = pytest.mark.crash
-
-UNKNOWN_MARK = "may or may not have completed"
 
 
 # -- what each replay policy promises ---------------------------------------------------------
@@ -63,7 +53,6 @@ def assert_story_completed(world: World, *, interruptions: int) -> None:
     assert not world.tasks_of("check_deploy")
     assert world.effects_of("charge") == [world.task("charge").execution_id]
     assert world.effects_of("deploy") == [world.task("deploy").execution_id]
-    assert world.ledger == [world.task("charge").execution_id]
 
 
 def started_reasons(world: World, tool: str) -> list[object]:
@@ -112,7 +101,7 @@ def check_model_before_request(world: World) -> None:
 def check_model_cut_off(world: World) -> None:
     # The response was not recorded: the model is asked again, and recorded once.
     assert_story_completed(world, interruptions=1)
-    assert_model_requests(world, again=["story r0"])
+    assert_model_requests(world, again=[(STORY, 0)])
 
 
 def check_intent_read_state(world: World) -> None:
@@ -288,7 +277,7 @@ def test_two_crashes_in_a_row(crash: CrashHarness) -> None:
     assert_story_completed(world, interruptions=2)
     task = world.task("charge")
     assert world.calls_of("charge") == [(task.execution_id, 2)]
-    assert_model_requests(world, again=["story r2"])
+    assert_model_requests(world, again=[(STORY, 2)])
 
 
 def test_recovery_on_another_host(crash: CrashHarness) -> None:
@@ -298,7 +287,7 @@ def test_recovery_on_another_host(crash: CrashHarness) -> None:
     assert_crashed(crash.run(spec, hostname="host-a"), spec)
     assert_clean(crash.run(hostname="host-b"), "the run to rest on another host")
     world = crash.world()
-    assert_invariants(world, [STORY_REQUEST])
+    assert_invariants(world, [STORY_REQUEST], sessions=1)
     check_execute_deploy(world)
     attempts = world.attempts[world.submission().id]
     assert [a.worker.split(":")[0] for a in attempts] == ["host-a", "host-b"], attempts
@@ -311,7 +300,7 @@ def test_message_waits_for_the_crashed_turn(crash: CrashHarness) -> None:
     crash.crash("tool.after-execute:deploy")
     assert_clean(crash.run(follow_up=True), "the follow-up run that also recovers")
     world = crash.world()
-    assert_invariants(world, [STORY_REQUEST, NEXT_REQUEST])
+    assert_invariants(world, [STORY_REQUEST, NEXT_REQUEST], sessions=1)
     story, nxt = world.submission(), world.submission(NEXT_REQUEST)
     assert (story.seq, nxt.seq) == (1, 2)
     assert story.status == "completed" and nxt.status == "completed", (story, nxt)

@@ -1,9 +1,10 @@
 """A real ``fxdurable serve`` in a subprocess, for the HTTP tests.
 
 ``ServedApp.start()`` launches ``python -m fxdurable.cli.main serve`` on a free port with the
-crash driver's story agent (``tests/crash/driver.py``; its outside world in ``workdir``) and
-waits for ``GET /healthz``. ``crash_at`` sets ``FXD_CRASH_AT`` so the server SIGKILLs itself
-at that point; ``kill()`` SIGKILLs it from outside; ``start()`` again is the restart.
+crash driver's story agent (``tests.crash.driver:agents``: the ``tests.kit.story`` agent, its
+outside world in ``workdir``) and waits for ``GET /healthz``. ``crash_at`` sets
+``FXD_CRASH_AT`` so the server SIGKILLs itself at that point; ``kill()`` SIGKILLs it from
+outside; ``start()`` again is the restart.
 """
 
 from __future__ import annotations

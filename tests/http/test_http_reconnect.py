@@ -11,12 +11,12 @@ from typing import Any
 
 import httpx
 import pytest
-from crash_harness import assert_invariants, read_world
-from driver import FOLLOW_UP, STORY
 from http_server import ALICE, ServedApp
 
 from fxdurable.http.app import _request_id
 from fxdurable.stores import open_store
+from tests.kit.story import FOLLOW_UP, STORY
+from tests.kit.world import assert_invariants, read_world
 
 TIMEOUT = httpx.Timeout(30.0)
 # One client for the module: a new one per call costs ~80 ms (it builds an SSL context).
@@ -120,7 +120,8 @@ def test_a_client_that_reconnects_from_its_cursor_misses_no_line_and_sees_none_t
     retry, full = chat(app, STORY, key="story-1")
     assert retry.headers["X-Fxd-Submission-Id"] == submission_id
     assert union == full
-    assert_invariants(read_world(app.store_url, app.workdir), [_request_id("alice", "story-1")])
+    world = read_world(app.store_url, app.workdir)
+    assert_invariants(world, [_request_id("alice", "story-1")], sessions=1)
 
 
 def test_cursor_zero_replays_the_session_from_its_first_line(served):

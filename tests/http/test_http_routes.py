@@ -11,13 +11,13 @@ from typing import Any, TypeVar
 
 import httpx
 import pytest
-from crash_harness import assert_invariants, read_world
-from driver import FOLLOW_UP, STORY
 from http_server import ALICE, ALICE_TOKEN, BOB, WAKE_SECRET, ServedApp
 
 from fxdurable.http.app import _request_id
 from fxdurable.http.signing import SIGNATURE_HEADER, sign_wake
 from fxdurable.stores import open_store
+from tests.kit.story import FOLLOW_UP, STORY
+from tests.kit.world import assert_invariants, read_world
 
 TIMEOUT = httpx.Timeout(30.0)
 # One client for the module: a new one per call costs ~80 ms (it builds an SSL context).
@@ -246,7 +246,8 @@ def test_a_post_retried_with_its_idempotency_key_is_one_submission(served):
     found = read_store(app, lambda v: v.get_submission_by_request(_request_id("alice", "order-42")))
     assert found is not None and found.id == submission_id
     # Charged and deployed once.
-    assert_invariants(read_world(app.store_url, app.workdir), [_request_id("alice", "order-42")])
+    world = read_world(app.store_url, app.workdir)
+    assert_invariants(world, [_request_id("alice", "order-42")], sessions=1)
 
     # The same key for other work is refused, and nothing is admitted.
     conflict, _ = chat(app, "something else", key="order-42")
@@ -442,7 +443,7 @@ def test_abort_settles_the_running_turn_aborted(served):
     again = HTTP.post(f"{app.url}/abort", headers=ALICE, json={"sessionId": "s"}, timeout=TIMEOUT)
     assert again.json() == {"sessionId": "s", "aborted": []}
     world = read_world(app.store_url, app.workdir)
-    assert_invariants(world, [_request_id("alice", "to-abort")])
+    assert_invariants(world, [_request_id("alice", "to-abort")], sessions=1)
     assert world.effects == []
     assert [str(s.status) for s in world.submissions] == ["aborted"]
     # The session rests and takes the next message.

@@ -10,14 +10,14 @@ from typing import Any, TypeVar
 
 import httpx
 import pytest
-from crash_harness import DONE_TEXT, STORY_REQUEST, assert_invariants, read_world
-from driver import STORY
 from http_server import ALICE, WAKE_SECRET, ServedApp
 
 from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Journal
 from fxdurable.http.signing import SIGNATURE_HEADER, sign_wake
 from fxdurable.stores import open_store
+from tests.kit.story import AGENT, DONE_TEXT, STORY, STORY_REQUEST
+from tests.kit.world import assert_invariants, read_world
 
 TIMEOUT = httpx.Timeout(30.0)
 HTTP = httpx.Client(timeout=TIMEOUT)
@@ -54,7 +54,7 @@ def admit_behind_the_servers_back(app: ServedApp) -> str:
     def admit(store: Any) -> str:
         journal = Journal(store, SystemClock(), RandomIds())
         admission = journal.admit(
-            "s", agent="crash-agent", prompt=STORY, request_id=STORY_REQUEST, owner="alice"
+            "s", agent=AGENT, prompt=STORY, request_id=STORY_REQUEST, owner="alice"
         )
         return admission.submission.id
 
@@ -113,7 +113,7 @@ def test_only_a_fresh_signature_over_the_exact_body_wakes_a_session(served):
     assert r.json() == {"sessionId": "s", "status": "idle"}
     assert status(app, submission_id) == "completed"
     world = read_world(app.store_url, app.workdir)
-    assert_invariants(world, [STORY_REQUEST])
+    assert_invariants(world, [STORY_REQUEST], sessions=1)
     assert world.submission().result_text == DONE_TEXT
     assert [e.tool for e in world.effects] == ["charge", "deploy"]
 

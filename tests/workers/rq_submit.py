@@ -13,9 +13,8 @@ import asyncio
 import json
 from pathlib import Path
 
-import rq_story_agents as story
-
 import fxdurable as fx
+from tests.kit.story import story_agent
 
 
 async def main() -> None:
@@ -23,7 +22,7 @@ async def main() -> None:
     for flag in ("--store", "--queue", "--session", "--prompt", "--request-id"):
         parser.add_argument(flag, required=True)
     args = parser.parse_args()
-    agents = [story.build_agent(Path("."))]
+    agents = [story_agent(Path("."))]
     async with fx.Runtime(agents, store=args.store, queue=args.queue) as rt:
         sub = await rt.session(args.session).submit(args.prompt, request_id=args.request_id)
     print(json.dumps({"submission": sub.id, "status": str(sub.status)}), flush=True)

@@ -7,8 +7,8 @@ the test Redis (``queue_url``), a copy of ``rq_story_agents.py`` under a unique 
 the workers' ``PYTHONPATH``, and the outside world's logs (``world/``). It starts workers
 (``python -m fxdurable -v worker``, stdout/stderr to files under ``logs/``), submits through
 ``fx.Runtime(agents, store=..., queue=...)`` (which only admits and enqueues in RQ mode), waits
-by polling the store, and reads an at-rest :class:`World` for :func:`assert_invariants` (the
-DESIGN §5 checks, built on ``fxdurable.testing.check_store`` / ``check_effects``).
+by polling the store, and reads an at-rest ``World`` for ``assert_invariants`` (the DESIGN §5
+checks, shared with the other crash suites: ``tests.kit.world``).
 
 Every process it starts is stopped at teardown (:meth:`RqHarness.cleanup`), work horses
 included: a horse is in a process group of its own (RQ calls ``setpgrp``) and outlives a
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import os
 import shutil
 import signal
@@ -28,33 +27,20 @@ import subprocess
 import sys
 import time
 import uuid
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import rq_story_agents as story
-
 import fxdurable as fx
-from fxdurable.core.records import (
-    AttemptRecord,
-    EventRecord,
-    ModelCallRecord,
-    SessionRecord,
-    SubmissionRecord,
-    ToolTaskRecord,
-)
-from fxdurable.stores import open_store
-from fxdurable.testing import Effect, Violation, check_effects, check_store
-from fxdurable.testing.invariants import StoreSummary
+from fxdurable.core.records import EventRecord, SubmissionRecord
+from tests.kit.story import story_agent
+from tests.kit.world import SETTLED, World, read_store, read_world
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 AGENTS_SOURCE = HERE / "rq_story_agents.py"
 SUBMIT_SCRIPT = HERE / "rq_submit.py"
-SETTLED = ("completed", "failed", "aborted")
-CRASH_MARK = story.CRASH_MARK
 HORSE_DIED = "failed (Work-horse terminated unexpectedly; waitpid returned 9 (signal 9)"
 POLL_S = 0.01
 
@@ -185,175 +171,6 @@ class WorkerProc:
             deadline = time.monotonic() + 5
             while pid_alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.01)
-
-
-# -- the world at rest ----------------------------------------------------------------------
-
-
-@dataclass
-class World:
-    """One snapshot of every session in the store, and of the outside world's logs."""
-
-    summary: StoreSummary
-    effect_violations: list[Violation]
-    sessions: dict[str, SessionRecord]
-    submissions: list[SubmissionRecord]
-    attempts: dict[str, list[AttemptRecord]]
-    model_calls: dict[str, list[ModelCallRecord]]
-    tasks: list[ToolTaskRecord]
-    events: dict[str, list[EventRecord]]
-    effects: list[Effect]
-    calls: list[tuple[str, str, int, int]]  # (tool, execution id, run, pid) per execution
-    ledger: list[str]
-    model_requests: list[tuple[str, int, int]]  # (prompt, round, pid) per request served
-
-    def submission(self, request_id: str) -> SubmissionRecord:
-        (sub,) = [s for s in self.submissions if s.request_id == request_id]
-        return sub
-
-    def tasks_of(self, tool: str, request_id: str) -> list[ToolTaskRecord]:
-        turn = self.submission(request_id).id
-        return [t for t in self.tasks if t.tool == tool and t.turn_id == turn]
-
-    def task(self, tool: str, request_id: str) -> ToolTaskRecord:
-        (task,) = self.tasks_of(tool, request_id)
-        return task
-
-    def effects_of(self, tool: str) -> list[str]:
-        return [e.execution_id for e in self.effects if e.tool == tool]
-
-    def calls_of(self, tool: str) -> list[tuple[str, int]]:
-        return [(eid, run) for name, eid, run, _pid in self.calls if name == tool]
-
-    def session_events(self, session_id: str) -> list[EventRecord]:
-        return self.events[session_id]
-
-    def all_events(self) -> list[EventRecord]:
-        return [e for events in self.events.values() for e in events]
-
-    def events_of(self, type_: str, session_id: str | None = None) -> list[EventRecord]:
-        events = self.all_events() if session_id is None else self.events[session_id]
-        return [e for e in events if e.type == type_]
-
-    def task_events(self, task: ToolTaskRecord, type_: str | None = None) -> list[EventRecord]:
-        return [
-            e
-            for e in self.events[task.session_id]
-            if e.data.get("task") == task.id and (type_ is None or e.type == type_)
-        ]
-
-    def attempt_pids(self, request_id: str) -> list[int]:
-        """The pid of the process (the RQ work horse) that ran each attempt."""
-        sub = self.submission(request_id)
-        return [int(a.worker.rsplit(":", 1)[1]) for a in self.attempts[sub.id]]
-
-
-def read_world(store_url: str, world_dir: Path) -> World:
-    effects = []
-    for line in story.read_lines(world_dir / "effects.log"):
-        tool, execution = line.split()
-        effects.append(Effect(tool, execution))
-    calls = []
-    for line in story.read_lines(world_dir / "calls.log"):
-        tool, execution, run, pid = line.split()
-        calls.append((tool, execution, int(run), int(pid)))
-    requests = []
-    for line in story.read_lines(world_dir / "model.log"):
-        prompt, round_, pid = line.rsplit("|", 2)
-        requests.append((prompt, int(round_.removeprefix("r")), int(pid)))
-
-    def body(view: Any) -> World:
-        sessions = {s.id: s for s in view.list_sessions()}
-        subs = [sub for sid in sessions for sub in view.submissions(sid)]
-        return World(
-            summary=check_store(view, now=time.time(), at_rest=True),
-            effect_violations=check_effects(view, effects),
-            sessions=sessions,
-            submissions=subs,
-            attempts={s.id: list(view.attempts(s.id)) for s in subs},
-            model_calls={s.id: list(view.model_calls(s.id)) for s in subs},
-            tasks=[t for sid in sessions for t in view.session_tool_tasks(sid)],
-            events={sid: list(view.events(sid)) for sid in sessions},
-            effects=effects,
-            calls=calls,
-            ledger=story.read_lines(world_dir / "ledger.txt"),
-            model_requests=requests,
-        )
-
-    store = open_store(store_url)
-    try:
-        return store.read(body)
-    finally:
-        store.close()
-
-
-def assert_invariants(world: World, request_ids: Iterable[str]) -> None:
-    """DESIGN §5, from the store and the log of external effects, with every worker stopped."""
-    problems = [str(v) for v in world.summary.violations]
-    problems += [str(v) for v in world.effect_violations]
-    assert not problems, "invariant violations:\n" + "\n".join(problems)
-
-    # Each unsafe effect at most once; each idempotent effect once per execution id.
-    tasks_by_execution = {t.execution_id: t for t in world.tasks}
-    for (tool, execution_id), n in Counter((e.tool, e.execution_id) for e in world.effects).items():
-        task = tasks_by_execution.get(execution_id)
-        assert task is not None and task.tool == tool, f"{tool} {execution_id}: no such task"
-        assert n == 1, f"{tool} took effect {n} times for execution {execution_id}"
-    assert len(world.ledger) == len(set(world.ledger)), f"ledger repeats: {world.ledger}"
-    assert sorted(world.ledger) == sorted(world.effects_of("charge"))
-
-    # Each request id exactly one submission; each submission exactly one terminal outcome.
-    by_request = Counter(s.request_id for s in world.submissions)
-    assert by_request == Counter(request_ids), f"submissions per request id: {by_request}"
-    for sub in world.submissions:
-        assert sub.status in SETTLED, f"{sub.request_id} is {sub.status} at rest"
-        settles = [
-            e.type
-            for e in world.session_events(sub.session_id)
-            if e.type.startswith("submission.")
-            and e.type != "submission.admitted"
-            and e.data.get("submission") == sub.id
-        ]
-        assert settles == [f"submission.{sub.status}"], f"{sub.request_id} settled as {settles}"
-        assert not [a for a in world.attempts[sub.id] if a.status == "running"]
-
-    # No task left running or pending; each outcome_unknown with its event.
-    for task in world.tasks:
-        assert task.status not in ("running", "pending"), f"{task.id} left {task.status}"
-        if task.status == "outcome_unknown":
-            assert world.task_events(task, "tool.outcome_unknown"), f"{task.id} has no event"
-
-    for session_id, session in world.sessions.items():
-        # Gap-free events, the session at rest with its lease let go.
-        seqs = [e.seq for e in world.session_events(session_id)]
-        assert seqs == list(range(1, len(seqs) + 1)), f"{session_id}: event seqs {seqs}"
-        assert session.status == "idle", f"{session_id} is {session.status} at rest"
-        assert session.lease.owner is None, f"{session_id} still leased: {session.lease}"
-        # Per-session order: turns started in admission order, one after the other.
-        subs = sorted(
-            (s for s in world.submissions if s.session_id == session_id), key=lambda s: s.seq
-        )
-        started = [e.turn_id for e in world.events_of("turn.started", session_id)]
-        assert started == [s.id for s in subs if world.attempts[s.id]], (
-            f"{session_id}: turns started in order {started}, admitted {[s.id for s in subs]}"
-        )
-        for before, after in itertools.pairwise(subs):
-            if before.settled_at is not None and after.started_at is not None:
-                assert before.settled_at <= after.started_at, (
-                    f"{after.request_id} started before {before.request_id} settled"
-                )
-
-
-def assert_model_requests(world: World, *, again: Sequence[tuple[str, int]] = ()) -> None:
-    """The journal never forked: each recorded (turn, round) was requested from the model once.
-
-    ``again`` names (prompt, round) requests a crash cut off before they were recorded.
-    """
-    counts = Counter((prompt, round_) for prompt, round_, _pid in world.model_requests)
-    recorded = {(s.prompt, c.round) for s in world.submissions for c in world.model_calls[s.id]}
-    assert set(counts) == recorded, f"requested {sorted(counts)}, recorded {sorted(recorded)}"
-    expected = {key: 1 + list(again).count(key) for key in counts}
-    assert dict(counts) == expected, f"model requests {dict(counts)}, expected {expected}"
 
 
 # -- the harness -----------------------------------------------------------------------------
@@ -515,7 +332,7 @@ class RqHarness:
     # -- submitting --------------------------------------------------------------------------
 
     def agents(self) -> list[fx.Agent]:
-        return [story.build_agent(self.world_dir)]
+        return [story_agent(self.world_dir)]
 
     def submit(
         self,
@@ -574,11 +391,7 @@ class RqHarness:
     # -- reading -----------------------------------------------------------------------------
 
     def read(self, body: Callable[[Any], T]) -> T:
-        store = open_store(self.store_url)
-        try:
-            return store.read(body)
-        finally:
-            store.close()
+        return read_store(self.store_url, body)
 
     def events(self, session_id: str) -> list[EventRecord]:
         return self.read(lambda v: list(v.events(session_id)))

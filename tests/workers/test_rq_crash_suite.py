@@ -25,13 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
+from rq_story_agents import CRASH_MARK
 from rq_support import (
-    CRASH_MARK,
     HORSE_DIED,
     RqHarness,
-    World,
-    assert_invariants,
-    assert_model_requests,
     pid_alive,
     print_measure,
     proc_stat,
@@ -39,6 +36,8 @@ from rq_support import (
 )
 
 from fxdurable.runtime.worker import local_process_is_dead
+from tests.kit.story import UNKNOWN_MARK, done_text
+from tests.kit.world import World, assert_invariants, assert_model_requests
 
 pytestmark = [pytest.mark.redis, pytest.mark.crash]
 
@@ -46,7 +45,6 @@ SESSION = "s"
 REQUEST = "crash-1"
 NEXT_REQUEST = "crash-next"
 STORY = "story crash"
-UNKNOWN_MARK = "may or may not have completed"
 # How long a recovery may take: a scan interval, a fork and the rest of the turn, with slack
 # for a loaded machine; a recovery that waited for the lease to expire would still pass, so the
 # measured figures are printed for the report.
@@ -133,7 +131,7 @@ def started_reasons(world: World, tool: str) -> list[object]:
 def assert_story_completed(world: World, *, interruptions: int) -> None:
     sub = world.submission(REQUEST)
     assert sub.status == "completed", (sub.status, sub.error)
-    assert sub.result_text == "Done: crash"
+    assert sub.result_text == done_text("crash")
     assert sub.interruptions == interruptions, sub
     for tool in ("read_state", "charge", "deploy"):
         assert world.task(tool, REQUEST).status == "completed"

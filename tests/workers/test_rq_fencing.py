@@ -18,14 +18,14 @@ from collections.abc import Callable
 import pytest
 from rq_support import (
     RqHarness,
-    assert_invariants,
-    assert_model_requests,
     parse_worker_pid,
     pid_alive,
     print_measure,
     proc_stat,
     wait_until,
 )
+
+from tests.kit.world import assert_invariants, assert_model_requests
 
 pytestmark = pytest.mark.redis
 

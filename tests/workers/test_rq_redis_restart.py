@@ -14,7 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from rq_support import SETTLED, RqHarness, assert_invariants, read_world
+from rq_support import RqHarness
+
+from tests.kit.world import SETTLED, assert_invariants, read_world
 
 pytestmark = [pytest.mark.redis, pytest.mark.crash]
 

@@ -17,13 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from rq_support import (
-    RqHarness,
-    assert_invariants,
-    assert_model_requests,
-    print_measure,
-    wait_until,
-)
+from rq_support import RqHarness, print_measure, wait_until
+
+from tests.kit.story import done_text
+from tests.kit.world import assert_invariants, assert_model_requests
 
 pytestmark = pytest.mark.redis
 
@@ -36,7 +33,7 @@ def test_a_turn_submitted_from_a_runtime_is_run_by_a_worker(rq_harness: RqHarnes
     (sub,) = h.wait_settled([sub_id], timeout=30)
     print_measure("submit to settled, one worker", time.monotonic() - started)
     assert sub.status == "completed", (sub.status, sub.error, h.diagnostics())
-    assert sub.result_text == "Done: basic"
+    assert sub.result_text == done_text("basic")
 
     # The turn ran in the worker's forked work horse, not in this process.
     world = h.world()
@@ -77,7 +74,7 @@ def test_a_long_turn_completes_through_continuations(
     assert_invariants(world, ["req-1"])
     assert_model_requests(world)
     yielded = world.events_of("attempt.yielded")
-    assert len(yielded) >= 2, [e.type for e in world.all_events()]
+    assert len(yielded) >= 2, [e.type for e in world.events]
     assert {e.data.get("reason") for e in yielded} == {"deadline"}
     attempts = world.attempts[sub.id]
     assert [a.status for a in attempts] == ["yielded"] * (len(attempts) - 1) + ["finished"]

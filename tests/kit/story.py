@@ -1,0 +1,288 @@
+"""The story agent and its outside world: the subject of every crash suite.
+
+The story (prompt :data:`STORY`, or ``story <tag>`` for short): ``read_state`` → ``charge``
+(idempotent) → ``deploy`` (unsafe) → the final answer :func:`done_text`. After a deploy whose
+outcome is unknown, the scripted model inspects with ``check_deploy`` and never deploys again.
+:data:`FOLLOW_UP` is answered after one ``read_state``. ``ticks <n> <tag>`` calls the safe
+``tick`` tool ``n`` times, one per round (a long turn, for the deadline tests).
+
+The outside world lives in one directory, every line written with ``O_APPEND`` and fsynced
+(:func:`append_line`):
+
+- ``ledger.txt``: the charge downstream's idempotency keys. It dedupes on them, and a charge is
+  this one append: the ledger is the only record of the charges;
+- ``effects.log``: ``deploy <execution_id>`` every time deploy takes effect;
+- ``calls.log``: ``<tool> <execution_id> <run> <pid>`` for every execution of every tool;
+- ``hooks.log``: ``<tool>`` for every call of a logging ``before_tool`` hook (the crash
+  driver's ``hook`` scenario);
+- ``model.log``: ``[prompt, round, pid]`` (JSON) for every request the scripted model serves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pydantic
+
+import fxdurable as fx
+from fxdurable.runtime.agent import BeforeTool
+from fxdurable.runtime.models.base import Model
+
+AGENT = "crash-agent"
+SESSION = "s"
+STORY_REQUEST = "crash-1"
+NEXT_REQUEST = "crash-next"
+STORY = "Read the state, charge order 42 and deploy release 2.0."
+FOLLOW_UP = "status?"
+UNKNOWN_MARK = "may or may not have completed"
+_NAMED = re.compile(r"charge order (\S+) and deploy release (\S+?)\.?$")
+_TICKS = re.compile(r"ticks (\d+) (.+)", re.DOTALL)
+
+
+def append_line(path: Path, line: str) -> None:
+    """One durable line: O_APPEND (atomic w.r.t. other appenders) and fsync before returning."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+# -- what the prompts say ----------------------------------------------------------------------
+
+
+def subject(prompt: str) -> tuple[str, str]:
+    """The ``(order, release)`` a story prompt names: ``... charge order O and deploy release
+    R.``, or ``story T`` (both ``T``). Any other prompt (a steer, a fuzzer's) tells
+    :data:`STORY`'s story."""
+    named = _NAMED.search(prompt)
+    if named:
+        return named[1], named[2]
+    if prompt.startswith("story "):
+        tag = prompt.removeprefix("story ").strip()
+        return tag, tag
+    return subject(STORY)
+
+
+def is_story(prompt: str) -> bool:
+    """Whether a turn with this prompt tells the story, so may deploy (once)."""
+    return prompt != FOLLOW_UP and not _TICKS.fullmatch(prompt)
+
+
+def opening(order: str, release: str) -> str:
+    then = f"charge order {order} and deploy release {release}"
+    return f"I will read the current state first, then {then}."
+
+
+def done_text(order: str, release: str | None = None) -> str:
+    """The story's normal end; ``story T`` ends with ``done_text(T)``."""
+    return f"Done: order {order} charged and release {release or order} deployed."
+
+
+# Longer than one ScriptedModel chunk (16 characters): model.mid-stream needs a second delta.
+OPENING = opening(*subject(STORY))
+DONE_TEXT = done_text(*subject(STORY))
+
+
+# -- the tools -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Timings:
+    """Seconds each tool takes: ``tool_s`` every tool but check_deploy and tick; ``read_s``
+    (read_state) and ``deploy_s`` (deploy, before its effect) instead, when set; ``tick_s``
+    each tick."""
+
+    tool_s: float = 0.0
+    read_s: float = 0.0
+    deploy_s: float = 0.0
+    tick_s: float = 0.0
+
+
+class NoInput(pydantic.BaseModel):
+    pass
+
+
+class ChargeInput(pydantic.BaseModel):
+    order: str
+    amount_cents: int
+
+
+class DeployInput(pydantic.BaseModel):
+    version: str
+
+
+class TickInput(pydantic.BaseModel):
+    n: int
+
+
+def story_tools(world: Path, timings: Timings) -> list[fx.Tool]:
+    effects = world / "effects.log"
+    ledger = world / "ledger.txt"
+    calls = world / "calls.log"
+
+    def log_call(tool: str, ctx: fx.ToolContext) -> None:
+        append_line(calls, f"{tool} {ctx.execution_id} {ctx.attempt} {os.getpid()}")
+
+    def read_state(_: NoInput, ctx: fx.ToolContext) -> str:
+        log_call("read_state", ctx)
+        time.sleep(timings.read_s or timings.tool_s)
+        return "the order is unpaid; production runs release 1.9"
+
+    def charge(inp: ChargeInput, ctx: fx.ToolContext) -> str:
+        # The downstream payment system: it dedupes on the idempotency key it is given, and
+        # its ledger line is the charge (one append: nothing to tear apart by a SIGKILL).
+        log_call("charge", ctx)
+        time.sleep(timings.tool_s)
+        if ctx.execution_id in read_lines(ledger):
+            return f"order {inp.order} was already charged (idempotency key {ctx.execution_id})"
+        append_line(ledger, ctx.execution_id)
+        return f"charged {inp.amount_cents} cents for order {inp.order}"
+
+    def deploy(inp: DeployInput, ctx: fx.ToolContext) -> str:
+        # No idempotency at all: every execution that gets past the sleep is a deploy.
+        log_call("deploy", ctx)
+        time.sleep(timings.deploy_s or timings.tool_s)
+        append_line(effects, f"deploy {ctx.execution_id}")
+        return f"release {inp.version} deployed"
+
+    def check_deploy(_: NoInput, ctx: fx.ToolContext) -> str:
+        log_call("check_deploy", ctx)
+        deploys = [line for line in read_lines(effects) if line.startswith("deploy ")]
+        return f"{len(deploys)} deploy(s) on record"
+
+    def tick(inp: TickInput, ctx: fx.ToolContext) -> str:
+        log_call("tick", ctx)
+        time.sleep(timings.tick_s)
+        return f"tick {inp.n} done"
+
+    return [
+        fx.define_tool(
+            "read_state",
+            description="Read the order and production state.",
+            input_model=NoInput,
+            execute=read_state,
+        ),
+        fx.define_tool(
+            "charge",
+            description="Charge an order (the payment API dedupes on the idempotency key).",
+            input_model=ChargeInput,
+            execute=charge,
+            replay=fx.Idempotent(),
+        ),
+        fx.define_tool(
+            "deploy",
+            description="Deploy a release to production.",
+            input_model=DeployInput,
+            execute=deploy,
+            replay="unsafe",
+        ),
+        fx.define_tool(
+            "check_deploy",
+            description="Count the deploys production has on record.",
+            input_model=NoInput,
+            execute=check_deploy,
+        ),
+        fx.define_tool("tick", description="One slow step.", input_model=TickInput, execute=tick),
+    ]
+
+
+# -- the scripted model ----------------------------------------------------------------------
+
+
+def current_turn(messages: Sequence[Any]) -> list[Any]:
+    """The messages since the last user message: the current turn, as the model sees it."""
+    items = list(messages)
+    for i in range(len(items) - 1, -1, -1):
+        if getattr(items[i], "role", None) == "user":
+            return items[i:]
+    return items
+
+
+def asked(turn: Sequence[Any]) -> str:
+    return getattr(turn[0], "text", "") if turn else ""
+
+
+def policy(request: fx.ModelRequest) -> fx.ModelResponse:
+    """The scripted model: reacts to the conversation, as a model would after a recovery."""
+    turn = current_turn(request.messages)
+    prompt = asked(turn)
+    results = [m for m in turn if getattr(m, "role", None) == "tool"]
+    last = results[-1] if results else None
+    if prompt == FOLLOW_UP:
+        if last is None:
+            return fx.reply("Let me read the current state.", fx.call("read_state"))
+        return fx.reply(f"Status: {last.text}")
+    ticks = _TICKS.fullmatch(prompt)
+    if ticks:
+        count, tag = int(ticks[1]), ticks[2]
+        if len(results) < count:
+            return fx.reply(f"tick {len(results) + 1}", fx.call("tick", n=len(results) + 1))
+        return fx.reply(f"Ticked {count} times: {tag}")
+    order, release = subject(prompt)
+    if last is None:
+        return fx.reply(opening(order, release), fx.call("read_state"))
+    if last.tool_name == "read_state":
+        return fx.reply(
+            f"State read; charging order {order}.",
+            fx.call("charge", order=order, amount_cents=4200),
+        )
+    if last.tool_name == "charge":
+        return fx.reply(
+            f"Charged; deploying release {release}.", fx.call("deploy", version=release)
+        )
+    if last.tool_name == "deploy":
+        if UNKNOWN_MARK in last.text:
+            return fx.reply(
+                "The deploy's outcome is unknown; inspecting production before deciding.",
+                fx.call("check_deploy"),
+            )
+        return fx.reply(done_text(order, release))
+    if last.tool_name == "check_deploy":
+        return fx.reply(f"The deploy was interrupted; {last.text}. I will not deploy again.")
+    return fx.reply(f"Unexpected result from {last.tool_name}: {last.text}")
+
+
+def logged_policy(world: Path) -> Callable[[fx.ModelRequest], fx.ModelResponse]:
+    """The policy, logging each request it serves to ``model.log``: a step served from its
+    record never shows up twice."""
+    requests = world / "model.log"
+
+    def logged(request: fx.ModelRequest) -> fx.ModelResponse:
+        turn = current_turn(request.messages)
+        round_ = sum(1 for m in turn if getattr(m, "role", None) == "assistant")
+        append_line(requests, json.dumps([asked(turn), round_, os.getpid()]))
+        return policy(request)
+
+    return logged
+
+
+def story_agent(
+    world: Path,
+    *,
+    timings: Timings | None = None,
+    model: Model | None = None,
+    before_tool: BeforeTool | None = None,
+    durability: fx.Durability | None = None,
+) -> fx.Agent:
+    """The story's agent, its outside world in ``world``; the scripted model by default."""
+    return fx.Agent(
+        AGENT,
+        model or fx.ScriptedModel(logged_policy(world), name="scripted/story"),
+        instructions="You run the crash suites' story.",
+        tools=story_tools(world, timings or Timings()),
+        before_tool=before_tool,
+        durability=durability,
+    )
