@@ -4,13 +4,12 @@ ends with a ``stream_end`` line once the session has been quiet for the idle tim
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import httpx
 import pytest
+from http_lines import Line, is_turn_end, parsed, take_until
 from http_server import ALICE, ServedApp
 
 from fxdurable.http.app import _request_id
@@ -22,30 +21,12 @@ TIMEOUT = httpx.Timeout(30.0)
 # One client for the module: a new one per call costs ~80 ms (it builds an SSL context).
 HTTP = httpx.Client(timeout=TIMEOUT)
 IDLE_S = 1.0
-Line = dict[str, Any]
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _close_client() -> Iterator[None]:
     yield
     HTTP.close()
-
-
-def parsed(response: httpx.Response) -> Iterator[Line]:
-    return (json.loads(raw) for raw in response.iter_lines() if raw)
-
-
-def take_until(lines: Iterator[Line], stop: Callable[[Line], bool]) -> list[Line]:
-    taken = []
-    for line in lines:
-        taken.append(line)
-        if stop(line):
-            return taken
-    raise AssertionError(f"the stream closed before the expected line; got {taken}")
-
-
-def is_turn_end(line: Line) -> bool:
-    return line["type"] == "turn_end"
 
 
 def chat(

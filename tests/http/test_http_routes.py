@@ -11,18 +11,18 @@ from typing import Any, TypeVar
 
 import httpx
 import pytest
+from http_lines import Line, is_turn_end, parsed, take_until, tool_started
 from http_server import ALICE, ALICE_TOKEN, BOB, WAKE_SECRET, ServedApp
 
 from fxdurable.http.app import _request_id
 from fxdurable.http.signing import SIGNATURE_HEADER, sign_wake
-from fxdurable.stores import open_store
 from tests.kit.story import FOLLOW_UP, STORY
 from tests.kit.world import assert_invariants, read_world
+from tests.kit.world import read_store as kit_read_store
 
 TIMEOUT = httpx.Timeout(30.0)
 # One client for the module: a new one per call costs ~80 ms (it builds an SSL context).
 HTTP = httpx.Client(timeout=TIMEOUT)
-Line = dict[str, Any]
 T = TypeVar("T")
 
 
@@ -33,27 +33,6 @@ def _close_client() -> Iterator[None]:
 
 
 # -- helpers ---------------------------------------------------------------------------------
-
-
-def parsed(response: httpx.Response) -> Iterator[Line]:
-    return (json.loads(raw) for raw in response.iter_lines() if raw)
-
-
-def take_until(lines: Iterator[Line], stop: Callable[[Line], bool]) -> list[Line]:
-    taken = []
-    for line in lines:
-        taken.append(line)
-        if stop(line):
-            return taken
-    raise AssertionError(f"the stream closed before the expected line; got {taken}")
-
-
-def tool_started(tool: str) -> Callable[[Line], bool]:
-    return lambda line: line["type"] == "tool.started" and line["data"]["tool"] == tool
-
-
-def is_turn_end(line: Line) -> bool:
-    return line["type"] == "turn_end"
 
 
 def chat_stream(
@@ -84,11 +63,7 @@ def chat(app: ServedApp, prompt: str, **kwargs: Any) -> tuple[httpx.Response, li
 
 
 def read_store(app: ServedApp, body: Callable[[Any], T]) -> T:
-    store = open_store(app.store_url)
-    try:
-        return store.read(body)
-    finally:
-        store.close()
+    return kit_read_store(app.store_url, body)
 
 
 def event_types(app: ServedApp, session_id: str = "s") -> list[str]:
