@@ -40,6 +40,7 @@ __all__ = [
     "RecordNotFound",
     "RequestConflictError",
     "SessionNotFoundError",
+    "SteeringFullError",
     "SteeringPendingError",
     "StoreError",
     "SubmissionFailed",
@@ -82,6 +83,19 @@ class AgentBusyError(AdmissionError):
         super().__init__(
             f"session {session_id!r} is busy with another submission and when_busy='reject' "
             "was given; retry later or submit with when_busy='queue'"
+        )
+
+
+class SteeringFullError(AdmissionError):
+    """The running turn already has as much steering waiting as a session holds; nothing was
+    written. It is delivered at the turn's next model call: retry after that."""
+
+    def __init__(self, session_id: str, limit: int) -> None:
+        self.session_id = session_id
+        self.limit = limit
+        super().__init__(
+            f"session {session_id!r} already has {limit} steering messages waiting for the "
+            "turn's next model call; retry once they are delivered"
         )
 
 

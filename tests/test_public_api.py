@@ -28,6 +28,7 @@ PUBLIC_API = [
     "SessionHandle",
     "SessionNotFoundError",
     "Steering",
+    "SteeringFullError",
     "SubmissionFailed",
     "SubmissionRecord",
     "Tool",

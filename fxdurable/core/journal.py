@@ -53,6 +53,7 @@ from fxdurable.errors import (
     RecordNotFound,
     RequestConflictError,
     SessionNotFoundError,
+    SteeringFullError,
     SteeringPendingError,
 )
 
@@ -63,6 +64,9 @@ _R = TypeVar("_R", SubmissionRecord, TurnRecord, ToolTaskRecord)
 _Found = TypeVar("_Found")
 
 Outcome = Literal["completed", "failed", "aborted"]
+# Pending steering lives in the session record, which every step rewrites: a bound keeps a
+# step's write small however fast a client steers a turn that is busy in a long tool call.
+MAX_PENDING_STEERING = 16
 _SUBMISSION_OUTCOME = {
     "completed": SubmissionStatus.COMPLETED,
     "failed": SubmissionStatus.FAILED,
@@ -291,6 +295,8 @@ class Journal:
             unsettled = tx.unsettled_submissions(session_id)
             if unsettled and not unsettled[0].abort_requested:
                 current = unsettled[0]
+                if len(session.steering) >= MAX_PENDING_STEERING:
+                    raise SteeringFullError(session_id, MAX_PENDING_STEERING)
                 scope.session = replace(scope.session, steering=(*session.steering, text))
                 cursor = scope.session.next_event_seq
                 scope.emit("steer.recorded", turn_id=current.id, text=text)

@@ -31,6 +31,7 @@ from fxdurable.errors import (
     ConfigurationError,
     RequestConflictError,
     SessionNotFoundError,
+    SteeringFullError,
 )
 from fxdurable.http.auth import Authenticate
 from fxdurable.http.openapi import openapi_document
@@ -213,6 +214,8 @@ class _Api:
             )
         except SessionNotFoundError:
             raise session_not_found(body.session_id) from None
+        except SteeringFullError as exc:
+            raise ApiError(429, "steering_full", str(exc), error="SteeringFullError") from None
         await self._wake(body.session_id, "steer")
         reply = SteerReply(
             session_id=body.session_id,

@@ -34,6 +34,7 @@ _ERRORS = {
     "409": "busy (when_busy=reject: AgentBusyError) or an Idempotency-Key reused",
     "413": "body or prompt too large",
     "422": "the body does not match its schema",
+    "429": "too much steering already waiting for the turn's next model call",
 }
 
 
@@ -144,7 +145,7 @@ def openapi_document() -> dict[str, Any]:
                     "requestBody": _json_body(SteerRequest),
                     "responses": {
                         "200": _reply(SteerReply, "Recorded durably."),
-                        **_errors("400", "401", "404", "413", "422"),
+                        **_errors("400", "401", "404", "413", "422", "429"),
                     },
                 }
             },

@@ -321,6 +321,8 @@ class SessionHandle:
 
         With nothing in flight the text is admitted as a new submission instead
         (``Steering.steered`` is False); either way it is durable before this returns.
+        Raises :class:`~fxdurable.SteeringFullError` while 16 steering messages already wait
+        for the turn's next model call.
         """
         steering = await durable(self._rt.journal.steer, self.id, text)
         await self._rt.queue.enqueue(self.id, reason="steer")

@@ -365,6 +365,34 @@ def test_steering_a_running_turn_reaches_its_next_model_call(served):
     assert read_store(app, lambda v: len(v.submissions("s"))) == 1
 
 
+def test_steering_beyond_what_a_turn_can_hold_is_refused_with_429(served):
+    """16 steering messages may wait for the turn's next model call; the 17th is refused,
+    clearly, and every one that was accepted is delivered."""
+    from fxdurable.core.journal import MAX_PENDING_STEERING
+
+    app = served(scenario="abort")  # read_state takes 1 s: time to steer many times
+    app.start()
+    with chat_stream(app, STORY) as running:
+        lines = parsed(running)
+        seen = take_until(lines, tool_started("read_state"))
+        answers = [
+            HTTP.post(
+                f"{app.url}/steer",
+                headers=ALICE,
+                json={"sessionId": "s", "text": f"note {n}"},
+                timeout=TIMEOUT,
+            )
+            for n in range(MAX_PENDING_STEERING + 1)
+        ]
+        seen += take_until(lines, is_turn_end)
+    assert [a.status_code for a in answers] == [200] * MAX_PENDING_STEERING + [429]
+    body = answers[-1].json()
+    assert body["code"] == "steering_full" and body["error"] == "SteeringFullError"
+    delivered = [line for line in seen if line["type"] == "steer.delivered"]
+    assert sum(line["data"]["count"] for line in delivered) == MAX_PENDING_STEERING
+    assert seen[-1]["data"]["outcome"] == "completed"
+
+
 def test_steering_an_idle_session_starts_a_new_turn(served):
     app = served()
     app.start()

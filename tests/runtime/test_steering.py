@@ -242,3 +242,29 @@ def test_the_invariant_checker_accounts_for_every_steering_entry(tmp_path):
     )
     summary = journal.read(lambda v: check_store(v, now=0.0))
     assert [v.code for v in summary.violations if v.code == "steering-lost"] == ["steering-lost"]
+
+
+def test_steering_waiting_for_a_model_call_is_bounded(tmp_path):
+    """The session record holds pending steering and every step rewrites it: a client that
+    steers a turn busy in a long tool call gets a clear refusal instead of a growing record."""
+    from fxdurable.core.journal import MAX_PENDING_STEERING
+
+    journal, sub, fence = _running_turn(tmp_path)
+    for n in range(MAX_PENDING_STEERING):
+        journal.steer("s1", f"note {n}")
+    with pytest.raises(fx.SteeringFullError, match="retry once they are delivered"):
+        journal.steer("s1", "one too many")
+    session = journal.read(lambda v: v.get_session("s1"))
+    assert session is not None and len(session.steering) == MAX_PENDING_STEERING
+    # Delivered with the next model call, the room is back.
+    journal.record_model_call(
+        fence,
+        sub.id,
+        round_=0,
+        text="noted",
+        tool_calls=(),
+        policies=(),
+        usage=Usage(),
+        steering=MAX_PENDING_STEERING,
+    )
+    assert journal.steer("s1", "one more").steered
