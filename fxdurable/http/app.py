@@ -127,49 +127,11 @@ class _Api:
         principal = await self._principal(request)
         body = await self._body(request, ChatRequest)
         self._check_length(body.prompt, "prompt")
-        agent = self._agent(body.agent)
         request_id = _request_id(principal, request.headers.get("idempotency-key"))
-        session_id = body.session_id
-        if session_id is None and request_id is not None:
-            # A retry of a request that created its session: find that session again.
-            session_id = await self._session_of(request_id)
-        found = session_id is not None
-        session_id = session_id or f"ses_{secrets.token_hex(12)}"
-
-        async def admit(session_id: str) -> Admission:
-            return await durable(
-                self._rt.journal.admit,
-                session_id,
-                agent=agent,
-                prompt=body.prompt,
-                request_id=request_id,
-                when_busy=body.when_busy,
-                owner=principal,
-            )
-
-        try:
-            try:
-                admission = await admit(session_id)
-            except RequestConflictError:
-                # Two tries of one request without a sessionId raced: each made up a session
-                # id and the other's admission won. A retry belongs in the winner's session.
-                winner = None if found or request_id is None else await self._session_of(request_id)
-                if winner is None:
-                    raise
-                session_id = winner
-                admission = await admit(session_id)
-        except SessionNotFoundError:
-            raise session_not_found(session_id) from None
-        except AgentBusyError as exc:
-            raise ApiError(409, "agent_busy", str(exc), error="AgentBusyError") from None
-        except RequestConflictError as exc:
-            raise ApiError(
-                409, "idempotency_conflict", str(exc), error="RequestConflictError"
-            ) from None
-        except ConfigurationError as exc:
-            raise ApiError(409, "agent_mismatch", str(exc), error="ConfigurationError") from None
-        await self._wake(session_id, "submitted")
+        admission = await self._admit(principal, body, self._agent(body.agent), request_id)
         sub = admission.submission
+        session_id = sub.session_id
+        await self._wake(session_id, "submitted")
 
         def ends_this_turn(event: EventRecord) -> bool:
             return event.type in SETTLE_EVENTS and event.data.get("submission") == sub.id
@@ -187,6 +149,51 @@ class _Api:
             "Cache-Control": "no-store",
         }
         return StreamingResponse(lines, media_type=_NDJSON, headers=headers)
+
+    async def _admit(
+        self, principal: str, body: ChatRequest, agent: str, request_id: str | None
+    ) -> Admission:
+        """Admit ``body`` for ``principal``; the journal's refusals become API errors."""
+        session_id = body.session_id
+        if session_id is None and request_id is not None:
+            # A retry of a request that created its session: find that session again.
+            session_id = await self._session_of(request_id)
+        made_up = session_id is None
+        session_id = session_id or f"ses_{secrets.token_hex(12)}"
+
+        def admit(session_id: str) -> Admission:
+            return self._rt.journal.admit(
+                session_id,
+                agent=agent,
+                prompt=body.prompt,
+                request_id=request_id,
+                when_busy=body.when_busy,
+                owner=principal,
+            )
+
+        try:
+            try:
+                return await durable(admit, session_id)
+            except RequestConflictError:
+                # Two tries of one request without a sessionId raced: each made up a session
+                # id and the other's admission won. A retry belongs in the winner's session.
+                winner = None
+                if made_up and request_id is not None:
+                    winner = await self._session_of(request_id)
+                if winner is None:
+                    raise
+                session_id = winner
+                return await durable(admit, session_id)
+        except SessionNotFoundError:
+            raise session_not_found(session_id) from None
+        except AgentBusyError as exc:
+            raise ApiError(409, "agent_busy", str(exc), error="AgentBusyError") from None
+        except RequestConflictError as exc:
+            raise ApiError(
+                409, "idempotency_conflict", str(exc), error="RequestConflictError"
+            ) from None
+        except ConfigurationError as exc:
+            raise ApiError(409, "agent_mismatch", str(exc), error="ConfigurationError") from None
 
     async def reconnect(self, request: Request) -> Response:
         principal = await self._principal(request)
