@@ -54,7 +54,7 @@ from fxdurable.http.settings import HttpSettings
 from fxdurable.http.signing import SIGNATURE_HEADER, SignatureError, verify_wake
 from fxdurable.http.stream import SETTLE_EVENTS, ReadEvents, tail
 from fxdurable.runtime.crossing import durable
-from fxdurable.runtime.history import build_history
+from fxdurable.runtime.history import conversation
 from fxdurable.runtime.runtime import Runtime
 
 __all__ = ["create_app"]
@@ -276,14 +276,7 @@ class _Api:
         principal = await self._principal(request)
         session_id = _session_id(request.path_params["session_id"])
         await self._owned(session_id, principal)
-        messages = await durable(
-            self._rt.journal.read,
-            lambda v: (
-                build_history(
-                    v.messages(session_id), v.session_tool_tasks(session_id), compact=False
-                ).messages
-            ),
-        )
+        messages = await durable(self._rt.journal.read, lambda v: conversation(v, session_id))
         reply = HistoryReply(
             session_id=session_id,
             messages=[

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 from fxdurable.core.records import MessageRecord, ToolCallRequest, ToolTaskRecord
 from fxdurable.core.states import is_terminal
+from fxdurable.core.store import ReadView
 from fxdurable.runtime.models.base import ChatMessage
 
-__all__ = ["History", "build_history", "call_id", "with_summary"]
+__all__ = ["History", "build_history", "call_id", "conversation", "with_summary"]
 
 SUMMARY_HEADING = "Summary of the earlier conversation (older messages were compacted):"
 
@@ -74,3 +75,10 @@ def build_history(
                     )
                 )
     return History(summary=latest.text if latest is not None else None, messages=history)
+
+
+def conversation(view: ReadView, session_id: str) -> list[ChatMessage]:
+    """Every message of the session, uncompacted, as people read it (history routes, trace)."""
+    return build_history(
+        view.messages(session_id), view.session_tool_tasks(session_id), compact=False
+    ).messages

@@ -27,7 +27,7 @@ from fxdurable.queues import LocalQueue, WakeQueue, open_queue
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
-from fxdurable.runtime.history import build_history
+from fxdurable.runtime.history import conversation
 from fxdurable.runtime.model_step import Sleep
 from fxdurable.runtime.models.base import ChatMessage
 from fxdurable.runtime.models.http import aclose_clients
@@ -301,14 +301,7 @@ class SessionHandle:
         return list(await durable(self._rt.journal.read, lambda v: v.events(self.id, after, limit)))
 
     async def history(self) -> list[ChatMessage]:
-        return await durable(
-            self._rt.journal.read,
-            lambda v: (
-                build_history(
-                    v.messages(self.id), v.session_tool_tasks(self.id), compact=False
-                ).messages
-            ),
-        )
+        return await durable(self._rt.journal.read, lambda v: conversation(v, self.id))
 
     async def submission(self, submission_id: str) -> SubmissionRecord | None:
         return await durable(self._rt.journal.read, lambda v: v.get_submission(submission_id))
