@@ -19,6 +19,8 @@ from pathlib import Path
 import httpx
 from redis_support import free_port
 
+from tests.kit.world import World, read_world
+
 REPO = Path(__file__).resolve().parents[2]
 ALICE_TOKEN = "alice-token-0123456789abcdef"
 BOB_TOKEN = "bob-token-0123456789abcdef"
@@ -127,6 +129,17 @@ class ServedApp:
         except subprocess.TimeoutExpired:
             self.kill()
             raise AssertionError(f"the server ignored SIGTERM:\n{self.output()}") from None
+
+    def world_at_rest(self, timeout: float = 10.0) -> World:
+        """The world once the server has let go of every session. A client sees ``turn_end``
+        as soon as the turn settles, a moment before its worker releases the lease."""
+        deadline = time.monotonic() + timeout
+        while True:
+            world = read_world(self.store_url, self.workdir)
+            held = [s for s in world.sessions.values() if s.lease.owner is not None]
+            if not held or time.monotonic() > deadline:
+                return world  # a lease still held then fails the invariants, with its record
+            time.sleep(0.02)
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""

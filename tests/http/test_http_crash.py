@@ -181,7 +181,7 @@ def follow_up(app: ServedApp, request_ids: list[str]) -> World:
     """The session accepts a next message over HTTP and completes it; invariants again."""
     read = post_chat(app, FOLLOW_UP, "next")
     assert_completed(read)
-    world = read_world(app.store_url, app.workdir)
+    world = app.world_at_rest()
     assert_invariants(world, [*request_ids, rid("next")], sessions=1)
     nxt = world.submission(rid("next"))
     assert nxt.status == "completed" and (nxt.result_text or "").startswith("Status: "), nxt
@@ -207,7 +207,7 @@ def test_a_retried_post_after_a_crash_past_admission_gets_the_same_submission(se
     # Retried once more after the end: the same turn again, not new work.
     assert post_chat(app, STORY, "k1").lines == retry.lines
     assert_idles_out(app, retry.lines[-1]["cursor"])
-    world = read_world(app.store_url, app.workdir)
+    world = app.world_at_rest()
     assert_invariants(world, [rid("k1")], sessions=1)  # exactly one submission for the key
     assert_model_requests(world)
     assert_whole_turn(retry.events, world, admitted.id)
@@ -235,7 +235,7 @@ def test_a_stream_cut_by_a_crash_after_a_tool_ran_resumes_from_its_cursor(served
 
     app.start()
     rest = reconnect(app, first.events[-1]["cursor"], submission)
-    world = read_world(app.store_url, app.workdir)
+    world = app.world_at_rest()
     assert_invariants(world, [rid("k1")], sessions=1)
     assert_model_requests(world)  # no recorded step asked the model again
     lines = first.events + rest
@@ -307,7 +307,7 @@ def test_steering_recorded_just_before_a_crash_reaches_the_model_once(served):
 
     app.start()
     lines = first.events + reconnect(app, first.events[-1]["cursor"], submission)
-    world = read_world(app.store_url, app.workdir)
+    world = app.world_at_rest()
     assert_invariants(world, [rid("k1")], sessions=1)
     assert_whole_turn(lines, world, submission)
     assert lines[-1]["data"]["outcome"] == "completed"
@@ -362,7 +362,7 @@ def test_a_stream_cut_by_a_sigkill_at_a_random_moment_resumes_from_its_cursor(se
     lines = first.events
     if not finished:
         lines += reconnect(app, first.events[-1]["cursor"], submission)
-    world = read_world(app.store_url, app.workdir)
+    world = app.world_at_rest()
     assert_invariants(world, [rid("k1")], sessions=1)
     assert_whole_turn(lines, world, submission)
     assert lines[-1]["data"]["outcome"] == "completed", moment

@@ -15,7 +15,7 @@ from http_server import ALICE, ServedApp
 from fxdurable.http.app import _request_id
 from fxdurable.stores import open_store
 from tests.kit.story import FOLLOW_UP, STORY
-from tests.kit.world import assert_invariants, read_world
+from tests.kit.world import assert_invariants
 
 TIMEOUT = httpx.Timeout(30.0)
 # One client for the module: a new one per call costs ~80 ms (it builds an SSL context).
@@ -101,7 +101,7 @@ def test_a_client_that_reconnects_from_its_cursor_misses_no_line_and_sees_none_t
     retry, full = chat(app, STORY, key="story-1")
     assert retry.headers["X-Fxd-Submission-Id"] == submission_id
     assert union == full
-    world = read_world(app.store_url, app.workdir)
+    world = app.world_at_rest()
     assert_invariants(world, [_request_id("alice", "story-1")], sessions=1)
 
 

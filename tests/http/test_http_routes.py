@@ -17,7 +17,7 @@ from http_server import ALICE, ALICE_TOKEN, BOB, WAKE_SECRET, ServedApp
 from fxdurable.http.app import _request_id
 from fxdurable.http.signing import SIGNATURE_HEADER, sign_wake
 from tests.kit.story import FOLLOW_UP, STORY
-from tests.kit.world import assert_invariants, read_world
+from tests.kit.world import assert_invariants
 from tests.kit.world import read_store as kit_read_store
 
 TIMEOUT = httpx.Timeout(30.0)
@@ -221,7 +221,7 @@ def test_a_post_retried_with_its_idempotency_key_is_one_submission(served):
     found = read_store(app, lambda v: v.get_submission_by_request(_request_id("alice", "order-42")))
     assert found is not None and found.id == submission_id
     # Charged and deployed once.
-    world = read_world(app.store_url, app.workdir)
+    world = app.world_at_rest()
     assert_invariants(world, [_request_id("alice", "order-42")], sessions=1)
 
     # The same key for other work is refused, and nothing is admitted.
@@ -445,7 +445,7 @@ def test_abort_settles_the_running_turn_aborted(served):
     # Nothing is left to abort; the charge and deploy never happened.
     again = HTTP.post(f"{app.url}/abort", headers=ALICE, json={"sessionId": "s"}, timeout=TIMEOUT)
     assert again.json() == {"sessionId": "s", "aborted": []}
-    world = read_world(app.store_url, app.workdir)
+    world = app.world_at_rest()
     assert_invariants(world, [_request_id("alice", "to-abort")], sessions=1)
     assert world.effects == []
     assert [str(s.status) for s in world.submissions] == ["aborted"]

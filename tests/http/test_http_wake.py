@@ -17,7 +17,7 @@ from fxdurable.core.journal import Journal
 from fxdurable.http.signing import SIGNATURE_HEADER, sign_wake
 from fxdurable.stores import open_store
 from tests.kit.story import AGENT, DONE_TEXT, STORY, STORY_REQUEST
-from tests.kit.world import assert_invariants, read_world
+from tests.kit.world import assert_invariants
 
 TIMEOUT = httpx.Timeout(30.0)
 HTTP = httpx.Client(timeout=TIMEOUT)
@@ -112,7 +112,7 @@ def test_only_a_fresh_signature_over_the_exact_body_wakes_a_session(served):
     assert r.status_code == 200, r.text
     assert r.json() == {"sessionId": "s", "status": "idle"}
     assert status(app, submission_id) == "completed"
-    world = read_world(app.store_url, app.workdir)
+    world = app.world_at_rest()
     assert_invariants(world, [STORY_REQUEST], sessions=1)
     assert world.submission().result_text == DONE_TEXT
     assert [e.tool for e in world.effects] == ["charge", "deploy"]
@@ -120,7 +120,7 @@ def test_only_a_fresh_signature_over_the_exact_body_wakes_a_session(served):
     # A replay within the window is only a hint: the records say there is nothing to do.
     again = wake(app, BODY, r.request.headers[SIGNATURE_HEADER])
     assert again.status_code == 200 and again.json()["status"] == "idle"
-    assert read_world(app.store_url, app.workdir).effects == world.effects
+    assert app.world_at_rest().effects == world.effects
     # The owner sees the finished work over the API.
     session = HTTP.get(f"{app.url}/sessions/s", headers=ALICE).json()
     assert [(s["id"], s["status"]) for s in session["submissions"]] == [
