@@ -28,7 +28,6 @@ import math
 import os
 import secrets
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,7 @@ import httpx
 
 from bench.sqlite_steps import RawCommit, sqlite_url
 from fxdurable import Agent, ScriptedModel, reply
+from fxdurable.testing.net import free_port, wait_healthy
 
 __all__ = [
     "HTTP_RATIO_NAMES",
@@ -168,20 +168,13 @@ def render_http(figures: HttpFigures | None, note: str | None) -> str:
 # -- the server ------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 class _Server:
     """``fxdurable serve`` in a subprocess, its output in ``directory/serve.log``."""
 
     def __init__(self, directory: Path, token: str) -> None:
         self.directory = directory
         self.token = token
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = directory / "serve.log"
         self._proc: subprocess.Popen[bytes] | None = None
@@ -213,21 +206,7 @@ class _Server:
             self._proc = subprocess.Popen(
                 command, cwd=self.directory, env=env, stdout=log, stderr=subprocess.STDOUT
             )
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(
-                    f"fxdurable serve exited ({self._proc.returncode}):\n{self.tail()}"
-                )
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError(
-            f"fxdurable serve did not answer in {READY_TIMEOUT_S:g}s:\n{self.tail()}"
-        )
+        wait_healthy(f"{self.url}/healthz", self._proc, timeout_s=READY_TIMEOUT_S, output=self.tail)
 
     def tail(self) -> str:
         return self.log.read_text(errors="replace")[-2000:] if self.log.exists() else "(no log)"

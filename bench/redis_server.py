@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
+
+from fxdurable.testing.net import free_port
 
 __all__ = ["REDIS_SERVER", "RedisServer", "RedisServerError", "unavailable_reason"]
 
@@ -40,13 +41,6 @@ def unavailable_reason() -> str | None:
     except ImportError as exc:
         return f"the redis extra is not installed ({exc}): pip install 'fxdurable[redis]'"
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class RedisServer:
@@ -86,7 +80,7 @@ class RedisServer:
         if self.appendonly:
             persistence = ["--appendonly", "yes", "--appendfsync", "everysec"]
         for _ in range(5):  # another process may take a "free" port before redis binds it
-            self.port = _free_port()
+            self.port = free_port()
             proc = subprocess.Popen(
                 [
                     binary,

@@ -109,16 +109,7 @@ def measure_redis_steps(
                         op()
                     if not warm_up:
                         samples.add(f"{kind} {name}", time.perf_counter() - start, raw_ops)
-                model_s = tool_s = 0.0
-                driver = drivers[name]
-                for _ in range(rounds):
-                    t0 = time.perf_counter()
-                    (task,) = driver.model_step()
-                    t1 = time.perf_counter()
-                    driver.tool_step(task)
-                    t2 = time.perf_counter()
-                    model_s += t1 - t0
-                    tool_s += t2 - t1
+                model_s, tool_s = drivers[name].timed_rounds(rounds)
                 if not warm_up:
                     samples.add(f"model {name}", model_s, rounds)
                     samples.add(f"tool {name}", tool_s, rounds)

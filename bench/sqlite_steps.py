@@ -167,6 +167,20 @@ class SessionDriver:
         self.journal.start_tool(self.fence, task.id)
         self.journal.finish_tool(self.fence, task.id, ToolTaskStatus.COMPLETED, TOOL_RESULT)
 
+    def timed_rounds(self, rounds: int) -> tuple[float, float]:
+        """Run ``rounds`` rounds (a model step asking for one tool, then that tool's step);
+        return the seconds spent in model steps and in tool steps."""
+        model_s = tool_s = 0.0
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            (task,) = self.model_step()
+            t1 = time.perf_counter()
+            self.tool_step(task)
+            t2 = time.perf_counter()
+            model_s += t1 - t0
+            tool_s += t2 - t1
+        return model_s, tool_s
+
     def full_round(self) -> None:
         for task in self.model_step():
             self.tool_step(task)
@@ -235,16 +249,7 @@ def measure_steps(tmp: Path, *, batches: int, raw_ops: int, rounds: int) -> Step
                     raw[sync].commit()
                 if not warm_up:
                     samples.add(f"raw {sync}", time.perf_counter() - start, raw_ops)
-                model_s = tool_s = 0.0
-                driver = drivers[sync]
-                for _ in range(rounds):
-                    t0 = time.perf_counter()
-                    (task,) = driver.model_step()
-                    t1 = time.perf_counter()
-                    driver.tool_step(task)
-                    t2 = time.perf_counter()
-                    model_s += t1 - t0
-                    tool_s += t2 - t1
+                model_s, tool_s = drivers[sync].timed_rounds(rounds)
                 if not warm_up:
                     samples.add(f"model {sync}", model_s, rounds)
                     samples.add(f"tool {sync}", tool_s, rounds)
@@ -318,15 +323,7 @@ def sample_growth(
         short = SessionDriver(journal, f"short-{batch}")
         for name, driver in (("short", short), ("long", long)):
             before = driver.events()
-            model_s = tool_s = 0.0
-            for _ in range(rounds):
-                t0 = time.perf_counter()
-                (task,) = driver.model_step()
-                t1 = time.perf_counter()
-                driver.tool_step(task)
-                t2 = time.perf_counter()
-                model_s += t1 - t0
-                tool_s += t2 - t1
+            model_s, tool_s = driver.timed_rounds(rounds)
             if warm_up:
                 continue
             samples.add(f"model {name}", model_s, rounds)

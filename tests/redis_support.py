@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import os
-import socket
 
 import pytest
 
+from fxdurable.testing.net import free_port
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+__all__ = ["free_port", "unavailable"]
 
 
 def unavailable(reason: str, what: str = "the Redis tests") -> None:

@@ -216,7 +216,7 @@ class Journal:
 
     def admit(
         self,
-        session_id: str,
+        session_id: str | None,
         *,
         agent: str,
         prompt: str,
@@ -229,31 +229,35 @@ class Journal:
         The busy check and the insert are one transaction, so ``when_busy="reject"`` cannot
         race a concurrent admission. ``owner`` is the caller's identity (HTTP): a new session
         records it, an existing one must match it or the session is reported as not found.
-        ``None`` is a trusted in-process caller.
+        ``None`` is a trusted in-process caller. ``session_id=None`` starts a new session,
+        unless ``request_id`` was admitted before: a retry then finds that submission (and
+        its session) in the same transaction, however many retries race.
         """
         if when_busy not in ("queue", "reject"):
             raise ValueError(f"when_busy must be 'queue' or 'reject', not {when_busy!r}")
         request = request_id or self._ids.new_id("req")
         submission_id = self._ids.new_id("sub")
+        new_session_id = session_id or self._ids.new_id("ses")
 
         def body(tx: Tx) -> Admission:
             existing = tx.get_submission_by_request(request)
             if existing is not None:
-                if existing.session_id != session_id or existing.prompt != prompt:
+                asked = existing.session_id if session_id is None else session_id
+                if existing.session_id != asked or existing.prompt != prompt:
                     raise RequestConflictError(
                         f"request id {request!r} was already used for another submission "
                         f"(session {existing.session_id!r}); a retry must repeat the same "
                         "session and prompt, new work needs a new request id"
                     )
-                self._visible(tx.get_session(session_id), session_id, owner)
+                self._visible(tx.get_session(asked), asked, owner)
                 return Admission(existing, created=False)
             now = self._clock.now()
-            session = tx.get_session(session_id)
+            session = tx.get_session(new_session_id)
             if session is None:
                 scope = _SessionScope.new(
                     tx,
                     SessionRecord(
-                        id=session_id,
+                        id=new_session_id,
                         agent=agent,
                         owner=owner,
                         status=SessionStatus.IDLE,
@@ -263,14 +267,14 @@ class Journal:
                 )
                 scope.emit("session.created", agent=agent)
             else:
-                self._visible(session, session_id, owner)
+                self._visible(session, new_session_id, owner)
                 if session.agent != agent:
                     raise ConfigurationError(
-                        f"session {session_id!r} belongs to agent {session.agent!r}, not "
+                        f"session {new_session_id!r} belongs to agent {session.agent!r}, not "
                         f"{agent!r}; a session stays bound to the agent that created it"
                     )
                 if when_busy == "reject" and session.status == SessionStatus.ACTIVE:
-                    raise AgentBusyError(session_id)
+                    raise AgentBusyError(new_session_id)
                 scope = _SessionScope(tx, session, now)
             submission = self._queue_submission(tx, scope, submission_id, request, prompt)
             scope.write()

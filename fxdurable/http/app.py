@@ -13,7 +13,6 @@ import hashlib
 import json
 import logging
 import re
-import secrets
 from collections.abc import AsyncIterator, Sequence
 from typing import TypeVar
 
@@ -153,39 +152,23 @@ class _Api:
     async def _admit(
         self, principal: str, body: ChatRequest, agent: str, request_id: str | None
     ) -> Admission:
-        """Admit ``body`` for ``principal``; the journal's refusals become API errors."""
-        session_id = body.session_id
-        if session_id is None and request_id is not None:
-            # A retry of a request that created its session: find that session again.
-            session_id = await self._session_of(request_id)
-        made_up = session_id is None
-        session_id = session_id or f"ses_{secrets.token_hex(12)}"
+        """Admit ``body`` for ``principal``; the journal's refusals become API errors.
 
-        def admit(session_id: str) -> Admission:
-            return self._rt.journal.admit(
-                session_id,
+        Without a ``sessionId`` the journal starts a session, or, for a retried
+        ``Idempotency-Key``, finds the one the first try started (racing retries included).
+        """
+        try:
+            return await durable(
+                self._rt.journal.admit,
+                body.session_id,
                 agent=agent,
                 prompt=body.prompt,
                 request_id=request_id,
                 when_busy=body.when_busy,
                 owner=principal,
             )
-
-        try:
-            try:
-                return await durable(admit, session_id)
-            except RequestConflictError:
-                # Two tries of one request without a sessionId raced: each made up a session
-                # id and the other's admission won. A retry belongs in the winner's session.
-                winner = None
-                if made_up and request_id is not None:
-                    winner = await self._session_of(request_id)
-                if winner is None:
-                    raise
-                session_id = winner
-                return await durable(admit, session_id)
-        except SessionNotFoundError:
-            raise session_not_found(session_id) from None
+        except SessionNotFoundError as exc:
+            raise session_not_found(exc.session_id) from None
         except AgentBusyError as exc:
             raise ApiError(409, "agent_busy", str(exc), error="AgentBusyError") from None
         except RequestConflictError as exc:
@@ -389,12 +372,6 @@ class _Api:
 
     async def _body(self, request: Request, model: type[_Body]) -> _Body:
         return _parse(model, await self._raw_body(request))
-
-    async def _session_of(self, request_id: str) -> str | None:
-        earlier = await durable(
-            self._rt.journal.read, lambda v: v.get_submission_by_request(request_id)
-        )
-        return earlier.session_id if earlier is not None else None
 
     async def _wake(self, session_id: str, reason: str) -> None:
         # The records are already durable: a wake lost here is found by the reconciliation

@@ -244,6 +244,30 @@ def test_admit_is_idempotent_on_request_id(journal: Journal, store: SqliteStore)
     assert dump(store) == before
 
 
+def test_admit_without_a_session_starts_one_and_a_retry_finds_it(
+    journal: Journal, store: SqliteStore
+) -> None:
+    first = journal.admit(None, agent="agent", prompt="hello", request_id="r1")
+    assert first.created
+    session_id = first.submission.session_id
+    session = journal.read(lambda r: r.get_session(session_id))
+    assert session is not None and session.agent == "agent"
+    before = dump(store)
+
+    again = journal.admit(None, agent="agent", prompt="hello", request_id="r1")
+
+    assert again.created is False and again.submission == first.submission
+    assert dump(store) == before
+    other = journal.admit(None, agent="agent", prompt="hello")
+    assert other.submission.session_id != session_id
+    # The same request id with another prompt is still a conflict.
+    assert_refused(
+        store,
+        RequestConflictError,
+        lambda: journal.admit(None, agent="agent", prompt="bye", request_id="r1"),
+    )
+
+
 def test_admit_retry_after_settle_returns_the_settled_submission(journal: Journal) -> None:
     run = run_turn(journal)
     journal.settle(run.fence, run.sub_id, "completed", text="done")

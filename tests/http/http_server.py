@@ -16,9 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 from redis_support import free_port
 
+from fxdurable.testing.net import wait_healthy
 from tests.kit.world import World, read_world
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,22 +93,13 @@ class ServedApp:
             self.wait_ready()
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while time.monotonic() < deadline:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise AssertionError(
-                    f"the server exited ({self.proc.returncode}):\n{self.output()}"
-                )
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError(
-            f"the server did not come up in {STARTUP_TIMEOUT_S}s:\n{self.output()}"
-        )
+        assert self.proc is not None
+        try:
+            wait_healthy(
+                f"{self.url}/healthz", self.proc, timeout_s=STARTUP_TIMEOUT_S, output=self.output
+            )
+        except RuntimeError as exc:
+            raise AssertionError(str(exc)) from None
 
     def wait_exit(self, timeout: float = 20.0) -> int:
         assert self.proc is not None

@@ -11,7 +11,6 @@ import asyncio
 import itertools
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -38,6 +37,7 @@ from fxdurable.errors import (
 from fxdurable.stores import open_store
 from fxdurable.stores.redis import RedisStore
 from fxdurable.testing import FakeClock, check_store
+from fxdurable.testing.net import free_port
 
 T = TypeVar("T")
 T0 = 1_000.0
@@ -124,10 +124,7 @@ class Query(pydantic.BaseModel):
 
 
 def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port  # nothing listens on it once the socket is closed
+    return free_port()  # nothing listens on it once the probing socket is closed
 
 
 # -- URLs and configuration (no server needed) -----------------------------------------------

@@ -9,7 +9,6 @@ shutdown stopping the turn at a step boundary, and clear errors for a bad config
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 from rq_support import RqHarness, print_measure, wait_until
 
+from fxdurable.testing.net import free_port
 from tests.kit.story import done_text
 from tests.kit.world import assert_invariants, assert_model_requests
 
@@ -228,9 +228,7 @@ def test_warm_shutdown_while_the_horse_starts_up(rq_harness: RqHarness) -> None:
 def test_an_unreachable_redis_exits_with_a_clear_message(rq_harness: RqHarness) -> None:
     """The queue's Redis is down: a clear one-line error and a non-zero exit, no traceback."""
     h = rq_harness
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nothing listens on it
     queue = f"rq://127.0.0.1:{port}/0?queue=q"
     code, out, err = h.run_cli("worker", "--burst", env={"FXD_QUEUE": queue}, timeout=30)
     assert code != 0, (code, out, err)
