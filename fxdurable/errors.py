@@ -5,18 +5,19 @@ FxDurableError
  │    └── UnknownAgentError    a worker lacks the agent a session is bound to
  ├── AdmissionError
  │    ├── AgentBusyError       when_busy="reject" and the session has unsettled work
+ │    ├── AgentMismatchError   the session is bound to another agent
  │    └── RequestConflictError a request id reused with a different session or prompt
  ├── StoreError
- │    ├── IllegalTransition    a state machine refused a transition (the transaction rolled back)
+ │    ├── IllegalTransitionError  a state machine refused a transition (rolled back)
  │    ├── ConflictError        a version check failed: someone else wrote first
  │    ├── LeaseLostError       the fencing token is stale: another worker owns the session
- │    └── RecordNotFound
+ │    └── RecordNotFoundError
  ├── ToolInputError            tool arguments that do not validate (the model reads it)
  ├── ModelError                the model could not be called or answered nonsense (not retried:
  │    │                         400/401/403/404, a malformed stream)
  │    ├── ModelRetryableError  429, 5xx, overloaded, connect/read timeouts: retried with backoff
  │    └── ContextLengthError   the conversation no longer fits: compacted, then retried
- └── SubmissionFailed          wait() on a submission that settled failed or aborted
+ └── SubmissionFailedError     wait() on a submission that settled failed or aborted
 
 Signals derive from BaseException so that user code catching ``Exception`` in a tool cannot
 swallow them: :class:`Suspend` (stop at this step boundary and continue later).
@@ -29,21 +30,22 @@ from typing import Any
 __all__ = [
     "AdmissionError",
     "AgentBusyError",
+    "AgentMismatchError",
     "ConfigurationError",
     "ConflictError",
     "ContextLengthError",
     "FxDurableError",
-    "IllegalTransition",
+    "IllegalTransitionError",
     "LeaseLostError",
     "ModelError",
     "ModelRetryableError",
-    "RecordNotFound",
+    "RecordNotFoundError",
     "RequestConflictError",
     "SessionNotFoundError",
     "SteeringFullError",
     "SteeringPendingError",
     "StoreError",
-    "SubmissionFailed",
+    "SubmissionFailedError",
     "Suspend",
     "ToolInputError",
     "UnknownAgentError",
@@ -86,6 +88,19 @@ class AgentBusyError(AdmissionError):
         )
 
 
+class AgentMismatchError(AdmissionError):
+    """An admission named a session that is bound to another agent. Nothing was written."""
+
+    def __init__(self, session_id: str, bound_to: str, asked: str) -> None:
+        self.session_id = session_id
+        self.bound_to = bound_to
+        self.asked = asked
+        super().__init__(
+            f"session {session_id!r} belongs to agent {bound_to!r}, not {asked!r}; a session "
+            "stays bound to the agent that created it: start a new session for this agent"
+        )
+
+
 class SteeringFullError(AdmissionError):
     """The running turn already has as much steering waiting as a session holds; nothing was
     written. It is delivered at the turn's next model call: retry after that."""
@@ -116,7 +131,7 @@ class StoreError(FxDurableError):
     """The store refused or failed a durable write; the transaction was rolled back."""
 
 
-class IllegalTransition(StoreError):
+class IllegalTransitionError(StoreError):
     """A state machine does not allow this transition."""
 
     def __init__(self, machine: str, current: object, target: object) -> None:
@@ -135,7 +150,7 @@ class LeaseLostError(StoreError):
     """This worker's lease was taken over; its writes are refused (fencing)."""
 
 
-class RecordNotFound(StoreError):
+class RecordNotFoundError(StoreError):
     """A record the caller relied on does not exist."""
 
 
@@ -166,7 +181,7 @@ class ContextLengthError(ModelError):
     """The request exceeds the model's context window."""
 
 
-class SubmissionFailed(FxDurableError):
+class SubmissionFailedError(FxDurableError):
     """Raised by ``wait()`` when a submission settled ``failed`` or ``aborted``."""
 
     def __init__(self, submission_id: str, status: str, error: dict[str, Any] | None) -> None:

@@ -47,10 +47,10 @@ from fxdurable.core.states import (
 from fxdurable.core.store import ReadView, Store, Tx
 from fxdurable.errors import (
     AgentBusyError,
-    ConfigurationError,
-    IllegalTransition,
+    AgentMismatchError,
+    IllegalTransitionError,
     LeaseLostError,
-    RecordNotFound,
+    RecordNotFoundError,
     RequestConflictError,
     SessionNotFoundError,
     SteeringFullError,
@@ -269,10 +269,7 @@ class Journal:
             else:
                 self._visible(session, new_session_id, owner)
                 if session.agent != agent:
-                    raise ConfigurationError(
-                        f"session {new_session_id!r} belongs to agent {session.agent!r}, not "
-                        f"{agent!r}; a session stays bound to the agent that created it"
-                    )
+                    raise AgentMismatchError(new_session_id, session.agent, agent)
                 if when_busy == "reject" and session.status == SessionStatus.ACTIVE:
                     raise AgentBusyError(new_session_id)
                 scope = _SessionScope(tx, session, now)
@@ -463,7 +460,7 @@ class Journal:
             first = tx.unsettled_submissions(fence.session_id)
             if not first or first[0].id != sub.id:
                 # Per-session order (DESIGN §3.2): only the oldest unsettled submission runs.
-                raise IllegalTransition("submission", sub.status, "running out of order")
+                raise IllegalTransitionError("submission", sub.status, "running out of order")
             recovered = False
             previous = tx.attempts(submission_id)
             if previous and previous[-1].status == AttemptStatus.RUNNING:
@@ -491,7 +488,7 @@ class Journal:
                 scope.append_message(turn.id, "user", sub.prompt)
                 scope.emit("turn.started", turn_id=turn.id, prompt=sub.prompt)
             elif sub.status != SubmissionStatus.RUNNING or turn is None:
-                raise IllegalTransition("submission", sub.status, SubmissionStatus.RUNNING)
+                raise IllegalTransitionError("submission", sub.status, SubmissionStatus.RUNNING)
             attempt = AttemptRecord(
                 submission_id=sub.id,
                 number=sub.attempts + 1,
@@ -534,10 +531,12 @@ class Journal:
             scope = _SessionScope(tx, session, self._clock.now())
             turn = self._running_turn(tx, fence, turn_id)
             if round_ != turn.rounds:
-                raise IllegalTransition("model_call", f"round {turn.rounds}", f"round {round_}")
+                raise IllegalTransitionError(
+                    "model_call", f"round {turn.rounds}", f"round {round_}"
+                )
             pending = scope.session.steering
             if not 0 <= steering <= len(pending):
-                raise IllegalTransition("steering", f"{len(pending)} pending", steering)
+                raise IllegalTransitionError("steering", f"{len(pending)} pending", steering)
             if steering:
                 for text_ in pending[:steering]:
                     scope.append_message(turn_id, "user", text_)
@@ -606,9 +605,9 @@ class Journal:
             self._running_turn(tx, fence, task.turn_id)
             if task.status == ToolTaskStatus.RUNNING and task.policy == "unsafe":
                 # Unknown means unknown: an interrupted unsafe call is never re-executed.
-                raise IllegalTransition("tool_task", task.status, "re-run of an unsafe call")
+                raise IllegalTransitionError("tool_task", task.status, "re-run of an unsafe call")
             if task.status == ToolTaskStatus.COMPLETED and task.policy != "safe":
-                raise IllegalTransition(
+                raise IllegalTransitionError(
                     "tool_task", task.status, f"refresh of a {task.policy} call"
                 )
             status = advance("tool_task", task.status, ToolTaskStatus.RUNNING)
@@ -638,7 +637,7 @@ class Journal:
             self._running_turn(tx, fence, task.turn_id)
             target = advance("tool_task", task.status, status)
             if not is_terminal(target):
-                raise IllegalTransition("tool_task", task.status, target)
+                raise IllegalTransitionError("tool_task", task.status, target)
             updated = self._put_task(tx, task, target, result=result, now=scope.now)
             scope.emit_task(f"tool.{target.value}", task, result=result)
             scope.write()
@@ -701,7 +700,7 @@ class Journal:
             scope = _SessionScope(tx, session, self._clock.now())
             self._running_turn(tx, fence, turn_id)
             if upto_seq >= scope.session.next_message_seq:
-                raise IllegalTransition("message", f"seq {upto_seq}", "summary of the future")
+                raise IllegalTransitionError("message", f"seq {upto_seq}", "summary of the future")
             scope.append_message(turn_id, "summary", summary, summarizes_upto=upto_seq)
             scope.emit(
                 "context.compacted",
@@ -766,7 +765,7 @@ class Journal:
                             tx, task, ToolTaskStatus.CANCELLED, result="cancelled", now=scope.now
                         )
                     elif task.status == ToolTaskStatus.RUNNING:
-                        raise IllegalTransition("tool_task", task.status, "settled turn")
+                        raise IllegalTransitionError("tool_task", task.status, "settled turn")
                 tx.put_turn(
                     replace(
                         turn,
@@ -851,7 +850,7 @@ class Journal:
     def _running_turn(self, tx: ReadView, fence: Fence, turn_id: str) -> TurnRecord:
         turn = self._owned(fence, self._turn(tx, turn_id))
         if turn.status != TurnStatus.RUNNING:
-            raise IllegalTransition("turn", turn.status, "a step of a settled turn")
+            raise IllegalTransitionError("turn", turn.status, "a step of a settled turn")
         return turn
 
     @staticmethod
@@ -870,7 +869,9 @@ class Journal:
     def _running_attempt(tx: ReadView, submission_id: str) -> AttemptRecord:
         attempts = tx.attempts(submission_id)
         if not attempts or attempts[-1].status != AttemptStatus.RUNNING:
-            raise IllegalTransition("attempt", attempts[-1].status if attempts else None, "end")
+            raise IllegalTransitionError(
+                "attempt", attempts[-1].status if attempts else None, "end"
+            )
         return attempts[-1]
 
     @staticmethod
@@ -915,5 +916,5 @@ class Journal:
 
 def _require(record: _Found | None, what: str) -> _Found:
     if record is None:
-        raise RecordNotFound(f"no {what}")
+        raise RecordNotFoundError(f"no {what}")
     return record

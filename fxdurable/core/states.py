@@ -1,8 +1,8 @@
 """Every state machine of the durable core, as explicit transition tables.
 
-A status changes only through :func:`advance`, which looks the pair up in the machine's table
-and raises :class:`~fxdurable.errors.IllegalTransition` otherwise. The journal calls it inside a
-store transaction, so an illegal transition rolls the whole transaction back.
+A status changes only through :func:`advance`, which looks the pair up in the machine's
+table and raises :class:`~fxdurable.errors.IllegalTransitionError` otherwise. The journal calls
+it inside a store transaction, so an illegal transition rolls the whole transaction back.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import TypeVar
 
-from fxdurable.errors import IllegalTransition
+from fxdurable.errors import IllegalTransitionError
 
 __all__ = [
     "TRANSITIONS",
@@ -170,10 +170,10 @@ def advance(machine: str, current: StrEnum | None, target: E) -> E:
     """Return ``target`` if ``machine`` allows ``current -> target``; raise otherwise."""
     enum = _ENUMS[machine]
     if not isinstance(target, enum) or not (current is None or isinstance(current, enum)):
-        raise IllegalTransition(machine, current, target)
+        raise IllegalTransitionError(machine, current, target)
     allowed = TRANSITIONS[machine].get(current)
     if allowed is None or target not in allowed:
-        raise IllegalTransition(machine, current, target)
+        raise IllegalTransitionError(machine, current, target)
     return target
 
 

@@ -27,7 +27,7 @@ from fxdurable.core.journal import Admission
 from fxdurable.core.records import EventRecord, SessionRecord
 from fxdurable.errors import (
     AgentBusyError,
-    ConfigurationError,
+    AgentMismatchError,
     RequestConflictError,
     SessionNotFoundError,
     SteeringFullError,
@@ -175,8 +175,8 @@ class _Api:
             raise ApiError(
                 409, "idempotency_conflict", str(exc), error="RequestConflictError"
             ) from None
-        except ConfigurationError as exc:
-            raise ApiError(409, "agent_mismatch", str(exc), error="ConfigurationError") from None
+        except AgentMismatchError as exc:
+            raise ApiError(409, "agent_mismatch", str(exc), error="AgentMismatchError") from None
 
     async def reconnect(self, request: Request) -> Response:
         principal = await self._principal(request)

@@ -22,7 +22,7 @@ from fxdurable.core.journal import Journal, Steering
 from fxdurable.core.records import EventRecord, SessionRecord, SubmissionRecord
 from fxdurable.core.states import SubmissionStatus
 from fxdurable.core.store import Store
-from fxdurable.errors import ConfigurationError, SubmissionFailed, UnknownAgentError
+from fxdurable.errors import ConfigurationError, SubmissionFailedError, UnknownAgentError
 from fxdurable.queues import LocalQueue, WakeQueue, open_queue
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
@@ -267,7 +267,7 @@ class SessionHandle:
                     self._rt.journal.read, lambda v: v.get_submission(submission_id)
                 )
                 if sub is None:
-                    raise SubmissionFailed(
+                    raise SubmissionFailedError(
                         submission_id, "unknown", {"message": "no such submission"}
                     )
                 if sub.status in _SETTLED:
@@ -279,7 +279,7 @@ class SessionHandle:
     async def run(
         self, prompt: str, *, request_id: str | None = None, timeout: float | None = None
     ) -> str:
-        """Submit and wait; return the final answer or raise :class:`SubmissionFailed`."""
+        """Submit and wait; return the final answer or raise :class:`SubmissionFailedError`."""
         sub = await self.wait(
             (await self.submit(prompt, request_id=request_id)).id, timeout=timeout
         )
@@ -293,7 +293,7 @@ class SessionHandle:
                     "unknown_calls": list(sub.error.unknown_calls),
                 }
             )
-            raise SubmissionFailed(sub.id, sub.status.value, error)
+            raise SubmissionFailedError(sub.id, sub.status.value, error)
         return sub.result_text or ""
 
     async def events(self, after: int = 0, limit: int | None = None) -> list[EventRecord]:

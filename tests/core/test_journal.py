@@ -38,10 +38,10 @@ from fxdurable.core.states import (
 from fxdurable.core.store import Tx
 from fxdurable.errors import (
     AgentBusyError,
-    ConfigurationError,
-    IllegalTransition,
+    AgentMismatchError,
+    IllegalTransitionError,
     LeaseLostError,
-    RecordNotFound,
+    RecordNotFoundError,
     RequestConflictError,
     StoreError,
 )
@@ -334,9 +334,11 @@ def test_session_bound_to_agent_refuses_another_agent(journal: Journal, store: S
     journal.admit("s1", agent="agent", prompt="hello")
     err = assert_refused(
         store,
-        ConfigurationError,
+        AgentMismatchError,
         lambda: journal.admit("s1", agent="intruder", prompt="hello"),
     )
+    assert isinstance(err, AgentMismatchError)
+    assert (err.session_id, err.bound_to, err.asked) == ("s1", "agent", "intruder")
     assert "agent" in str(err) and "intruder" in str(err)
 
 
@@ -358,7 +360,7 @@ def test_claim_returns_a_fence_and_records_the_lease(journal: Journal) -> None:
 
 
 def test_claim_of_an_unknown_session_raises(journal: Journal, store: SqliteStore) -> None:
-    assert_refused(store, RecordNotFound, lambda: journal.claim("nope", HOST_A, ttl_s=TTL))
+    assert_refused(store, RecordNotFoundError, lambda: journal.claim("nope", HOST_A, ttl_s=TTL))
 
 
 def test_second_claim_while_live_returns_none(journal: Journal, store: SqliteStore) -> None:
@@ -666,7 +668,9 @@ def test_begin_attempt_on_a_settled_submission_is_refused(
     run = run_turn(journal)
     journal.settle(run.fence, run.sub_id, "completed", text="ok")
     assert_refused(
-        store, IllegalTransition, lambda: journal.begin_attempt(run.fence, run.sub_id, worker="w")
+        store,
+        IllegalTransitionError,
+        lambda: journal.begin_attempt(run.fence, run.sub_id, worker="w"),
     )
 
 
@@ -675,7 +679,7 @@ def test_begin_attempt_on_an_unknown_submission_raises(
 ) -> None:
     run = run_turn(journal)
     assert_refused(
-        store, RecordNotFound, lambda: journal.begin_attempt(run.fence, "sub-nope", worker="w")
+        store, RecordNotFoundError, lambda: journal.begin_attempt(run.fence, "sub-nope", worker="w")
     )
 
 
@@ -697,7 +701,9 @@ def test_suspend_without_a_running_attempt_is_refused(journal: Journal, store: S
     run = run_turn(journal)
     journal.suspend(run.fence, run.sub_id, reason="deadline")
     assert_refused(
-        store, IllegalTransition, lambda: journal.suspend(run.fence, run.sub_id, reason="again")
+        store,
+        IllegalTransitionError,
+        lambda: journal.suspend(run.fence, run.sub_id, reason="again"),
     )
 
 
@@ -780,7 +786,7 @@ def test_record_model_call_for_the_wrong_round_rolls_back(
     run = run_turn(journal)
     assert_refused(
         store,
-        IllegalTransition,
+        IllegalTransitionError,
         lambda: journal.record_model_call(
             run.fence,
             run.turn_id,
@@ -801,7 +807,7 @@ def test_record_model_call_twice_for_one_round_is_refused(
     run, _ = with_tasks(journal, "safe")
     assert_refused(
         store,
-        IllegalTransition,
+        IllegalTransitionError,
         lambda: journal.record_model_call(
             run.fence,
             run.turn_id,
@@ -821,7 +827,7 @@ def test_record_model_call_on_a_settled_turn_is_refused(
     journal.settle(run.fence, run.sub_id, "failed", error=ErrorInfo(code="x", message="y"))
     assert_refused(
         store,
-        IllegalTransition,
+        IllegalTransitionError,
         lambda: journal.record_model_call(
             run.fence, run.turn_id, round_=0, text="x", tool_calls=[], policies=[], usage=USAGE
         ),
@@ -849,7 +855,7 @@ def test_record_model_call_on_an_unknown_turn_raises(journal: Journal, store: Sq
     run = run_turn(journal)
     assert_refused(
         store,
-        RecordNotFound,
+        RecordNotFoundError,
         lambda: journal.record_model_call(
             run.fence, "nope", round_=0, text="x", tool_calls=[], policies=[], usage=USAGE
         ),
@@ -940,7 +946,7 @@ def test_illegal_finish_rolls_back(
     assert task(journal, t.id).status.value == setup
 
     assert_refused(
-        store, IllegalTransition, lambda: journal.finish_tool(run.fence, t.id, target, "x")
+        store, IllegalTransitionError, lambda: journal.finish_tool(run.fence, t.id, target, "x")
     )
 
 
@@ -960,15 +966,15 @@ def test_settled_task_cannot_start_again(
     if status is ToolTaskStatus.OUTCOME_UNKNOWN:
         journal.start_tool(run.fence, t.id)
     journal.finish_tool(run.fence, t.id, status, "settled")
-    assert_refused(store, IllegalTransition, lambda: journal.start_tool(run.fence, t.id))
+    assert_refused(store, IllegalTransitionError, lambda: journal.start_tool(run.fence, t.id))
 
 
 def test_tool_calls_on_an_unknown_task_raise(journal: Journal, store: SqliteStore) -> None:
     run = run_turn(journal)
-    assert_refused(store, RecordNotFound, lambda: journal.start_tool(run.fence, "nope"))
+    assert_refused(store, RecordNotFoundError, lambda: journal.start_tool(run.fence, "nope"))
     assert_refused(
         store,
-        RecordNotFound,
+        RecordNotFoundError,
         lambda: journal.finish_tool(run.fence, "nope", ToolTaskStatus.FAILED, "x"),
     )
 
@@ -1014,7 +1020,7 @@ def test_settle_happens_exactly_once(second: str, journal: Journal, store: Sqlit
     journal.settle(run.fence, run.sub_id, "completed", text="ok")
     assert_refused(
         store,
-        IllegalTransition,
+        IllegalTransitionError,
         lambda: journal.settle(run.fence, run.sub_id, second),  # type: ignore[arg-type]
     )
 
@@ -1042,7 +1048,7 @@ def test_settle_with_a_running_task_rolls_back(journal: Journal, store: SqliteSt
     for outcome in ("completed", "failed", "aborted"):
         assert_refused(
             store,
-            IllegalTransition,
+            IllegalTransitionError,
             lambda o=outcome: journal.settle(run.fence, run.sub_id, o),  # type: ignore[misc]
         )
     assert task(journal, tasks[0].id).status is ToolTaskStatus.PENDING  # not cancelled either
@@ -1056,7 +1062,7 @@ def test_settle_queued_submission(journal: Journal, store: SqliteStore) -> None:
     for outcome in ("completed", "failed"):
         assert_refused(
             store,
-            IllegalTransition,
+            IllegalTransitionError,
             lambda o=outcome: journal.settle(fence, sub.id, o),  # type: ignore[misc]
         )
     settled = journal.settle(fence, sub.id, "aborted")
@@ -1080,7 +1086,7 @@ def test_session_rests_only_when_nothing_is_unsettled(journal: Journal) -> None:
 
 def test_settle_unknown_submission_raises(journal: Journal, store: SqliteStore) -> None:
     run = run_turn(journal)
-    assert_refused(store, RecordNotFound, lambda: journal.settle(run.fence, "nope", "aborted"))
+    assert_refused(store, RecordNotFoundError, lambda: journal.settle(run.fence, "nope", "aborted"))
 
 
 # -- abort -----------------------------------------------------------------------------------
@@ -1125,7 +1131,7 @@ def test_request_abort_on_an_idle_session_writes_nothing(
 
 
 def test_request_abort_on_an_unknown_session_raises(journal: Journal, store: SqliteStore) -> None:
-    assert_refused(store, RecordNotFound, lambda: journal.request_abort("nope"))
+    assert_refused(store, RecordNotFoundError, lambda: journal.request_abort("nope"))
 
 
 # -- the store refuses an async body ---------------------------------------------------------
@@ -1233,12 +1239,12 @@ def test_submissions_of_a_session_start_in_admission_order(
     fence = journal.claim("s1", HOST_A, ttl_s=TTL)
     assert fence is not None
     assert_refused(
-        store, IllegalTransition, lambda: journal.begin_attempt(fence, second.id, worker="w")
+        store, IllegalTransitionError, lambda: journal.begin_attempt(fence, second.id, worker="w")
     )
     journal.begin_attempt(fence, first.id, worker="w")
     # ... nor while the first is still running.
     assert_refused(
-        store, IllegalTransition, lambda: journal.begin_attempt(fence, second.id, worker="w")
+        store, IllegalTransitionError, lambda: journal.begin_attempt(fence, second.id, worker="w")
     )
 
 
@@ -1247,7 +1253,9 @@ def test_unsafe_running_task_is_never_reexecuted(journal: Journal, store: Sqlite
     run, (t,) = with_tasks(journal, "unsafe")
     journal.start_tool(run.fence, t.id)
     assert_refused(
-        store, IllegalTransition, lambda: journal.start_tool(run.fence, t.id, reason="recovery")
+        store,
+        IllegalTransitionError,
+        lambda: journal.start_tool(run.fence, t.id, reason="recovery"),
     )
 
 
@@ -1260,7 +1268,7 @@ def test_only_a_safe_completed_task_is_refreshed(
     journal.start_tool(run.fence, t.id)
     journal.finish_tool(run.fence, t.id, ToolTaskStatus.COMPLETED, "done once")
     assert_refused(
-        store, IllegalTransition, lambda: journal.start_tool(run.fence, t.id, reason="refresh")
+        store, IllegalTransitionError, lambda: journal.start_tool(run.fence, t.id, reason="refresh")
     )
 
 
@@ -1271,5 +1279,5 @@ def test_no_tool_starts_in_a_settled_turn(journal: Journal, store: SqliteStore) 
     journal.finish_tool(run.fence, t.id, ToolTaskStatus.COMPLETED, "ok")
     journal.settle(run.fence, run.sub_id, "completed", text="done")
     assert_refused(
-        store, IllegalTransition, lambda: journal.start_tool(run.fence, t.id, reason="refresh")
+        store, IllegalTransitionError, lambda: journal.start_tool(run.fence, t.id, reason="refresh")
     )

@@ -191,7 +191,7 @@ def test_layer_checker_catches(source: str) -> None:
     "source",
     [
         "import json",
-        "from fxdurable.errors import IllegalTransition",
+        "from fxdurable.errors import IllegalTransitionError",
         "from fxdurable.core.records import Lease",
         "from .records import Lease",
         "from . import states",

@@ -23,7 +23,7 @@ from fxdurable.core.states import (
     advance,
     is_terminal,
 )
-from fxdurable.errors import IllegalTransition, StoreError
+from fxdurable.errors import IllegalTransitionError, StoreError
 
 MACHINES: dict[str, type[StrEnum]] = {
     "session": SessionStatus,
@@ -153,7 +153,7 @@ def test_allowed_pair_advances(pair: tuple[str, StrEnum | None, StrEnum]) -> Non
 @pytest.mark.parametrize("pair", FORBIDDEN, ids=_pair_id)
 def test_forbidden_pair_raises(pair: tuple[str, StrEnum | None, StrEnum]) -> None:
     machine, current, target = pair
-    with pytest.raises(IllegalTransition) as info:
+    with pytest.raises(IllegalTransitionError) as info:
         advance(machine, current, target)
     err = info.value
     assert isinstance(err, StoreError)
@@ -167,24 +167,24 @@ def test_forbidden_pair_raises(pair: tuple[str, StrEnum | None, StrEnum]) -> Non
 
 
 def test_submission_never_leaves_a_terminal_status() -> None:
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransitionError):
         advance("submission", SubmissionStatus.COMPLETED, SubmissionStatus.RUNNING)
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransitionError):
         advance("submission", SubmissionStatus.FAILED, SubmissionStatus.COMPLETED)
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransitionError):
         advance("submission", SubmissionStatus.ABORTED, SubmissionStatus.QUEUED)
 
 
 def test_submission_never_goes_back_to_queued() -> None:
     """A continuation keeps the submission running and starts a new attempt."""
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransitionError):
         advance("submission", SubmissionStatus.RUNNING, SubmissionStatus.QUEUED)
 
 
 def test_submission_queued_cannot_complete_without_running() -> None:
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransitionError):
         advance("submission", SubmissionStatus.QUEUED, SubmissionStatus.COMPLETED)
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransitionError):
         advance("submission", SubmissionStatus.QUEUED, SubmissionStatus.FAILED)
     # An abort before the first attempt is the one way out of queued besides running.
     assert advance("submission", SubmissionStatus.QUEUED, SubmissionStatus.ABORTED)
@@ -192,7 +192,7 @@ def test_submission_queued_cannot_complete_without_running() -> None:
 
 def test_submission_starts_queued_only() -> None:
     assert advance("submission", None, SubmissionStatus.QUEUED) is SubmissionStatus.QUEUED
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransitionError):
         advance("submission", None, SubmissionStatus.RUNNING)
 
 
@@ -202,9 +202,9 @@ def test_tool_task_running_to_running_is_a_reexecution() -> None:
 
 def test_tool_task_pending_cannot_complete_without_intent() -> None:
     """Write it down before you do it: a result needs a committed intent (running) first."""
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransitionError):
         advance("tool_task", ToolTaskStatus.PENDING, ToolTaskStatus.COMPLETED)
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransitionError):
         advance("tool_task", ToolTaskStatus.PENDING, ToolTaskStatus.OUTCOME_UNKNOWN)
 
 
@@ -213,7 +213,7 @@ def test_tool_task_completed_to_running_is_the_only_way_out_of_a_terminal_task()
     assert advance("tool_task", ToolTaskStatus.COMPLETED, ToolTaskStatus.RUNNING)
     for status in ToolTaskStatus:
         if status is not ToolTaskStatus.RUNNING:
-            with pytest.raises(IllegalTransition):
+            with pytest.raises(IllegalTransitionError):
                 advance("tool_task", ToolTaskStatus.COMPLETED, status)
     for terminal in (
         ToolTaskStatus.FAILED,
@@ -221,7 +221,7 @@ def test_tool_task_completed_to_running_is_the_only_way_out_of_a_terminal_task()
         ToolTaskStatus.OUTCOME_UNKNOWN,
         ToolTaskStatus.REFUSED,
     ):
-        with pytest.raises(IllegalTransition):
+        with pytest.raises(IllegalTransitionError):
             advance("tool_task", terminal, ToolTaskStatus.RUNNING)
 
 
@@ -236,30 +236,30 @@ def test_outcome_unknown_only_from_running() -> None:
 
 
 def test_refused_only_from_pending() -> None:
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransitionError):
         advance("tool_task", ToolTaskStatus.RUNNING, ToolTaskStatus.REFUSED)
     assert advance("tool_task", ToolTaskStatus.PENDING, ToolTaskStatus.REFUSED)
 
 
 def test_attempt_and_turn_are_one_way() -> None:
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransitionError):
         advance("attempt", AttemptStatus.INTERRUPTED, AttemptStatus.RUNNING)
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransitionError):
         advance("attempt", AttemptStatus.YIELDED, AttemptStatus.RUNNING)
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransitionError):
         advance("turn", TurnStatus.COMPLETED, TurnStatus.RUNNING)
 
 
 def test_session_self_transition_is_not_a_transition() -> None:
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransitionError):
         advance("session", SessionStatus.IDLE, SessionStatus.IDLE)
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransitionError):
         advance("session", SessionStatus.ACTIVE, SessionStatus.ACTIVE)
 
 
 def test_model_call_is_recorded_once_and_never_changes() -> None:
     assert advance("model_call", None, ModelCallStatus.COMPLETED)
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransitionError):
         advance("model_call", ModelCallStatus.FAILED, ModelCallStatus.COMPLETED)
 
 

@@ -95,16 +95,18 @@ def test_a_turn_too_long_by_itself_fails_with_context_length(
     with ScriptedModelServer(_summarising_policy, quirks=quirks) as server:
         agent = fx.Agent("a", point_at(monkeypatch, provider, server), instructions="Be brief.")
 
-        async def go() -> tuple[fx.SubmissionFailed, fx.SubmissionFailed, list[fx.EventRecord]]:
+        async def go() -> tuple[
+            fx.SubmissionFailedError, fx.SubmissionFailedError, list[fx.EventRecord]
+        ]:
             async with runtime(tmp_path, [agent]) as rt:
                 # Alone in a fresh session: nothing older to compact.
-                with pytest.raises(fx.SubmissionFailed) as alone:
+                with pytest.raises(fx.SubmissionFailedError) as alone:
                     await rt.session("fresh").run("y" * 5_000, timeout=5)
                 # After two turns: they are compacted, and the turn still does not fit.
                 s = rt.session("s")
                 for n in range(2):
                     await s.run(_question(n), timeout=5)
-                with pytest.raises(fx.SubmissionFailed) as after:
+                with pytest.raises(fx.SubmissionFailedError) as after:
                     await s.run("z" * 5_000, timeout=5)
                 return alone.value, after.value, await s.events()
 

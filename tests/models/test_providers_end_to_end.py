@@ -210,10 +210,10 @@ def test_an_exhausted_error_budget_fails_the_submission_and_the_session_goes_on(
     with ScriptedModelServer([fx.reply("fine")], quirks=quirks) as server:
         agent = fx.Agent("a", point_at(monkeypatch, provider, server), durability=retries)
 
-        async def go() -> tuple[fx.SubmissionFailed, str, list[fx.EventRecord]]:
+        async def go() -> tuple[fx.SubmissionFailedError, str, list[fx.EventRecord]]:
             async with runtime(tmp_path, [agent], sleeps) as rt:
                 s = rt.session("s")
-                with pytest.raises(fx.SubmissionFailed) as failed:
+                with pytest.raises(fx.SubmissionFailedError) as failed:
                     await s.run("hi", timeout=5)
                 requests_at_failure = len(server.requests)
                 assert requests_at_failure == 3, "budget 2: the third failure is the last"
@@ -267,10 +267,10 @@ def test_a_client_error_fails_at_once_naming_the_status_and_never_the_key(
         key = None if case == "no_key" else LEAKY_KEY
         agent = fx.Agent("a", point_at(monkeypatch, provider, server, key=key))
 
-        async def go() -> tuple[fx.SubmissionFailed, list[fx.EventRecord]]:
+        async def go() -> tuple[fx.SubmissionFailedError, list[fx.EventRecord]]:
             async with runtime(tmp_path, [agent], sleeps) as rt:
                 s = rt.session("s")
-                with pytest.raises(fx.SubmissionFailed) as failed:
+                with pytest.raises(fx.SubmissionFailedError) as failed:
                     await s.run("hi", timeout=5)
                 return failed.value, await s.events()
 
@@ -303,9 +303,9 @@ def test_a_wrong_base_url_is_a_404_that_fails_at_once(
         )
         agent = fx.Agent("a", f"{provider}/scripted-e2e")
 
-        async def go() -> fx.SubmissionFailed:
+        async def go() -> fx.SubmissionFailedError:
             async with runtime(tmp_path, [agent], sleeps) as rt:
-                with pytest.raises(fx.SubmissionFailed) as failed:
+                with pytest.raises(fx.SubmissionFailedError) as failed:
                     await rt.session("s").run("hi", timeout=5)
                 return failed.value
 
@@ -344,7 +344,7 @@ def test_the_api_key_never_reaches_the_database_an_exception_or_a_log(
                 # Then the server starts quoting the key back in 401s and 400s.
                 for status in (401, 400):
                     server.reject = status
-                    with pytest.raises(fx.SubmissionFailed) as failed:
+                    with pytest.raises(fx.SubmissionFailedError) as failed:
                         await s.run(FOLLOW_UP, timeout=5)
                     shown.extend([str(failed.value), repr(failed.value), repr(failed.value.error)])
                 shown.extend(json.dumps(e.data) for e in await s.events())
@@ -404,9 +404,9 @@ def test_a_malformed_api_key_fails_without_quoting_the_key(
     with ScriptedModelServer([fx.reply("never")]) as server:
         agent = fx.Agent("a", point_at(monkeypatch, provider, server, key=malformed))
 
-        async def go() -> fx.SubmissionFailed:
+        async def go() -> fx.SubmissionFailedError:
             async with runtime(tmp_path, [agent], store=store) as rt:
-                with pytest.raises(fx.SubmissionFailed) as failed:
+                with pytest.raises(fx.SubmissionFailedError) as failed:
                     await rt.session("s").run("hi", timeout=5)
                 return failed.value
 

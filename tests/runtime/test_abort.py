@@ -89,7 +89,7 @@ def test_abort_cancels_the_tool_in_flight(tmp_path, replay, status):
             assert f"tool.{status}" in types
             assert types.count("submission.aborted") == 1
             assert len(model.requests) == 1  # the model is not asked again after an abort
-            with pytest.raises(fx.SubmissionFailed) as caught:
+            with pytest.raises(fx.SubmissionFailedError) as caught:
                 await s.run("job", request_id=sub.request_id, timeout=5)
             assert caught.value.status == "aborted"
             # the session is at rest and takes the next message

@@ -204,7 +204,7 @@ def test_a_session_stays_bound_to_its_agent(tmp_path):
     async def main():
         async with fx.Runtime([a, b], store=fresh_store(tmp_path), settings=FAST) as rt:
             assert await rt.session("s1", agent="a").run("hi", timeout=10) == "from a"
-            with pytest.raises(fx.ConfigurationError):
+            with pytest.raises(fx.AgentMismatchError):
                 await rt.session("s1", agent="b").submit("hi")
             with pytest.raises(fx.ConfigurationError):
                 rt.session("s2")  # several agents: name one

@@ -137,7 +137,7 @@ def test_timeout_fails_the_submission_and_the_session_rests(tmp_path):
             [agent], store=fresh_store(tmp_path), settings=SLOW_LEASES, clock=clock
         ) as rt:
             s = rt.session("s1")
-            with pytest.raises(fx.SubmissionFailed) as caught:
+            with pytest.raises(fx.SubmissionFailedError) as caught:
                 await s.run("work", timeout=10)
             assert caught.value.status == "failed"
             assert caught.value.error["code"] == "timeout"
@@ -237,7 +237,7 @@ def test_model_error_fails_with_a_structured_error(tmp_path):
     async def main():
         async with fx.Runtime([agent], store=fresh_store(tmp_path), settings=FAST) as rt:
             s = rt.session("s1")
-            with pytest.raises(fx.SubmissionFailed) as caught:
+            with pytest.raises(fx.SubmissionFailedError) as caught:
                 await s.run("explode", timeout=10)
             assert caught.value.error["code"] == "model_error"
             assert "provider returned 500" in caught.value.error["message"]

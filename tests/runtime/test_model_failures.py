@@ -92,7 +92,7 @@ def test_error_budget_fails_the_submission_and_the_session_rests(tmp_path: Path)
     async def go() -> None:
         async with runtime(tmp_path, agent, Sleeps()) as rt:
             s = rt.session("s")
-            with pytest.raises(fx.SubmissionFailed) as failed:
+            with pytest.raises(fx.SubmissionFailedError) as failed:
                 await s.run("hi", timeout=10)
             assert failed.value.error["code"] == "model_error"
             assert "budget 2" in failed.value.error["message"]
@@ -107,7 +107,7 @@ def test_a_fatal_model_error_fails_at_once(tmp_path: Path) -> None:
 
     async def go() -> None:
         async with runtime(tmp_path, fx.Agent("a", model), sleeps) as rt:
-            with pytest.raises(fx.SubmissionFailed) as failed:
+            with pytest.raises(fx.SubmissionFailedError) as failed:
                 await rt.session("s").run("hi", timeout=10)
             assert "401" in failed.value.error["message"]
 
@@ -186,7 +186,7 @@ def test_a_turn_too_long_by_itself_fails_with_context_length(tmp_path: Path) -> 
     async def go() -> None:
         async with runtime(tmp_path, fx.Agent("a", model), Sleeps()) as rt:
             s = rt.session("s")
-            with pytest.raises(fx.SubmissionFailed) as failed:
+            with pytest.raises(fx.SubmissionFailedError) as failed:
                 await s.run("y" * 500, timeout=10)
             assert failed.value.error["code"] == "context_length"
             assert not [e for e in await s.events() if e.type == "context.compacted"]

@@ -31,7 +31,7 @@ from fxdurable.errors import (
     ConfigurationError,
     ConflictError,
     LeaseLostError,
-    RecordNotFound,
+    RecordNotFoundError,
     StoreError,
 )
 from fxdurable.stores import open_store
@@ -818,7 +818,7 @@ def test_workers_and_admissions_racing_never_fork_the_journal(redis_url: str) ->
             for sid in sessions:
                 try:
                     fence = journal.claim(sid, me, ttl_s=TTL)
-                except RecordNotFound:
+                except RecordNotFoundError:
                     continue  # not admitted yet
                 if fence is None:
                     continue
