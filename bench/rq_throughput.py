@@ -52,8 +52,8 @@ from bench.redis_steps import store_url as redis_store_url
 from bench.runtime_turns import PROMPT, SETTINGS, bench_agent
 from bench.sqlite_steps import sqlite_url
 from fxdurable import Runtime
+from fxdurable.backends import open_store
 from fxdurable.core.states import SubmissionStatus
-from fxdurable.stores import open_store
 
 __all__ = ["KINDS", "WORKER_COUNTS", "RqFigures", "RqRun", "measure_rq_throughput"]
 

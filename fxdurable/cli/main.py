@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fxdurable import __version__
+from fxdurable.backends import open_rq_queue, open_store
 from fxdurable.core.store import Store
 from fxdurable.errors import ConfigurationError, FxDurableError
-from fxdurable.stores import open_store
 
 __all__ = ["main"]
 
@@ -155,11 +155,10 @@ def _run_worker_command(args: argparse.Namespace) -> int:
         return run_worker(
             config, burst=args.burst, scan_interval_s=args.scan_interval, name=args.name
         )
-    from fxdurable.queues.rq import RqQueue
     from fxdurable.runtime.worker import WorkerSettings
     from fxdurable.workers.rq_worker import scan_once
 
-    queue = RqQueue(config.queue_url)
+    queue = open_rq_queue(config.queue_url)
     queue.check()
     # One scan is an operator's "wake everything now"; repeated scans leave a session nobody
     # holds alone while its wake may still be queued.

@@ -81,7 +81,7 @@ class Tx(ReadView, Protocol):
 
 
 class Store(Protocol):
-    """A durable backend, chosen by URL (see :func:`fxdurable.stores.open_store`)."""
+    """A durable backend, chosen by URL (see :func:`fxdurable.backends.open_store`)."""
 
     url: str
 

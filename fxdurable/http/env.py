@@ -11,9 +11,9 @@ from fxdurable.errors import ConfigurationError
 from fxdurable.http.app import create_app
 from fxdurable.http.auth import Authenticate, BearerTokens, dev_principal, tokens_from_env
 from fxdurable.http.settings import HttpSettings
+from fxdurable.runtime.agent_spec import load_agents
 from fxdurable.runtime.runtime import Runtime
 from fxdurable.runtime.worker import WorkerSettings
-from fxdurable.workers.config import load_agents
 
 __all__ = ["app_from_env"]
 

@@ -17,13 +17,14 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Literal
 
+from fxdurable.backends import DEFAULT_QUEUE, DEFAULT_STORE, open_queue, open_store
 from fxdurable.core.clock import Clock, IdSource, RandomIds, SystemClock
 from fxdurable.core.journal import Journal, Steering
+from fxdurable.core.queue import InProcessQueue, WakeQueue
 from fxdurable.core.records import EventRecord, SessionRecord, SubmissionRecord
 from fxdurable.core.states import SubmissionStatus
 from fxdurable.core.store import Store
 from fxdurable.errors import ConfigurationError, SubmissionFailedError, UnknownAgentError
-from fxdurable.queues import LocalQueue, WakeQueue, open_queue
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
@@ -33,13 +34,11 @@ from fxdurable.runtime.models.base import ChatMessage
 from fxdurable.runtime.models.http import aclose_clients
 from fxdurable.runtime.reconcile import orphaned_sessions
 from fxdurable.runtime.worker import WakeHandler, WorkerSettings
-from fxdurable.stores import open_store
 
 __all__ = ["Runtime", "SessionHandle"]
 
 log = logging.getLogger("fxdurable.runtime")
 
-DEFAULT_STORE = "sqlite:///.fxd/fxd.db"
 _SETTLED = (SubmissionStatus.COMPLETED, SubmissionStatus.FAILED, SubmissionStatus.ABORTED)
 
 
@@ -80,8 +79,8 @@ class Runtime:
         self._owns_store = isinstance(store, str)
         self._clock = clock or SystemClock()
         self.journal = Journal(self._store, self._clock, ids or RandomIds())
-        self.queue: WakeQueue = open_queue(queue or os.environ.get("FXD_QUEUE") or "local")
-        self._local = self.queue if isinstance(self.queue, LocalQueue) else None
+        self.queue: WakeQueue = open_queue(queue or os.environ.get("FXD_QUEUE") or DEFAULT_QUEUE)
+        self._local = self.queue if isinstance(self.queue, InProcessQueue) else None
         self.settings = settings or WorkerSettings()
         self._budget_s = invocation_budget_s
         self._concurrency = concurrency

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from fxdurable.core.clock import Clock
 from fxdurable.core.crash import crash_point
 from fxdurable.core.journal import Fence, Journal, WorkerIdentity
+from fxdurable.core.queue import WakeQueue
 from fxdurable.core.states import AttemptStatus
 from fxdurable.core.store import ReadView
 from fxdurable.errors import ConfigurationError, LeaseLostError, Suspend, UnknownAgentError
-from fxdurable.queues.base import WakeQueue
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable

@@ -13,13 +13,14 @@ import asyncio
 import logging
 import signal
 
+from fxdurable.backends import open_rq_queue, open_store
 from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Journal
+from fxdurable.runtime.agent_spec import load_agents
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.models.http import aclose_clients
 from fxdurable.runtime.worker import WakeHandler, WorkerSettings
-from fxdurable.stores import open_store
-from fxdurable.workers.config import WorkerConfig, load_agents
+from fxdurable.workers.config import WorkerConfig
 
 __all__ = ["job_budget", "run_wake"]
 
@@ -46,8 +47,6 @@ def run_wake(session_id: str, reason: str = "wake") -> str:
     """RQ entry point. Returns a one-line summary (RQ keeps no result: ``result_ttl=0``)."""
     import rq
 
-    from fxdurable.queues.rq import RqQueue
-
     job = rq.get_current_job()
     timeout = float(job.timeout) if job is not None and job.timeout else DEFAULT_TIMEOUT_S
     budget = job_budget(timeout)
@@ -60,7 +59,7 @@ def run_wake(session_id: str, reason: str = "wake") -> str:
     config = WorkerConfig.from_env()
     agents = {a.name: a for a in load_agents(config.agents_spec)}
     store = open_store(config.store_url)
-    queue = RqQueue(config.queue_url)
+    queue = open_rq_queue(config.queue_url)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()

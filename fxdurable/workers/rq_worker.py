@@ -18,13 +18,14 @@ import time
 from types import FrameType
 from typing import Any
 
+from fxdurable.backends import open_rq_queue, open_store
 from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Journal
 from fxdurable.queues.rq import RqQueue
+from fxdurable.runtime.agent_spec import load_agents
 from fxdurable.runtime.reconcile import orphaned_sessions
 from fxdurable.runtime.worker import WorkerSettings
-from fxdurable.stores import open_store
-from fxdurable.workers.config import WorkerConfig, load_agents
+from fxdurable.workers.config import WorkerConfig
 
 __all__ = ["run_worker", "scan_once"]
 
@@ -99,7 +100,7 @@ def run_worker(
     load_agents(config.agents_spec)
     settings = WorkerSettings.from_env()
     config.export()  # forked job processes read their configuration from the environment
-    queue = RqQueue(config.queue_url)
+    queue = open_rq_queue(config.queue_url)
     queue.check()
     found = scan_once(config, queue, quiet_s=settings.scan_quiet_s)  # startup reconciliation
     if found:

@@ -1,7 +1,8 @@
 """The durable core is synchronous, stdlib-only and deterministic: checked, not hoped for.
 
 Every module under ``fxdurable/core/`` is parsed with ``ast`` (not imported, so a forbidden
-import inside a function or an ``if TYPE_CHECKING`` block is caught too).
+import inside a function or an ``if TYPE_CHECKING`` block is caught too). Which of our own
+layers the core may import is in the package-wide matrix, ``tests/test_layer_matrix.py``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import fxdurable.core
+from tests.layering import imported_modules, rel
 
 CORE = Path(fxdurable.core.__file__).parent
 CORE_MODULES = sorted(CORE.rglob("*.py"))
@@ -29,15 +31,6 @@ FORBIDDEN_TOP = {
     "anyio",
     "trio",
 }
-# Layers above the core (the import direction is downward only).
-FORBIDDEN_FXDURABLE = (
-    "fxdurable.runtime",
-    "fxdurable.stores",
-    "fxdurable.queues",
-    "fxdurable.cli",
-    "fxdurable.http",
-    "fxdurable.testing",
-)
 # Nondeterminism is injected through fxdurable/core/clock.py and nowhere else.
 NONDETERMINISTIC = {
     "time.time",
@@ -55,51 +48,13 @@ NONDETERMINISTIC_MODULES = {"random", "secrets"}
 CLOCK = CORE / "clock.py"
 
 
-def _rel(path: Path) -> str:
-    return str(path.relative_to(CORE.parent.parent))
-
-
-def _resolve(module: str | None, level: int, path: Path) -> str:
-    """The absolute module name of ``from <level dots><module> import ...`` inside ``path``."""
-    if level == 0:
-        return module or ""
-    package = ["fxdurable", *path.relative_to(CORE.parent).parent.parts]
-    base = package[: len(package) - (level - 1)]
-    return ".".join([*base, module] if module else base)
-
-
-def imported_modules(tree: ast.AST, path: Path) -> list[tuple[int, str]]:
-    found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.extend((node.lineno, alias.name) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = _resolve(node.module, node.level, path)
-            found.append((node.lineno, base))
-            # ``from fxdurable import runtime`` imports a forbidden layer as a name.
-            found.extend((node.lineno, f"{base}.{alias.name}") for alias in node.names)
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute | ast.Name)
-            and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id)
-            in ("import_module", "__import__")
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, str)
-        ):
-            found.append((node.lineno, node.args[0].value))
-    return found
-
-
 def layer_violations(source: str, path: Path) -> list[str]:
     tree = ast.parse(source, filename=str(path))
     problems = []
     for lineno, name in imported_modules(tree, path):
         top = name.split(".")[0]
         if top in FORBIDDEN_TOP:
-            problems.append(f"{_rel(path)}:{lineno} imports {name}")
-        if any(name == f or name.startswith(f + ".") for f in FORBIDDEN_FXDURABLE):
-            problems.append(f"{_rel(path)}:{lineno} imports {name} (a layer above the core)")
+            problems.append(f"{rel(path)}:{lineno} imports {name}")
     return problems
 
 
@@ -121,17 +76,17 @@ def nondeterminism(source: str, path: Path) -> list[str]:
         if isinstance(node, ast.Attribute):
             dotted = _dotted(node)
             if dotted in NONDETERMINISTIC:
-                problems.append(f"{_rel(path)}:{node.lineno} uses {dotted}")
+                problems.append(f"{rel(path)}:{node.lineno} uses {dotted}")
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             for alias in node.names:
                 dotted = f"{node.module}.{alias.name}"
                 if dotted in NONDETERMINISTIC:
-                    problems.append(f"{_rel(path)}:{node.lineno} imports {dotted}")
+                    problems.append(f"{rel(path)}:{node.lineno} imports {dotted}")
         if isinstance(node, ast.Import | ast.ImportFrom):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
             for name in names:
                 if name and name.split(".")[0] in NONDETERMINISTIC_MODULES:
-                    problems.append(f"{_rel(path)}:{node.lineno} imports {name}")
+                    problems.append(f"{rel(path)}:{node.lineno} imports {name}")
     return problems
 
 
@@ -172,14 +127,6 @@ def test_the_clock_is_where_time_and_ids_come_from() -> None:
         "from pydantic import BaseModel",
         "def f():\n    import asyncio\n",
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import httpx\n",
-        "from fxdurable.runtime.turn import TurnDriver",
-        "from fxdurable import runtime",
-        "import fxdurable.stores.sqlite",
-        "from fxdurable.queues import local",
-        "from fxdurable.cli import main",
-        "from fxdurable.http import app",
-        "from ..runtime import turn",
-        "from ..stores.sqlite import SqliteStore",
         "import importlib\nimportlib.import_module('asyncio')",
     ],
 )

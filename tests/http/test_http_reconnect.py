@@ -12,8 +12,8 @@ import pytest
 from http_lines import Line, is_turn_end, parsed, take_until
 from http_server import ALICE, ServedApp
 
+from fxdurable.backends import open_store
 from fxdurable.http.app import _request_id
-from fxdurable.stores import open_store
 from tests.kit.story import FOLLOW_UP, STORY
 from tests.kit.world import assert_invariants
 

@@ -12,10 +12,10 @@ import httpx
 import pytest
 from http_server import ALICE, WAKE_SECRET, ServedApp
 
+from fxdurable.backends import open_store
 from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Journal
 from fxdurable.http.signing import SIGNATURE_HEADER, sign_wake
-from fxdurable.stores import open_store
 from tests.kit.story import AGENT, DONE_TEXT, STORY, STORY_REQUEST
 from tests.kit.world import assert_invariants
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from fxdurable.backends import open_store
 from fxdurable.core.records import (
     AttemptRecord,
     EventRecord,
@@ -25,7 +26,6 @@ from fxdurable.core.records import (
     SubmissionRecord,
     ToolTaskRecord,
 )
-from fxdurable.stores import open_store
 from fxdurable.testing import Effect, Violation, check_effects, check_store
 from fxdurable.testing.invariants import StoreSummary
 from tests.kit.story import STORY_REQUEST, is_story, read_lines

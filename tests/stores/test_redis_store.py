@@ -23,6 +23,7 @@ import pytest
 import redis
 
 import fxdurable as fx
+from fxdurable.backends import open_store
 from fxdurable.core.journal import Journal, WorkerIdentity
 from fxdurable.core.records import EventRecord, SessionRecord, ToolCallRequest, Usage
 from fxdurable.core.states import SessionStatus, SubmissionStatus, ToolTaskStatus
@@ -34,7 +35,6 @@ from fxdurable.errors import (
     RecordNotFoundError,
     StoreError,
 )
-from fxdurable.stores import open_store
 from fxdurable.stores.redis import RedisStore
 from fxdurable.testing import FakeClock, check_store
 from fxdurable.testing.net import free_port

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from fxdurable.backends import open_store
 from fxdurable.core.records import (
     AttemptRecord,
     ErrorInfo,
@@ -41,7 +42,6 @@ from fxdurable.core.states import (
 )
 from fxdurable.core.store import ReadView, Store, Tx
 from fxdurable.errors import ConfigurationError, ConflictError
-from fxdurable.stores import open_store
 from fxdurable.stores.sqlite import SqliteStore
 
 

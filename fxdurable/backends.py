@@ -1,0 +1,83 @@
+"""Backends by URL: the one place that turns a store or queue URL into an object.
+
+The runtime's constructor, the CLI, the RQ workers and the HTTP handlers all open their
+stores and queues here, so a URL means the same thing everywhere and its errors read the same.
+Backends that need an optional package (``redis``, ``rq``) are imported only when a URL names
+them: ``import fxdurable`` loads neither.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fxdurable.core.queue import WakeQueue
+from fxdurable.core.store import Store
+from fxdurable.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from fxdurable.queues.rq import RqQueue
+
+__all__ = ["DEFAULT_QUEUE", "DEFAULT_STORE", "open_queue", "open_rq_queue", "open_store"]
+
+DEFAULT_STORE = "sqlite:///.fxd/fxd.db"
+DEFAULT_QUEUE = "local"
+
+
+def open_store(url: str, *, create: bool = True) -> Store:
+    """Open the store a URL names: ``sqlite:///path.db`` (the embedded default) or
+    ``redis://host:port/db`` (``rediss://`` for TLS; needs ``pip install 'fxdurable[redis]'``).
+
+    ``create=False`` is for read-only tools: a missing or foreign store is an error, and
+    nothing (not even the schema) is written.
+    """
+    scheme = url.split(":", 1)[0]
+    if scheme == "sqlite":
+        from fxdurable.stores.sqlite import SqliteStore
+
+        return SqliteStore(url, create=create)
+    if scheme in ("redis", "rediss"):
+        try:
+            from fxdurable.stores.redis import RedisStore
+        except ImportError as exc:  # the module itself maps a missing redis package
+            raise ConfigurationError(
+                f"the Redis store cannot be loaded ({exc}): pip install 'fxdurable[redis]'"
+            ) from exc
+
+        return RedisStore(url, create=create)
+    if scheme == "dynamodb":
+        raise ConfigurationError(
+            "the dynamodb store is not available in this version of fxdurable; "
+            "use sqlite:///path.db or redis://host:port/db"
+        )
+    raise ConfigurationError(
+        f"unknown store URL {url!r}: expected sqlite:///path.db or redis://host:port/db "
+        "(dynamodb:// comes later)"
+    )
+
+
+def open_queue(url: str) -> WakeQueue:
+    """``local`` (in-process, the embedded default) or ``rq://host:port/db?queue=name``."""
+    if url == "local":
+        from fxdurable.queues.local import LocalQueue
+
+        return LocalQueue()
+    if _is_rq(url):
+        return open_rq_queue(url)
+    raise ConfigurationError(
+        f"unknown queue URL {url!r}: expected 'local' or rq://host:port/db?queue=name "
+        "(sqs:// comes with the serverless work)"
+    )
+
+
+def open_rq_queue(url: str) -> RqQueue:
+    """The RQ queue an ``rq://`` (``rqs://`` for TLS) URL names: what ``fxdurable worker`` and
+    ``fxdurable scan`` consume and feed, which no other queue can stand in for."""
+    if not _is_rq(url):
+        raise ConfigurationError(f"RQ workers and scans need an rq://... queue URL, not {url!r}")
+    from fxdurable.queues.rq import RqQueue
+
+    return RqQueue(url)
+
+
+def _is_rq(url: str) -> bool:
+    return url.split(":", 1)[0] in ("rq", "rqs")
