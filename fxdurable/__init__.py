@@ -27,7 +27,7 @@ from fxdurable.runtime.agent import Agent, Durability, ModelRetries, Pricing
 from fxdurable.runtime.models.base import ModelRequest, ModelResponse
 from fxdurable.runtime.models.scripted import ScriptedModel, call, reply
 from fxdurable.runtime.runtime import Runtime, SessionHandle
-from fxdurable.runtime.tools import Idempotent, Tool, ToolContext, define_tool, tool
+from fxdurable.runtime.tools import ReplayPolicy, Tool, ToolContext, define_tool, tool
 from fxdurable.runtime.worker import WorkerSettings
 
 __all__ = [
@@ -40,7 +40,6 @@ __all__ = [
     "ErrorInfo",
     "EventRecord",
     "FxDurableError",
-    "Idempotent",
     "LeaseLostError",
     "ModelError",
     "ModelRequest",
@@ -48,6 +47,7 @@ __all__ = [
     "ModelRetries",
     "ModelRetryableError",
     "Pricing",
+    "ReplayPolicy",
     "RequestConflictError",
     "Runtime",
     "ScriptedModel",

@@ -1,9 +1,10 @@
 """Tools: a name, a description, a pydantic input model, a replay policy and an ``execute``.
 
 The replay policy says what recovery may do with a call that was interrupted mid-flight
-(DESIGN §3.5): ``"safe"`` re-executes it, ``Idempotent()`` re-executes it with the same
+(DESIGN §3.5): ``"safe"`` re-executes it, ``"idempotent"`` re-executes it with the same
 ``ctx.execution_id``, ``"unsafe"`` never re-executes it and tells the model the outcome is
-unknown.
+unknown. A policy is one of these three names, nothing else: the policies carry no settings,
+and the name is what the journal records for each call.
 """
 
 from __future__ import annotations
@@ -13,37 +14,24 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, cast, get_type_hints, overload
+from typing import Any, Literal, TypeAlias, cast, get_args, get_type_hints, overload
 
 import pydantic
 
 from fxdurable.errors import ConfigurationError, ToolInputError
 
 __all__ = [
-    "Idempotent",
+    "REPLAY_POLICIES",
     "ReplayPolicy",
     "Tool",
     "ToolContext",
     "define_tool",
-    "policy_name",
     "tool",
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Idempotent:
-    """Re-executed after a crash with the same ``ctx.execution_id`` (the idempotency key)."""
-
-
-ReplayPolicy: TypeAlias = Literal["safe", "unsafe"] | Idempotent
-
-
-def policy_name(policy: ReplayPolicy) -> str:
-    if isinstance(policy, Idempotent):
-        return "idempotent"
-    if policy in ("safe", "unsafe"):
-        return policy
-    raise ConfigurationError(f"replay must be 'safe', 'unsafe' or Idempotent(), not {policy!r}")
+ReplayPolicy: TypeAlias = Literal["safe", "idempotent", "unsafe"]
+REPLAY_POLICIES: tuple[ReplayPolicy, ...] = get_args(ReplayPolicy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +64,12 @@ class Tool:
     timeout_s: float = 300.0
 
     def __post_init__(self) -> None:
-        policy = policy_name(self.replay)
-        if not self.reuse and policy != "safe":
+        if not isinstance(self.replay, str) or self.replay not in REPLAY_POLICIES:
+            raise ConfigurationError(
+                f"tool {self.name!r}: replay must be one of "
+                f"{', '.join(repr(p) for p in REPLAY_POLICIES)}, not {self.replay!r}"
+            )
+        if not self.reuse and self.replay != "safe":
             raise ConfigurationError(
                 f"tool {self.name!r}: reuse=False re-executes a completed call, which only a "
                 "safe (read-only) tool may do"
@@ -86,8 +78,9 @@ class Tool:
             raise ConfigurationError(f"tool name {self.name!r} must be letters, digits, _ or -")
 
     @property
-    def policy(self) -> str:
-        return policy_name(self.replay)
+    def policy(self) -> ReplayPolicy:
+        """The replay policy, as the journal records it on each call (the same as ``replay``)."""
+        return self.replay
 
     def json_schema(self) -> dict[str, Any]:
         return self.input_model.model_json_schema()

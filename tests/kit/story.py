@@ -180,7 +180,7 @@ def story_tools(world: Path, timings: Timings) -> list[fx.Tool]:
             description="Charge an order (the payment API dedupes on the idempotency key).",
             input_model=ChargeInput,
             execute=charge,
-            replay=fx.Idempotent(),
+            replay="idempotent",
         ),
         fx.define_tool(
             "deploy",

@@ -65,7 +65,7 @@ def _slow_agent(
 
 @pytest.mark.parametrize(
     ("replay", "status"),
-    [("safe", "cancelled"), ("unsafe", "outcome_unknown"), (fx.Idempotent(), "outcome_unknown")],
+    [("safe", "cancelled"), ("unsafe", "outcome_unknown"), ("idempotent", "outcome_unknown")],
 )
 def test_abort_cancels_the_tool_in_flight(tmp_path, replay, status):
     async def main():

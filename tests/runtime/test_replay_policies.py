@@ -81,7 +81,7 @@ def test_idempotent_tool_is_reexecuted_with_the_same_execution_id(tmp_path):
     url = db_url(tmp_path)
     keys: list[str] = []
 
-    @fx.tool(replay=fx.Idempotent())
+    @fx.tool(replay="idempotent")
     async def charge(inp: Deploy, ctx: fx.ToolContext) -> str:
         "Charge with an idempotency key."
         keys.append(ctx.execution_id)

@@ -51,13 +51,12 @@ def test_tool_decorator_with_arguments():
     assert deploy.description == "deploy"  # no docstring: the function's name
     assert deploy.policy == "unsafe" and deploy.timeout_s == 3
 
-    @fx.tool(replay=fx.Idempotent())
+    @fx.tool(replay="idempotent")
     def charge(inp: Deploy, ctx: fx.ToolContext) -> str:
         "Charge."
         return "ok"
 
     assert charge.policy == "idempotent"
-    assert fx.Idempotent() == fx.Idempotent()
 
     @fx.tool(reuse=False)
     def read_file(inp: Deploy, ctx: fx.ToolContext) -> str:
@@ -67,7 +66,7 @@ def test_tool_decorator_with_arguments():
     assert read_file.reuse is False and read_file.policy == "safe"
 
 
-@pytest.mark.parametrize("replay", ["unsafe", fx.Idempotent()])
+@pytest.mark.parametrize("replay", ["unsafe", "idempotent"])
 def test_reuse_false_is_only_for_safe_tools(replay):
     with pytest.raises(fx.ConfigurationError, match="reuse=False"):
         fx.define_tool(
@@ -78,6 +77,21 @@ def test_reuse_false_is_only_for_safe_tools(replay):
             replay=replay,
             reuse=False,
         )
+
+
+@pytest.mark.parametrize("replay", ["maybe", "Idempotent", None, object(), ("safe",)])
+def test_replay_takes_one_of_the_three_policy_names(replay: object) -> None:
+    """One kind of value (a name), so a policy object or a typo fails at definition, saying
+    what is accepted."""
+    with pytest.raises(fx.ConfigurationError) as caught:
+        fx.define_tool(
+            "x",
+            description="x",
+            input_model=Deploy,
+            execute=lambda i, c: "",
+            replay=replay,  # type: ignore[arg-type]
+        )
+    assert "replay must be one of 'safe', 'idempotent', 'unsafe'" in str(caught.value)
 
 
 def test_bad_tool_definitions_are_refused():
