@@ -6,7 +6,8 @@ The public API is re-exported here; ``tests/test_public_api.py`` pins ``__all__`
 from __future__ import annotations
 
 from fxdurable.core.journal import Steering
-from fxdurable.core.records import ErrorInfo, EventRecord, SubmissionRecord, ToolCallRequest
+from fxdurable.core.records import ErrorInfo, EventRecord, ToolCallRequest
+from fxdurable.core.states import SubmissionStatus
 from fxdurable.errors import (
     AgentBusyError,
     AgentMismatchError,
@@ -27,6 +28,7 @@ from fxdurable.runtime.agent import Agent, Durability, ModelRetries, Pricing
 from fxdurable.runtime.models.base import ModelRequest, ModelResponse
 from fxdurable.runtime.models.scripted import ScriptedModel, call, reply
 from fxdurable.runtime.runtime import Runtime, SessionHandle
+from fxdurable.runtime.submission import Submission
 from fxdurable.runtime.tools import ReplayPolicy, Tool, ToolContext, define_tool, tool
 from fxdurable.runtime.worker import WorkerSettings
 
@@ -55,8 +57,9 @@ __all__ = [
     "SessionNotFoundError",
     "Steering",
     "SteeringFullError",
+    "Submission",
     "SubmissionFailedError",
-    "SubmissionRecord",
+    "SubmissionStatus",
     "Tool",
     "ToolCallRequest",
     "ToolContext",

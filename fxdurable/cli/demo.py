@@ -18,11 +18,11 @@ from pathlib import Path
 from fxdurable.cli.demo_agent import FOLLOW_UP, PROMPT, engineer, policy
 from fxdurable.cli.render import Style, describe
 from fxdurable.core.crash import CRASH_POINTS
-from fxdurable.core.records import SubmissionRecord
 from fxdurable.core.states import SubmissionStatus
 from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.models.base import Model
 from fxdurable.runtime.runtime import Runtime, SessionHandle
+from fxdurable.runtime.submission import Submission
 from fxdurable.runtime.worker import WorkerSettings
 
 __all__ = ["run_demo"]
@@ -76,7 +76,7 @@ async def _demo(
             )
             state = await session.state()
             cursor = (state.next_event_seq - 1) if state else 0
-            targets = unsettled
+            targets = [Submission.of(s) for s in unsettled]
         else:
             prompt = PROMPT if not subs else FOLLOW_UP
             if subs:
@@ -105,7 +105,7 @@ async def _demo(
     print()
     for sub in final:
         if sub.status == SubmissionStatus.COMPLETED:
-            print(style.green(f"Outcome: completed — {sub.result_text}"))
+            print(style.green(f"Outcome: completed — {sub.result}"))
         else:
             reason = sub.error.message if sub.error else sub.status.value
             print(style.red(f"Outcome: {sub.status} — {reason}"))
@@ -116,10 +116,10 @@ async def _demo(
 async def _follow(
     rt: Runtime,
     session: SessionHandle,
-    targets: list[SubmissionRecord],
+    targets: list[Submission],
     cursor: int,
     style: Style,
-) -> list[SubmissionRecord] | None:
+) -> list[Submission] | None:
     """Print the session's events as workers record them, until every target settles
     (or None when a SIGINT/SIGTERM stopped the runtime first)."""
     while True:
@@ -131,7 +131,7 @@ async def _follow(
             if line is not None:
                 print(f"  {line}", flush=True)
         # Read the outcome before the events: the last events are printed before returning.
-        if all(r is not None and r.status in _SETTLED for r in records):
+        if all(r is not None and r.settled for r in records):
             return [r for r in records if r is not None]
         if stopped:
             return None

@@ -33,13 +33,12 @@ from fxdurable.runtime.model_step import Sleep
 from fxdurable.runtime.models.base import ChatMessage
 from fxdurable.runtime.models.http import aclose_clients
 from fxdurable.runtime.reconcile import orphaned_sessions
+from fxdurable.runtime.submission import Submission
 from fxdurable.runtime.worker import WakeHandler, WorkerSettings
 
 __all__ = ["Runtime", "SessionHandle"]
 
 log = logging.getLogger("fxdurable.runtime")
-
-_SETTLED = (SubmissionStatus.COMPLETED, SubmissionStatus.FAILED, SubmissionStatus.ABORTED)
 
 
 class Runtime:
@@ -242,7 +241,7 @@ class SessionHandle:
         *,
         request_id: str | None = None,
         when_busy: Literal["queue", "reject"] = "queue",
-    ) -> SubmissionRecord:
+    ) -> Submission:
         """Admit ``prompt`` durably and wake a worker. Idempotent on ``request_id``."""
         admission = await durable(
             self._rt.journal.admit,
@@ -253,23 +252,21 @@ class SessionHandle:
             when_busy=when_busy,
         )
         await self._rt.queue.enqueue(self.id, reason="submitted")
-        return admission.submission
+        return Submission.of(admission.submission)
 
     async def wait(
         self, submission_id: str, *, timeout: float | None = None, poll_s: float = 0.02
-    ) -> SubmissionRecord:
+    ) -> Submission:
         """Wait until the submission settles and return it (any outcome)."""
 
-        async def settled() -> SubmissionRecord:
+        async def settled() -> Submission:
             while True:
-                sub: SubmissionRecord | None = await durable(
-                    self._rt.journal.read, lambda v: v.get_submission(submission_id)
-                )
+                sub = await self.submission(submission_id)
                 if sub is None:
                     raise SubmissionFailedError(
                         submission_id, "unknown", {"message": "no such submission"}
                     )
-                if sub.status in _SETTLED:
+                if sub.settled:
                     return sub
                 await asyncio.sleep(poll_s)
 
@@ -293,7 +290,7 @@ class SessionHandle:
                 }
             )
             raise SubmissionFailedError(sub.id, sub.status.value, error)
-        return sub.result_text or ""
+        return sub.result or ""
 
     async def events(self, after: int = 0, limit: int | None = None) -> list[EventRecord]:
         """Events after the cursor ``after``; each event's ``seq`` is the next cursor."""
@@ -302,8 +299,11 @@ class SessionHandle:
     async def history(self) -> list[ChatMessage]:
         return await durable(self._rt.journal.read, lambda v: conversation(v, self.id))
 
-    async def submission(self, submission_id: str) -> SubmissionRecord | None:
-        return await durable(self._rt.journal.read, lambda v: v.get_submission(submission_id))
+    async def submission(self, submission_id: str) -> Submission | None:
+        record: SubmissionRecord | None = await durable(
+            self._rt.journal.read, lambda v: v.get_submission(submission_id)
+        )
+        return None if record is None else Submission.of(record)
 
     async def state(self) -> SessionRecord | None:
         return await durable(self._rt.journal.read, lambda v: v.get_session(self.id))

@@ -249,7 +249,7 @@ async def run_session(args: argparse.Namespace, workdir: Path, model: AnyModel |
         outcome = {
             "request_id": sub.request_id,
             "status": str(sub.status),
-            "text": sub.result_text,
+            "text": sub.result,
             "error": error,
         }
         print("outcome " + json.dumps(outcome), flush=True)

@@ -18,6 +18,7 @@ from fxrt_support import (
     last_user_text,
     read,
     run,
+    submission,
     tool_messages,
 )
 
@@ -61,11 +62,11 @@ def test_submissions_of_a_session_run_one_at_a_time_in_admission_order(tmp_path)
         ) as rt:
             s = rt.session("s1")
             subs = [await s.submit(p) for p in ("first", "second", "third")]
-            assert [x.seq for x in subs] == [1, 2, 3]
+            assert [submission(rt, x.id).seq for x in subs] == [1, 2, 3]  # admission order
             assert [x.status.value for x in subs] == ["queued"] * 3
             settled = [await s.wait(x.id, timeout=10) for x in subs]
             assert [x.status.value for x in settled] == ["completed"] * 3
-            assert [x.result_text for x in settled] == ["done first", "done second", "done third"]
+            assert [x.result for x in settled] == ["done first", "done second", "done third"]
             assert order == ["first", "second", "third"]
             assert peak == [1]
 
@@ -209,5 +210,33 @@ def test_a_session_stays_bound_to_its_agent(tmp_path):
             with pytest.raises(fx.ConfigurationError):
                 rt.session("s2")  # several agents: name one
             assert len(read(rt, lambda v: v.submissions("s1"))) == 1
+
+    run(main())
+
+
+def test_submit_and_wait_return_the_public_submission_view(tmp_path):
+    """Callers get ``fx.Submission`` (frozen, no storage bookkeeping), not the journal's
+    record, whose fields may change with the storage format."""
+    agent = fx.Agent("eng", fx.ScriptedModel(lambda r: fx.reply("done")))
+
+    async def main():
+        async with fx.Runtime([agent], store=fresh_store(tmp_path), settings=FAST) as rt:
+            s = rt.session("s1")
+            admitted = await s.submit("go", request_id="r1")
+            assert isinstance(admitted, fx.Submission)
+            assert (admitted.session_id, admitted.request_id) == ("s1", "r1")
+            assert admitted.status == "queued" and not admitted.settled
+            assert admitted.result is None and admitted.error is None
+            assert admitted.cursor == submission(rt, admitted.id).cursor
+            with pytest.raises(AttributeError):
+                admitted.status = fx.SubmissionStatus.COMPLETED  # type: ignore[misc]
+            assert not hasattr(admitted, "version") and not hasattr(admitted, "prompt")
+
+            settled = await s.wait(admitted.id, timeout=10)
+            assert isinstance(settled, fx.Submission) and settled.settled
+            assert settled.status == fx.SubmissionStatus.COMPLETED and settled.result == "done"
+            assert (settled.attempts, settled.interruptions) == (1, 0)
+            assert await s.submission(admitted.id) == settled
+            assert await s.submission("nope") is None
 
     run(main())

@@ -31,7 +31,7 @@ from fxrt_support import (
 import fxdurable as fx
 from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Journal, WorkerIdentity
-from fxdurable.core.records import Usage
+from fxdurable.core.records import SubmissionRecord, Usage
 from fxdurable.stores.sqlite import SqliteStore
 from fxdurable.testing import FakeClock
 
@@ -86,7 +86,7 @@ def test_tiny_invocation_budget_completes_through_continuations(tmp_path):
             sub = await s.submit("go")
             settled = await s.wait(sub.id, timeout=3)
             assert settled.status.value == "completed"
-            assert settled.result_text == "all 3 steps done"
+            assert settled.result == "all 3 steps done"
             assert settled.interruptions == 0
             types = event_types(rt, "s1")
             assert types.count("attempt.yielded") >= 1
@@ -108,7 +108,7 @@ def test_small_invocation_budget_yields_at_step_boundaries(tmp_path):
             sub = await s.submit("go")
             settled = await s.wait(sub.id, timeout=10)
             assert settled.status.value == "completed"
-            assert settled.result_text == "all 3 steps done"
+            assert settled.result == "all 3 steps done"
             assert settled.interruptions == 0
             attempts = read(rt, lambda v: v.attempts(sub.id))
             assert len(attempts) >= 3
@@ -304,7 +304,7 @@ def test_submission_admitted_between_the_last_check_and_the_release_still_runs(t
         async with fx.Runtime([agent], store=fresh_store(tmp_path), settings=NO_SCAN) as rt:
             journal = rt.journal
             original_release = journal.release
-            late: list[fx.SubmissionRecord] = []
+            late: list[SubmissionRecord] = []
 
             def racing_release(fence):
                 if not late:  # the first release of the session: admit "just before" it
@@ -317,7 +317,7 @@ def test_submission_admitted_between_the_last_check_and_the_release_still_runs(t
             assert late, "the worker released the lease"
             settled = await s.wait(late[0].id, timeout=3)
             assert settled.status.value == "completed"
-            assert settled.result_text == "ok late"
+            assert settled.result == "ok late"
             await check_invariants(rt, "s1")
 
     run(main())
@@ -333,7 +333,7 @@ def test_periodic_scan_finds_queued_work_without_a_wake(tmp_path):
             sub = rt.journal.admit("s1", agent="eng", prompt="hello").submission  # no wake
             settled = await rt.session("s1").wait(sub.id, timeout=2)  # ~a few scan intervals
             assert settled.status.value == "completed"
-            assert settled.result_text == "found you"
+            assert settled.result == "found you"
             await check_invariants(rt, "s1")
 
     run(main())
@@ -393,7 +393,7 @@ def test_session_of_an_agent_this_runtime_lacks_is_left_intact(tmp_path, caplog)
     async def later():
         async with fx.Runtime([a], store=owned_store(url), settings=FAST) as rt:
             settled = await rt.session("s1").wait(sub.id, timeout=5)
-            assert settled.result_text == "a answers"
+            assert settled.result == "a answers"
             await check_invariants(rt, "s1")
 
     run(later())
@@ -416,7 +416,7 @@ def test_lease_of_a_dead_local_process_is_taken_over_at_once(tmp_path):
     async def main():
         async with fx.Runtime([agent], store=owned_store(url), settings=NO_SCAN) as rt:
             settled = await rt.session("s1").wait(sub.id, timeout=3)  # not after 600 s
-            assert settled.result_text == "taken over"
+            assert settled.result == "taken over"
             await check_invariants(rt, "s1")
             assert read(rt, lambda v: v.get_session("s1")).lease.token == 2
 
@@ -455,7 +455,7 @@ def test_lease_of_a_live_owner_is_left_alone_until_it_expires(tmp_path, where):
                 assert "attempt.started" not in event_types(rt, "s1")
                 clock.advance(61)  # the lease expires
                 settled = await s.wait(sub.id, timeout=3)
-                assert settled.result_text == "after expiry"
+                assert settled.result == "after expiry"
                 await check_invariants(rt, "s1")
 
         run(main())

@@ -63,7 +63,7 @@ def test_safe_tool_is_reexecuted(tmp_path):
     assert crashed.tasks[0].status.value == "running"
 
     def check(rt, sub, recorded, evs):
-        assert sub.status.value == "completed" and sub.result_text == "read it"
+        assert sub.status.value == "completed" and sub.result == "read it"
         assert sub.interruptions == 1 and sub.attempts == 2
         assert calls == [(crashed.tasks[0].execution_id, 2)]
         assert recorded[0].status.value == "completed" and recorded[0].runs == 2
@@ -126,7 +126,7 @@ def test_unsafe_tool_is_not_reexecuted_and_the_model_is_told(tmp_path):
     )
 
     def check(rt, sub, recorded, evs):
-        assert sub.status.value == "completed" and sub.result_text == "I will check first"
+        assert sub.status.value == "completed" and sub.result == "I will check first"
         assert executed == []
         task = recorded[0]
         assert task.status.value == "outcome_unknown"
@@ -191,7 +191,7 @@ def test_repeat_of_an_unknown_call_is_refused_once_then_runs(tmp_path):
     )
 
     def check(rt, sub, recorded, evs):
-        assert sub.status.value == "completed" and sub.result_text == "done"
+        assert sub.status.value == "completed" and sub.result == "done"
         assert executed == ["1.4"]  # the deliberate second repeat only
         assert [(t.round, t.status.value, t.runs) for t in recorded] == [
             (0, "outcome_unknown", 1),
@@ -324,7 +324,7 @@ def test_crash_before_any_model_call_runs_from_the_start(tmp_path):
     crashed = leave_crashed_turn(url, agent="eng", record_model=False)
 
     def check(rt, sub, recorded, evs):
-        assert sub.status.value == "completed" and sub.result_text == "fresh answer"
+        assert sub.status.value == "completed" and sub.result == "fresh answer"
         assert sub.interruptions == 1
         assert len(model.requests) == 1
         # one user message, even though the turn was started twice

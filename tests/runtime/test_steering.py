@@ -22,7 +22,7 @@ from fxrt_support import (
 import fxdurable as fx
 from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Fence, Journal, WorkerIdentity
-from fxdurable.core.records import Usage
+from fxdurable.core.records import SubmissionRecord, Usage
 from fxdurable.errors import SessionNotFoundError, SteeringPendingError
 
 
@@ -63,7 +63,7 @@ def test_steering_during_a_tool_reaches_the_next_model_call(tmp_path):
             assert steering.steered and steering.submission.id == sub.id
             gate.set()
             done = await s.wait(sub.id, timeout=5)
-            assert done.result_text == "done, in blue"
+            assert done.result == "done, in blue"
             # The second call saw the tool result, then the steering, in that order.
             assert seen[1][-2:] == ["tool:looked", "user:make it blue"]
             history = [(m.role, m.text) for m in await s.history()]
@@ -120,7 +120,7 @@ def test_steering_an_idle_session_admits_a_submission(tmp_path):
             assert not steering.steered
             assert steering.submission.prompt == "second"
             done = await s.wait(steering.submission.id, timeout=5)
-            assert done.result_text == "re: second"
+            assert done.result == "re: second"
             assert "steer.recorded" not in event_types(rt, "s1")
             await check_invariants(rt, "s1")
 
@@ -142,7 +142,7 @@ def test_steering_an_unknown_or_foreign_session_is_not_found(tmp_path):
     assert journal.steer("mine", "again").steered
 
 
-def _running_turn(tmp_path) -> tuple[Journal, fx.SubmissionRecord, Fence]:
+def _running_turn(tmp_path) -> tuple[Journal, SubmissionRecord, Fence]:
     """A journal with session ``s1`` whose submission ``go`` is running under a lease."""
     journal = Journal(fresh_store(tmp_path), SystemClock(), RandomIds())
     sub = journal.admit("s1", agent="a", prompt="go").submission

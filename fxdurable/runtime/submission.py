@@ -1,0 +1,60 @@
+"""What a caller sees of a submission: the public view of the journal's record.
+
+The stored record (:class:`fxdurable.core.records.SubmissionRecord`) also carries the journal's
+bookkeeping (admission order, row version, abort flag, timestamps), which may change with the
+storage format; this view is what the runtime promises to callers of ``session.submit``,
+``session.wait`` and ``session.submission``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fxdurable.core.records import ErrorInfo, SubmissionRecord
+from fxdurable.core.states import SubmissionStatus
+
+__all__ = ["Submission"]
+
+_SETTLED = frozenset(
+    {SubmissionStatus.COMPLETED, SubmissionStatus.FAILED, SubmissionStatus.ABORTED}
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Submission:
+    """One admitted prompt, as of the moment it was read.
+
+    ``cursor`` is the ``seq`` of its ``submission.admitted`` event, where its events start.
+    ``result`` is the final answer once ``completed``; ``error`` says why once ``failed`` or
+    ``aborted``. ``interruptions`` counts attempts that a crash ended (recovery continued
+    each from its last committed step).
+    """
+
+    id: str
+    session_id: str
+    request_id: str
+    status: SubmissionStatus
+    cursor: int
+    attempts: int
+    interruptions: int
+    result: str | None
+    error: ErrorInfo | None
+
+    @property
+    def settled(self) -> bool:
+        """Completed, failed or aborted: nothing about it will change any more."""
+        return self.status in _SETTLED
+
+    @classmethod
+    def of(cls, record: SubmissionRecord) -> Submission:
+        return cls(
+            id=record.id,
+            session_id=record.session_id,
+            request_id=record.request_id,
+            status=record.status,
+            cursor=record.cursor,
+            attempts=record.attempts,
+            interruptions=record.interruptions,
+            result=record.result_text,
+            error=record.error,
+        )
