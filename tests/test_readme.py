@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -26,3 +30,63 @@ def test_readme_python_example_runs(tmp_path: Path) -> None:
 def test_readme_names_the_two_commands() -> None:
     text = README.read_text()
     assert "make demo" in text and "make test" in text
+
+
+def _readme_commands() -> list[tuple[str, set[str]]]:
+    """``(subcommand, its --flags)`` of every ``fxdurable <subcommand> ...`` the README shows,
+    in code blocks and in prose (line breaks inside a command are joined)."""
+    text = " ".join(README.read_text().split())
+    found = re.findall(r"fxdurable (demo|serve|worker|scan|trace|check)((?: +[^\s`#|]+)*)", text)
+    return [(command, set(re.findall(r"--[\w-]+", rest))) for command, rest in found]
+
+
+def test_every_flag_the_readme_gives_a_command_is_accepted_by_it() -> None:
+    commands = _readme_commands()
+    assert ("demo", {"--provider"}) in commands
+    assert ("scan", {"--every"}) in commands
+    helps: dict[str, str] = {}
+    for command, flags in commands:
+        if command not in helps:
+            helps[command] = subprocess.run(
+                [sys.executable, "-m", "fxdurable", command, "--help"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        for flag in flags:
+            assert re.search(rf"(^|[\s,\[]){flag}\b", helps[command]), (
+                f"the README gives `fxdurable {command}` {flag}, which it does not accept"
+            )
+
+
+def test_readme_redis_runs_with_an_append_only_file() -> None:
+    """The Redis store refuses a Redis that would lose committed steps on restart."""
+    (line,) = [ln for ln in README.read_text().splitlines() if ln.startswith("redis-server ")]
+    assert "--appendonly yes" in line
+
+
+def test_readme_scan_every_runs_until_stopped(redis_factory: Callable[..., Any]) -> None:
+    """``fxdurable scan --every 5`` as the Redis section runs it beside the workers: it scans,
+    keeps scanning, and Ctrl-C stops it cleanly (exit 0, no traceback)."""
+    server = redis_factory(fsync="always")  # as the README starts it: AOF, fsync always
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FXD_")} | {
+        "FXD_STORE": f"{server.url}/0",
+        "FXD_QUEUE": f"rq://127.0.0.1:{server.port}/0",
+        "FXD_AGENTS": "fxdurable.cli.demo_agent:agents",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fxdurable", "scan", "--every", "5"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert first == "woke 0 session(s)\n", first + out + err
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err, err

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
-import time
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -91,7 +92,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--dev",
         action="store_true",
-        help="no authentication (every caller is 'dev'): only on your own machine",
+        default=None,  # not given: FXD_HTTP_DEV=1 decides (app_from_env reads it)
+        help="no authentication (every caller is 'dev'; or FXD_HTTP_DEV=1): only on your own "
+        "machine",
     )
     serve.add_argument("--tokens-file", help="principal=token lines (or $FXD_HTTP_TOKENS)")
     serve.add_argument(
@@ -163,12 +166,17 @@ def _run_worker_command(args: argparse.Namespace) -> int:
     # One scan is an operator's "wake everything now"; repeated scans leave a session nobody
     # holds alone while its wake may still be queued.
     quiet_s = WorkerSettings.from_env().scan_quiet_s if args.every is not None else 0.0
+    stop = threading.Event()
+    if args.every is not None:
+        # "Until stopped": Ctrl-C or SIGTERM ends the wait between scans (a scan under way
+        # finishes first), and the command exits 0 without a traceback.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda _signum, _frame: stop.set())
     while True:
         found = scan_once(config, queue, quiet_s=quiet_s)
         print(f"woke {found} session(s)", flush=True)
-        if args.every is None:
+        if args.every is None or stop.wait(args.every):
             return 0
-        time.sleep(args.every)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -23,7 +23,7 @@ def run_serve(
     agents: str | None,
     store: str | None,
     queue: str | None,
-    dev: bool,
+    dev: bool | None,
     tokens_file: str | None,
     invocation_budget_s: float | None,
     verbose: bool,

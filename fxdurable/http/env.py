@@ -68,5 +68,6 @@ def _authenticator(dev: bool, tokens_file: str | None) -> Authenticate:
         return dev_principal
     raise ConfigurationError(
         "no API tokens configured: set FXD_HTTP_TOKENS='alice=<token>' (or "
-        "FXD_HTTP_TOKENS_FILE), or pass --dev to run without authentication on your machine"
+        "FXD_HTTP_TOKENS_FILE), or pass --dev (or set FXD_HTTP_DEV=1) to run without "
+        "authentication on your machine"
     )

@@ -16,10 +16,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 
 from fxdurable import __version__
+from fxdurable.backends import open_store
 from fxdurable.core.crash import CRASH_POINTS
+from fxdurable.testing.net import free_port, wait_healthy
 
 ANSI = re.compile(r"\x1b\[")
 VIOLATION = re.compile(r"^[a-z-]+: session \S+: .+$")
@@ -242,3 +245,48 @@ def test_demo_walkthrough_over_a_provider_wire_format(provider: str, tmp_path: P
     assert len(deploys) == 1
     check = fxd("check", "--db", ".fxd-demo/demo.db", "--at-rest", cwd=tmp_path)
     assert check.returncode == 0, explain(check)
+
+
+@pytest.mark.parametrize(
+    ("flags", "env"), [(["--dev"], {}), ([], {"FXD_HTTP_DEV": "1"})], ids=["flag", "env"]
+)
+def test_serve_dev_mode_from_the_flag_or_the_environment(
+    flags: list[str], env: dict[str, str], tmp_path: Path
+) -> None:
+    """``FXD_HTTP_DEV=1 fxdurable serve`` is ``fxdurable serve --dev`` (the README's table):
+    no tokens needed, and every caller is the principal ``dev``, who owns what it creates."""
+    port = free_port()
+    base = {k: v for k, v in os.environ.items() if not k.startswith("FXD_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fxdurable", "serve", "--port", str(port), *flags],
+        cwd=tmp_path,
+        env=base | env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(f"{url}/healthz", proc, timeout_s=30, output=lambda: _drain(proc))
+        answer = httpx.post(
+            f"{url}/chat",
+            json={"sessionId": "ops-1", "prompt": "status?", "whenBusy": "reject"},
+            timeout=30,
+        )
+        assert answer.status_code == 200, answer.text
+        state = httpx.get(f"{url}/sessions/ops-1", timeout=10)
+        assert state.status_code == 200, state.text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    store = open_store(f"sqlite:///{tmp_path / '.fxd' / 'fxd.db'}", create=False)
+    try:
+        session = store.read(lambda view: view.get_session("ops-1"))
+    finally:
+        store.close()
+    assert session is not None and session.owner == "dev"
+
+
+def _drain(proc: subprocess.Popen[bytes]) -> str:
+    proc.kill()
+    out, _ = proc.communicate(timeout=10)
+    return out.decode(errors="replace")
