@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from fxdurable.core.events import SETTLED_EVENTS
 from fxdurable.core.journal import Admission
 from fxdurable.core.records import EventRecord, SessionRecord
 from fxdurable.errors import (
@@ -51,7 +52,7 @@ from fxdurable.http.schemas import (
 )
 from fxdurable.http.settings import HttpSettings
 from fxdurable.http.signing import SIGNATURE_HEADER, SignatureError, verify_wake
-from fxdurable.http.stream import SETTLE_EVENTS, ReadEvents, tail
+from fxdurable.http.stream import ReadEvents, tail
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.history import conversation
 from fxdurable.runtime.runtime import Runtime
@@ -133,7 +134,7 @@ class _Api:
         await self._wake(session_id, "submitted")
 
         def ends_this_turn(event: EventRecord) -> bool:
-            return event.type in SETTLE_EVENTS and event.data.get("submission") == sub.id
+            return event.type in SETTLED_EVENTS and event.data.get("submission") == sub.id
 
         lines = tail(
             self._events_reader(session_id),
