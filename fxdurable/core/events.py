@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias, TypedDict
 
-from fxdurable.core.codec import JsonValue
-from fxdurable.core.records import ErrorInfo
+from fxdurable.core.codec import JsonValue, dumps
+from fxdurable.core.recordcodec import decode
+from fxdurable.core.records import ErrorInfo, EventRecord
 from fxdurable.core.states import ToolTaskStatus
 
 __all__ = [
@@ -44,8 +45,8 @@ __all__ = [
     "AttemptYielded",
     "ContextCompacted",
     "EventType",
+    "ModelCallFailed",
     "ModelCompleted",
-    "ModelError",
     "ModelText",
     "Payload",
     "SessionCreated",
@@ -61,6 +62,7 @@ __all__ = [
     "ToolStarted",
     "TurnStarted",
     "payload_data",
+    "payload_of",
     "settled_event",
     "tool_settled_event",
 ]
@@ -214,7 +216,7 @@ class ModelCompleted:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ModelError:
+class ModelCallFailed:
     round: int
     code: str
     message: str
@@ -276,7 +278,7 @@ Payload: TypeAlias = (
     | AttemptYielded
     | ModelText
     | ModelCompleted
-    | ModelError
+    | ModelCallFailed
     | ContextCompacted
     | ToolStarted
     | ToolSettled
@@ -301,7 +303,7 @@ PAYLOADS: Mapping[EventType, type[Payload]] = {
     _E.ATTEMPT_YIELDED: AttemptYielded,
     _E.MODEL_PARTIAL: ModelText,
     _E.MODEL_COMPLETED: ModelCompleted,
-    _E.MODEL_ERROR: ModelError,
+    _E.MODEL_ERROR: ModelCallFailed,
     _E.MODEL_INTERRUPTED: ModelText,
     _E.CONTEXT_COMPACTED: ContextCompacted,
     _E.TOOL_STARTED: ToolStarted,
@@ -373,6 +375,16 @@ def payload_data(event_type: EventType, payload: Payload) -> dict[str, JsonValue
             f"not {type(payload).__name__}"
         )
     return _fields(payload)
+
+
+def payload_of(event: EventRecord) -> Payload | None:
+    """The typed payload of a stored event; None for a type this version does not know (a
+    newer writer's). Fields added since the event was written take their defaults."""
+    try:
+        event_type = EventType(event.type)
+    except ValueError:
+        return None
+    return decode(PAYLOADS[event_type], dumps(event.data))
 
 
 def _fields(record: Any) -> dict[str, JsonValue]:

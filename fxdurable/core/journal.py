@@ -25,8 +25,8 @@ from fxdurable.core.events import (
     AttemptYielded,
     ContextCompacted,
     EventType,
+    ModelCallFailed,
     ModelCompleted,
-    ModelError,
     ModelText,
     Payload,
     SessionCreated,
@@ -693,7 +693,7 @@ class Journal:
             tx.put_turn(updated, expected_version=turn.version)
             scope.emit(
                 EventType.MODEL_ERROR,
-                ModelError(
+                ModelCallFailed(
                     round=round_,
                     code=error.code,
                     message=error.message,

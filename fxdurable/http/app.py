@@ -14,7 +14,7 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pydantic
 from starlette.applications import Starlette
@@ -119,7 +119,7 @@ class _Api:
         self._rt = runtime
         self._authenticate = authenticate
         self._settings = settings
-        self._openapi = openapi_document()
+        self._openapi: dict[str, Any] | None = None  # built on first request (cold starts)
 
     # -- chat ------------------------------------------------------------------------------
 
@@ -310,6 +310,8 @@ class _Api:
     # -- the rest --------------------------------------------------------------------------
 
     async def openapi(self, request: Request) -> Response:
+        if self._openapi is None:
+            self._openapi = openapi_document()
         return JSONResponse(self._openapi)
 
     async def healthz(self, request: Request) -> Response:

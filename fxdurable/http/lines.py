@@ -3,7 +3,7 @@
 Every journal event is one line whose ``type`` is the event's :class:`EventType` value and
 whose ``data`` is its payload, except the two a client reads as turn boundaries: an admission
 is sent as ``turn_start`` and a settlement as ``turn_end`` (its payload plus ``outcome``).
-``keepalive`` and ``stream_end`` are markers of the stream itself, not events. :data:`LINE`
+``keepalive`` and ``stream_end`` are markers of the stream itself, not events. :func:`line_adapter`
 validates a line against this vocabulary and publishes it (one schema per ``type``, a
 discriminated union) in the OpenAPI document; the README's table is :func:`markdown_table`.
 """
@@ -11,6 +11,7 @@ discriminated union) in the OpenAPI document; the README's table is :func:`markd
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,12 +32,12 @@ from fxdurable.core.events import (
 from fxdurable.core.records import EventRecord
 
 __all__ = [
-    "LINE",
     "WIRE_PAYLOADS",
     "Keepalive",
     "Marker",
     "StreamEnd",
     "TurnEnd",
+    "line_adapter",
     "line_for",
     "markdown_table",
     "marker_line",
@@ -158,9 +159,13 @@ def _line_model(wire: str, payload: type[Any]) -> type[BaseModel]:
     return model
 
 
-_MODELS = tuple(_line_model(wire, payload) for wire, payload in WIRE_PAYLOADS.items())
-_UNION: Any = Annotated[Union[_MODELS], Field(discriminator="type")]  # noqa: UP007 (a tuple)
-LINE: TypeAdapter[Any] = TypeAdapter(_UNION)
+@functools.cache
+def line_adapter() -> TypeAdapter[Any]:
+    """Validates a line (``validate_json``) and gives its JSON schema. Built on first use:
+    the models cost tens of milliseconds, which a cold start need not pay."""
+    models = tuple(_line_model(wire, payload) for wire, payload in WIRE_PAYLOADS.items())
+    union: Any = Annotated[Union[models], Field(discriminator="type")]  # noqa: UP007 (a tuple)
+    return TypeAdapter(union)
 
 
 # -- the README's table ----------------------------------------------------------------------

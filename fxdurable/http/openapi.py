@@ -9,7 +9,7 @@ from pydantic.json_schema import models_json_schema
 
 from fxdurable import __version__
 from fxdurable.core.events import WIRE_VERSION
-from fxdurable.http.lines import LINE
+from fxdurable.http.lines import line_adapter
 from fxdurable.http.schemas import (
     SESSION_ID_PATTERN,
     AbortReply,
@@ -79,7 +79,7 @@ _SESSION_PATH = {
 
 def _line_schemas() -> dict[str, Any]:
     """``Line`` (a union discriminated by ``type``) and one schema per line type."""
-    union = LINE.json_schema(by_alias=True, ref_template="#/components/schemas/{model}")
+    union = line_adapter().json_schema(by_alias=True, ref_template="#/components/schemas/{model}")
     defs: dict[str, Any] = union.pop("$defs")
     union["description"] = (
         "One line of a chat stream; `cursor` resumes the stream just after it. "

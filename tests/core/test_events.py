@@ -14,9 +14,11 @@ from fxdurable.core.events import (
     WHEN,
     WIRE_VERSION,
     EventType,
+    ModelCompleted,
     ModelText,
     SubmissionSettled,
     payload_data,
+    payload_of,
 )
 from fxdurable.core.journal import Journal, WorkerIdentity, _SessionScope
 from fxdurable.core.records import ErrorInfo, EventRecord, ToolCallRequest, Usage
@@ -145,7 +147,12 @@ def test_events_are_stored_in_the_shapes_written_before_they_were_typed(
     error = ErrorInfo(code="attempts_exhausted", message="gave up", unknown_calls=(task.id,))
     journal.settle(fence, sub, "failed", error=error)
 
-    data = {e.type: dict(e.data) for e in _events(journal)}
+    stored = _events(journal)
+    for event in stored:  # each reads back as its typed payload, and writes back the same
+        payload = payload_of(event)
+        assert payload is not None
+        assert payload_data(EventType(event.type), payload) == event.data
+    data = {e.type: dict(e.data) for e in stored}
     ref = {"task": task.id, "tool": "deploy", "round": 0, "index": 0}
     assert data == {
         "session.created": {"agent": "a"},
@@ -180,3 +187,26 @@ def test_events_are_stored_in_the_shapes_written_before_they_were_typed(
             },
         },
     }
+
+
+def _stored(type_: str, **data: object) -> EventRecord:
+    return EventRecord(session_id="s", seq=1, type=type_, turn_id=None, data=data, at=1.0)
+
+
+def test_an_event_stored_before_a_field_was_added_reads_with_its_default() -> None:
+    old = _stored(
+        "model.completed",
+        round=0,
+        text="hi",
+        tools=["deploy"],
+        input_tokens=1,
+        output_tokens=2,
+        cost_usd=None,
+    )
+    assert payload_of(old) == ModelCompleted(
+        round=0, text="hi", tools=("deploy",), input_tokens=1, output_tokens=2, cost_usd=None
+    )
+
+
+def test_an_event_of_a_newer_writer_has_no_payload_here() -> None:
+    assert payload_of(_stored("model.dreamed", text="?")) is None

@@ -13,14 +13,14 @@ from typing import Any
 
 import httpx
 
-from fxdurable.http.lines import LINE
+from fxdurable.http.lines import line_adapter
 
 Line = dict[str, Any]
 
 
 def line_of(raw: str | bytes) -> Line:
     """One line, parsed; raises (pydantic ValidationError) if it is not in the vocabulary."""
-    LINE.validate_json(raw)
+    line_adapter().validate_json(raw)
     line: Line = json.loads(raw)
     return line
 

@@ -17,7 +17,7 @@ from http_lines import line_of
 from pydantic import ValidationError
 
 from fxdurable.core.events import PAYLOADS, WIRE_VERSION, EventType
-from fxdurable.http.lines import LINE, WIRE_PAYLOADS, markdown_table, wire_type
+from fxdurable.http.lines import WIRE_PAYLOADS, line_adapter, markdown_table, wire_type
 from fxdurable.http.openapi import openapi_document
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -69,7 +69,7 @@ def test_a_line_outside_the_vocabulary_is_refused() -> None:
     ]
     for raw in refused:
         with pytest.raises(ValidationError):
-            LINE.validate_json(raw)
+            line_adapter().validate_json(raw)
 
 
 def test_a_model_completed_line_stored_before_the_stop_fields_still_validates() -> None:
@@ -81,7 +81,7 @@ def test_a_model_completed_line_stored_before_the_stop_fields_still_validates() 
         "output_tokens": 2,
         "cost_usd": None,
     }
-    completed = LINE.validate_json(_line("model.completed", old)).data
+    completed = line_adapter().validate_json(_line("model.completed", old)).data
     assert (completed.stop_reason, completed.stop_inferred, completed.truncated) == (
         None,
         False,
