@@ -107,15 +107,16 @@ SETTLED_OUTCOME: Mapping[EventType, Literal["completed", "failed", "aborted"]] =
     EventType.SUBMISSION_ABORTED: "aborted",
 }
 SETTLED_EVENTS = frozenset(SETTLED_OUTCOME)
-TOOL_SETTLED_EVENTS = frozenset(
-    {
-        EventType.TOOL_COMPLETED,
-        EventType.TOOL_FAILED,
-        EventType.TOOL_CANCELLED,
-        EventType.TOOL_OUTCOME_UNKNOWN,
-        EventType.TOOL_REFUSED,
-    }
-)
+_SETTLED: Mapping[str, EventType] = {o: t for t, o in SETTLED_OUTCOME.items()}
+# The event of each terminal tool task status.
+_TOOL_SETTLED: Mapping[ToolTaskStatus, EventType] = {
+    ToolTaskStatus.COMPLETED: EventType.TOOL_COMPLETED,
+    ToolTaskStatus.FAILED: EventType.TOOL_FAILED,
+    ToolTaskStatus.CANCELLED: EventType.TOOL_CANCELLED,
+    ToolTaskStatus.OUTCOME_UNKNOWN: EventType.TOOL_OUTCOME_UNKNOWN,
+    ToolTaskStatus.REFUSED: EventType.TOOL_REFUSED,
+}
+TOOL_SETTLED_EVENTS = frozenset(_TOOL_SETTLED.values())
 
 _OMIT_IF_NONE: Mapping[str, Any] = {"omit_if_none": True}
 
@@ -344,15 +345,6 @@ WHEN: Mapping[EventType, str] = {
     _E.TOOL_CANCELLED: "a tool call was cancelled (abort)",
     _E.TOOL_OUTCOME_UNKNOWN: "an unsafe call was interrupted: it may or may not have happened",
     _E.TOOL_REFUSED: "a blind repeat of an unknown call was refused once",
-}
-
-_SETTLED: Mapping[str, EventType] = {o: t for t, o in SETTLED_OUTCOME.items()}
-_TOOL_SETTLED: Mapping[ToolTaskStatus, EventType] = {
-    ToolTaskStatus.COMPLETED: _E.TOOL_COMPLETED,
-    ToolTaskStatus.FAILED: _E.TOOL_FAILED,
-    ToolTaskStatus.CANCELLED: _E.TOOL_CANCELLED,
-    ToolTaskStatus.OUTCOME_UNKNOWN: _E.TOOL_OUTCOME_UNKNOWN,
-    ToolTaskStatus.REFUSED: _E.TOOL_REFUSED,
 }
 
 

@@ -3,9 +3,10 @@
 Every journal event is one line whose ``type`` is the event's :class:`EventType` value and
 whose ``data`` is its payload, except the two a client reads as turn boundaries: an admission
 is sent as ``turn_start`` and a settlement as ``turn_end`` (its payload plus ``outcome``).
-``keepalive`` and ``stream_end`` are markers of the stream itself, not events. :func:`line_adapter`
-validates a line against this vocabulary and publishes it (one schema per ``type``, a
-discriminated union) in the OpenAPI document; the README's table is :func:`markdown_table`.
+``keepalive`` and ``stream_end`` are markers of the stream itself, not events.
+:func:`line_adapter` validates a line against this vocabulary and publishes it (one schema per
+``type``, a discriminated union) in the OpenAPI document; the README's table is
+:func:`markdown_table`.
 """
 
 from __future__ import annotations
