@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from fxdurable.cli.render import Style, clock_time, describe
+from fxdurable.core.events import EventType
 from fxdurable.core.records import EventRecord, Usage
 from fxdurable.core.store import ReadView, Store
 
@@ -65,13 +66,13 @@ def aborted_partials(events: Sequence[EventRecord]) -> set[int]:
     aborted: set[int] = set()
     for event in events:
         key = (event.turn_id, event.data.get("round"))
-        if event.type == "model.partial":
+        if event.type == EventType.MODEL_PARTIAL:
             open_partials.setdefault(key, []).append(event.seq)
-        elif event.type == "model.completed":
+        elif event.type == EventType.MODEL_COMPLETED:
             open_partials.pop(key, None)
-        elif event.type == "model.error":  # the stream broke; the retry streams anew
+        elif event.type == EventType.MODEL_ERROR:  # the stream broke; the retry streams anew
             aborted.update(open_partials.pop(key, []))
-        elif event.type == "attempt.interrupted":
+        elif event.type == EventType.ATTEMPT_INTERRUPTED:
             for (turn_id, round_), seqs in list(open_partials.items()):
                 if turn_id == event.turn_id:
                     aborted.update(seqs)
@@ -101,7 +102,7 @@ def print_trace(store: Store, session_id: str, out: TextIO | None = None) -> int
         aborted = aborted_partials(events)
         compactions: dict[str | None, list[Usage]] = {}
         for event in events:
-            if event.type == "context.compacted":
+            if event.type == EventType.CONTEXT_COMPACTED:
                 compactions.setdefault(event.turn_id, []).append(_usage_of(event))
         for event in events:
             line = describe(event, style)

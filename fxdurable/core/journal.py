@@ -18,8 +18,32 @@ from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
 from fxdurable.core.clock import Clock, IdSource, execution_id, tool_task_id
-from fxdurable.core.codec import JsonValue
 from fxdurable.core.crash import crash_point
+from fxdurable.core.events import (
+    AbortRequested,
+    AttemptRun,
+    AttemptYielded,
+    ContextCompacted,
+    EventType,
+    ModelCallFailed,
+    ModelCompleted,
+    ModelText,
+    Payload,
+    SessionCreated,
+    SteerDelivered,
+    SteerDropped,
+    SteerRecorded,
+    SteerRequeued,
+    SubmissionAdmitted,
+    SubmissionSettled,
+    TaskRef,
+    ToolSettled,
+    ToolStarted,
+    TurnStarted,
+    payload_data,
+    settled_event,
+    tool_settled_event,
+)
 from fxdurable.core.records import (
     AttemptRecord,
     ErrorInfo,
@@ -132,31 +156,20 @@ class _SessionScope:
         scope._read_version = None
         return scope
 
-    def emit(self, type_: str, turn_id: str | None = None, **data: JsonValue) -> None:
+    def emit(self, type_: EventType, payload: Payload, turn_id: str | None = None) -> None:
+        """Append an event; ``payload`` must be the one ``type_`` carries (TypeError)."""
         s = self.session
         self.tx.append_event(
             EventRecord(
                 session_id=s.id,
                 seq=s.next_event_seq,
-                type=type_,
+                type=type_.value,
                 turn_id=turn_id,
-                data=data,
+                data=payload_data(type_, payload),
                 at=self.now,
             )
         )
         self.session = replace(s, next_event_seq=s.next_event_seq + 1)
-
-    def emit_task(self, type_: str, task: ToolTaskRecord, **data: JsonValue) -> None:
-        """A tool task's event: it names the task by id and by position."""
-        self.emit(
-            type_,
-            turn_id=task.turn_id,
-            task=task.id,
-            tool=task.tool,
-            round=task.round,
-            index=task.index,
-            **data,
-        )
 
     def append_message(
         self,
@@ -265,7 +278,7 @@ class Journal:
                     ),
                     now,
                 )
-                scope.emit("session.created", agent=agent)
+                scope.emit(EventType.SESSION_CREATED, SessionCreated(agent=agent))
             else:
                 self._visible(session, new_session_id, owner)
                 if session.agent != agent:
@@ -300,7 +313,7 @@ class Journal:
                     raise SteeringFullError(session_id, MAX_PENDING_STEERING)
                 scope.session = replace(scope.session, steering=(*session.steering, text))
                 cursor = scope.session.next_event_seq
-                scope.emit("steer.recorded", turn_id=current.id, text=text)
+                scope.emit(EventType.STEER_RECORDED, SteerRecorded(text=text), turn_id=current.id)
                 scope.write()
                 return Steering(submission=current, steered=True, cursor=cursor)
             submission = self._queue_submission(
@@ -331,7 +344,10 @@ class Journal:
         tx.put_submission(submission, expected_version=None)
         scope.session = replace(scope.session, next_submission_seq=seq + 1)
         scope.set_status(SessionStatus.ACTIVE)
-        scope.emit("submission.admitted", submission=submission_id, request_id=request)
+        scope.emit(
+            EventType.SUBMISSION_ADMITTED,
+            SubmissionAdmitted(submission=submission_id, request_id=request),
+        )
         return submission
 
     def request_abort(self, session_id: str) -> list[str]:
@@ -349,13 +365,13 @@ class Journal:
                     )
                     marked.append(sub.id)
             if marked:
-                scope.emit("abort.requested", submissions=marked)
+                scope.emit(EventType.ABORT_REQUESTED, AbortRequested(submissions=tuple(marked)))
                 if scope.session.steering:
                     # Steering belongs to the turn being aborted: it is dropped with it, and
                     # its text stays in the event log (``steer.recorded``).
                     dropped = len(scope.session.steering)
                     scope.session = replace(scope.session, steering=())
-                    scope.emit("steer.dropped", count=dropped, reason="abort")
+                    scope.emit(EventType.STEER_DROPPED, SteerDropped(count=dropped, reason="abort"))
                 scope.write()
             return marked
 
@@ -468,7 +484,9 @@ class Journal:
                 self._put_attempt(tx, last, AttemptStatus.INTERRUPTED, "crash", scope.now)
                 sub = replace(sub, interruptions=sub.interruptions + 1)
                 scope.emit(
-                    "attempt.interrupted", turn_id=sub.id, number=last.number, worker=last.worker
+                    EventType.ATTEMPT_INTERRUPTED,
+                    AttemptRun(number=last.number, worker=last.worker),
+                    turn_id=sub.id,
                 )
                 recovered = True
             turn = tx.get_turn(sub.id)
@@ -486,7 +504,7 @@ class Journal:
                 )
                 tx.put_turn(turn, expected_version=None)
                 scope.append_message(turn.id, "user", sub.prompt)
-                scope.emit("turn.started", turn_id=turn.id, prompt=sub.prompt)
+                scope.emit(EventType.TURN_STARTED, TurnStarted(prompt=sub.prompt), turn_id=turn.id)
             elif sub.status != SubmissionStatus.RUNNING or turn is None:
                 raise IllegalTransitionError("submission", sub.status, SubmissionStatus.RUNNING)
             attempt = AttemptRecord(
@@ -500,7 +518,11 @@ class Journal:
             sub = replace(sub, attempts=attempt.number)
             self._put_submission(tx, sub)
             sub = replace(sub, version=sub.version + 1)
-            scope.emit("attempt.started", turn_id=turn.id, number=attempt.number, worker=worker)
+            scope.emit(
+                EventType.ATTEMPT_STARTED,
+                AttemptRun(number=attempt.number, worker=worker),
+                turn_id=turn.id,
+            )
             scope.write()
             return AttemptStart(submission=sub, turn=turn, attempt=attempt, recovered=recovered)
 
@@ -541,7 +563,11 @@ class Journal:
                 for text_ in pending[:steering]:
                     scope.append_message(turn_id, "user", text_)
                 scope.session = replace(scope.session, steering=pending[steering:])
-                scope.emit("steer.delivered", turn_id=turn_id, round=round_, count=steering)
+                scope.emit(
+                    EventType.STEER_DELIVERED,
+                    SteerDelivered(round=round_, count=steering),
+                    turn_id=turn_id,
+                )
             calls = tuple(tool_calls)
             tx.insert_model_call(
                 ModelCallRecord(
@@ -579,14 +605,16 @@ class Journal:
             )
             scope.append_message(turn_id, "assistant", text, round_=round_, tool_calls=calls)
             scope.emit(
-                "model.completed",
+                EventType.MODEL_COMPLETED,
+                ModelCompleted(
+                    round=round_,
+                    text=text,
+                    tools=tuple(c.name for c in calls),
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    cost_usd=usage.cost_usd,
+                ),
                 turn_id=turn_id,
-                round=round_,
-                text=text,
-                tools=[c.name for c in calls],
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cost_usd=usage.cost_usd,
             )
             scope.write()
             return tasks
@@ -612,13 +640,16 @@ class Journal:
                 )
             status = advance("tool_task", task.status, ToolTaskStatus.RUNNING)
             updated = self._put_task(tx, task, status, runs=task.runs + 1, now=scope.now)
-            scope.emit_task(
-                "tool.started",
-                task,
-                policy=task.policy,
-                run=updated.runs,
-                execution_id=task.execution_id,
-                reason=reason,
+            scope.emit(
+                EventType.TOOL_STARTED,
+                ToolStarted(
+                    **_task_ref(task),
+                    policy=task.policy,
+                    run=updated.runs,
+                    execution_id=task.execution_id,
+                    reason=reason,
+                ),
+                turn_id=task.turn_id,
             )
             scope.write()
             return updated
@@ -639,7 +670,11 @@ class Journal:
             if not is_terminal(target):
                 raise IllegalTransitionError("tool_task", task.status, target)
             updated = self._put_task(tx, task, target, result=result, now=scope.now)
-            scope.emit_task(f"tool.{target.value}", task, result=result)
+            scope.emit(
+                tool_settled_event(target),
+                ToolSettled(**_task_ref(task), result=result),
+                turn_id=task.turn_id,
+            )
             scope.write()
             return updated
 
@@ -657,12 +692,14 @@ class Journal:
             updated = replace(turn, model_errors=turn.model_errors + 1, version=turn.version + 1)
             tx.put_turn(updated, expected_version=turn.version)
             scope.emit(
-                "model.error",
+                EventType.MODEL_ERROR,
+                ModelCallFailed(
+                    round=round_,
+                    code=error.code,
+                    message=error.message,
+                    errors=updated.model_errors,
+                ),
                 turn_id=turn_id,
-                round=round_,
-                code=error.code,
-                message=error.message,
-                errors=updated.model_errors,
             )
             scope.write()
             return updated
@@ -677,7 +714,7 @@ class Journal:
             session = self._fenced(tx, fence)
             scope = _SessionScope(tx, session, self._clock.now())
             self._running_turn(tx, fence, turn_id)
-            scope.emit("model.partial", turn_id=turn_id, round=round_, text=text)
+            scope.emit(EventType.MODEL_PARTIAL, ModelText(round=round_, text=text), turn_id=turn_id)
             scope.write()
 
         self._store.transact(body)
@@ -703,14 +740,16 @@ class Journal:
                 raise IllegalTransitionError("message", f"seq {upto_seq}", "summary of the future")
             scope.append_message(turn_id, "summary", summary, summarizes_upto=upto_seq)
             scope.emit(
-                "context.compacted",
+                EventType.CONTEXT_COMPACTED,
+                ContextCompacted(
+                    upto=upto_seq,
+                    summary=summary,
+                    model=model,
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    cost_usd=usage.cost_usd,
+                ),
                 turn_id=turn_id,
-                upto=upto_seq,
-                summary=summary,
-                model=model,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cost_usd=usage.cost_usd,
             )
             scope.write()
 
@@ -725,7 +764,11 @@ class Journal:
             self._owned(fence, self._submission(tx, submission_id))
             last = self._running_attempt(tx, submission_id)
             self._put_attempt(tx, last, AttemptStatus.YIELDED, reason, scope.now)
-            scope.emit("attempt.yielded", turn_id=submission_id, number=last.number, reason=reason)
+            scope.emit(
+                EventType.ATTEMPT_YIELDED,
+                AttemptYielded(number=last.number, reason=reason),
+                turn_id=submission_id,
+            )
             scope.write()
 
         self._store.transact(body)
@@ -782,16 +825,11 @@ class Journal:
                 sub, status=target, result_text=text, error=error, settled_at=scope.now
             )
             self._put_submission(tx, settled)
-            data: dict[str, JsonValue] = {"submission": sub.id}
-            if text is not None:
-                data["text"] = text
-            if error is not None:
-                data["error"] = {
-                    "code": error.code,
-                    "message": error.message,
-                    "unknown_calls": list(error.unknown_calls),
-                }
-            scope.emit(f"submission.{outcome}", turn_id=submission_id, **data)
+            scope.emit(
+                settled_event(outcome),
+                SubmissionSettled(submission=sub.id, text=text, error=error),
+                turn_id=submission_id,
+            )
             others = [s for s in tx.unsettled_submissions(sub.session_id) if s.id != sub.id]
             if steering:
                 # The turn it steered failed before a model call could deliver it: it is
@@ -804,7 +842,10 @@ class Journal:
                     self._ids.new_id("req"),
                     "\n\n".join(steering),
                 )
-                scope.emit("steer.requeued", count=len(steering), submission=requeued.id)
+                scope.emit(
+                    EventType.STEER_REQUEUED,
+                    SteerRequeued(count=len(steering), submission=requeued.id),
+                )
             elif not others:
                 scope.set_status(SessionStatus.IDLE)
             crash_point("turn.in-commit")
@@ -912,6 +953,10 @@ class Journal:
         updated = dataclasses.replace(task, version=task.version + 1, **changes)  # type: ignore[arg-type]
         tx.put_tool_task(updated, expected_version=task.version)
         return updated
+
+
+def _task_ref(task: ToolTaskRecord) -> TaskRef:
+    return {"task": task.id, "tool": task.tool, "round": task.round, "index": task.index}
 
 
 def _require(record: _Found | None, what: str) -> _Found:

@@ -184,7 +184,7 @@ class MessageRecord:
 class EventRecord:
     session_id: str
     seq: int
-    type: str
+    type: str  # an EventType value, kept a str: events of a newer writer still read
     turn_id: str | None
     data: JsonObject
     at: float

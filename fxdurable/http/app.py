@@ -14,7 +14,7 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pydantic
 from starlette.applications import Starlette
@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from fxdurable.core.events import SETTLED_EVENTS
 from fxdurable.core.journal import Admission
 from fxdurable.core.records import EventRecord, SessionRecord
 from fxdurable.errors import (
@@ -51,7 +52,7 @@ from fxdurable.http.schemas import (
 )
 from fxdurable.http.settings import HttpSettings
 from fxdurable.http.signing import SIGNATURE_HEADER, SignatureError, verify_wake
-from fxdurable.http.stream import SETTLE_EVENTS, ReadEvents, tail
+from fxdurable.http.stream import ReadEvents, tail
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.history import conversation
 from fxdurable.runtime.runtime import Runtime
@@ -118,7 +119,7 @@ class _Api:
         self._rt = runtime
         self._authenticate = authenticate
         self._settings = settings
-        self._openapi = openapi_document()
+        self._openapi: dict[str, Any] | None = None  # built on first request (cold starts)
 
     # -- chat ------------------------------------------------------------------------------
 
@@ -133,7 +134,7 @@ class _Api:
         await self._wake(session_id, "submitted")
 
         def ends_this_turn(event: EventRecord) -> bool:
-            return event.type in SETTLE_EVENTS and event.data.get("submission") == sub.id
+            return event.type in SETTLED_EVENTS and event.data.get("submission") == sub.id
 
         lines = tail(
             self._events_reader(session_id),
@@ -309,6 +310,8 @@ class _Api:
     # -- the rest --------------------------------------------------------------------------
 
     async def openapi(self, request: Request) -> Response:
+        if self._openapi is None:
+            self._openapi = openapi_document()
         return JSONResponse(self._openapi)
 
     async def healthz(self, request: Request) -> Response:

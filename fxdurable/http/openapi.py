@@ -8,6 +8,8 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from fxdurable import __version__
+from fxdurable.core.events import WIRE_VERSION
+from fxdurable.http.lines import line_adapter
 from fxdurable.http.schemas import (
     SESSION_ID_PATTERN,
     AbortReply,
@@ -15,7 +17,6 @@ from fxdurable.http.schemas import (
     ChatRequest,
     ErrorReply,
     HistoryReply,
-    Line,
     SessionReply,
     SteerReply,
     SteerRequest,
@@ -26,7 +27,7 @@ from fxdurable.http.schemas import (
 __all__ = ["openapi_document"]
 
 _REQUESTS = (ChatRequest, SteerRequest, AbortRequest, WakeRequest)
-_REPLIES = (Line, SteerReply, AbortReply, SessionReply, HistoryReply, WakeReply, ErrorReply)
+_REPLIES = (SteerReply, AbortReply, SessionReply, HistoryReply, WakeReply, ErrorReply)
 _ERRORS = {
     "400": "malformed JSON, a bad cursor or a bad Idempotency-Key",
     "401": "missing or invalid credentials",
@@ -56,8 +57,9 @@ def _errors(*statuses: str) -> dict[str, Any]:
 
 def _stream(description: str) -> dict[str, Any]:
     return {
-        "description": description + " One JSON object per line (Line).",
-        "content": {"application/x-ndjson": {"schema": _ref(Line)}},
+        "description": description + " One JSON object per line (Line), its `type` one of "
+        "the line vocabulary (README: the HTTP API).",
+        "content": {"application/x-ndjson": {"schema": {"$ref": "#/components/schemas/Line"}}},
     }
 
 
@@ -75,6 +77,17 @@ _SESSION_PATH = {
 }
 
 
+def _line_schemas() -> dict[str, Any]:
+    """``Line`` (a union discriminated by ``type``) and one schema per line type."""
+    union = line_adapter().json_schema(by_alias=True, ref_template="#/components/schemas/{model}")
+    defs: dict[str, Any] = union.pop("$defs")
+    union["description"] = (
+        "One line of a chat stream; `cursor` resumes the stream just after it. "
+        "One schema per `type`."
+    )
+    return {**defs, "Line": union}
+
+
 def openapi_document() -> dict[str, Any]:
     _, requests = models_json_schema(
         [(m, "validation") for m in _REQUESTS],
@@ -86,13 +99,16 @@ def openapi_document() -> dict[str, Any]:
         by_alias=True,
         ref_template="#/components/schemas/{model}",
     )
-    schemas = {**requests.get("$defs", {}), **replies.get("$defs", {})}
+    schemas = {**requests.get("$defs", {}), **replies.get("$defs", {}), **_line_schemas()}
     secured: list[dict[str, list[str]]] = [{"bearer": []}]
     return {
         "openapi": "3.1.0",
         "info": {
             "title": "fxdurable",
             "version": __version__,
+            # The line vocabulary's version (fxdurable.core.events): its major part changes
+            # when an event type or a payload field is renamed or removed.
+            "x-wire-version": WIRE_VERSION,
             "description": "Durable agent turns: admit a prompt, stream the turn as JSON "
             "lines with cursors, reconnect, steer, abort.",
         },

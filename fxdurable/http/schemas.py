@@ -17,7 +17,6 @@ __all__ = [
     "ChatRequest",
     "ErrorReply",
     "HistoryReply",
-    "Line",
     "SessionReply",
     "SteerReply",
     "SteerRequest",
@@ -59,22 +58,6 @@ class AbortRequest(_Body):
 class WakeRequest(_Body):
     session_id: SessionId
     reason: str | None = None
-
-
-class Line(_Body):
-    """One line of a chat stream. ``cursor`` resumes the stream just after this line.
-
-    ``type`` is ``turn_start`` (a submission was admitted), ``turn_end`` (it settled; ``data``
-    has ``outcome``), a journal event such as ``model.completed`` or ``tool.completed``,
-    ``keepalive``, or ``stream_end`` (the server closed the stream; reconnect from ``cursor``).
-    """
-
-    cursor: int
-    type: str
-    session_id: str
-    turn_id: str | None = None
-    at: float | None = None
-    data: dict[str, Any] = Field(default_factory=dict)
 
 
 class SteerReply(_Body):

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import schemathesis
+from http_lines import parsed
 from http_server import ALICE, WAKE_SECRET, ServedApp
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
@@ -82,7 +83,7 @@ def _serve(served: Callable[..., ServedApp]) -> ServedApp:
         timeout=REQUEST_TIMEOUT_S,
     ) as response:
         assert response.status_code == 200, response.read()
-        lines = [json.loads(line) for line in response.iter_lines() if line]
+        lines = list(parsed(response))
     assert lines[-1]["type"] == "turn_end", lines
     return app
 

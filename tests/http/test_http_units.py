@@ -14,8 +14,9 @@ from fxdurable.errors import ConfigurationError
 from fxdurable.http import BearerTokens, HttpSettings, SignatureError, sign_wake, verify_wake
 from fxdurable.http.auth import parse_tokens, tokens_from_env
 from fxdurable.http.env import app_from_env
+from fxdurable.http.lines import line_for
 from fxdurable.http.openapi import openapi_document
-from fxdurable.http.stream import line_for, tail
+from fxdurable.http.stream import tail
 
 SECRET = "s3cret-s3cret-s3cret"
 BODY = b'{"sessionId":"s"}'
