@@ -37,7 +37,9 @@ log = logging.getLogger("fxdurable.worker")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerSettings:
     """Lease timing. A SIGKILLed worker on another host is recovered within ``lease_ttl_s``
-    plus one scan; on the same host at once (its pid is gone)."""
+    plus one scan; on the same host at once (its pid is gone). A failed renewal is retried
+    with backoff; a store away for longer than ``lease_ttl_s`` stops the run just before its
+    lease expires, so a store outage never leaves two workers running one session."""
 
     lease_ttl_s: float = 15.0
     heartbeat_s: float = 5.0
