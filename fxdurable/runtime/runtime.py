@@ -22,7 +22,12 @@ from fxdurable.core.journal import Journal, Steering
 from fxdurable.core.records import EventRecord, SessionRecord, SubmissionRecord
 from fxdurable.core.states import SubmissionStatus
 from fxdurable.core.store import Store
-from fxdurable.errors import ConfigurationError, SubmissionFailedError, UnknownAgentError
+from fxdurable.errors import (
+    ConfigurationError,
+    StoreError,
+    SubmissionFailedError,
+    UnknownAgentError,
+)
 from fxdurable.queues import LocalQueue, WakeQueue, open_queue
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
@@ -170,6 +175,8 @@ class Runtime:
                 await asyncio.shield(task)
             except asyncio.CancelledError:
                 raise
+            except StoreError as exc:  # the store's trouble, said in full by its message
+                log.warning("wake for session %s failed: %s", session_id, exc)
             except Exception:
                 log.exception("wake for session %s failed", session_id)
             finally:
@@ -214,6 +221,12 @@ class Runtime:
             await asyncio.sleep(self.settings.scan_interval_s)
             try:
                 await self.reconcile()
+            except StoreError as exc:  # one line per interval while the store is away
+                log.warning(
+                    "reconciliation scan failed; retrying in %gs: %s",
+                    self.settings.scan_interval_s,
+                    exc,
+                )
             except Exception:
                 log.exception("reconciliation scan failed; retrying next interval")
 
