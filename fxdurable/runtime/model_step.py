@@ -257,7 +257,9 @@ class ModelStep:
         if planned is None:
             return Failed(
                 "context_length",
-                f"the current turn alone exceeds the model's context window: {exc}",
+                # Either the context window or a per-minute token limit: exc says which.
+                f"the current turn alone is too large for the model and nothing earlier is "
+                f"left to compact: {exc}",
             )
         cutoff, request = planned
         try:

@@ -220,7 +220,9 @@ def test_a_request_over_the_tokens_per_minute_limit_fails_at_once(tmp_path: Path
     assert requests == 1 and sleeps.delays == [], "no backoff: waiting cannot make it fit"
     assert turn.failed is not None and turn.failed.error is not None
     assert turn.failed.error["code"] == "context_length"
-    assert "tokens-per-minute limit" in turn.failed.error["message"]
+    message = turn.failed.error["message"]
+    assert message.startswith("the current turn alone is too large for the model"), message
+    assert "tokens-per-minute limit" in message
     assert "Limit 30000, Requested 342389" in turn.failed.error["message"]
 
 
