@@ -182,3 +182,15 @@ def test_server_that_ignores_stream_true():
         ToolCallRequest(name="get_weather", arguments='{"city":"Rome"}', provider_id="toolu_1"),
     )
     assert response.usage == Usage(input_tokens=9, output_tokens=3)
+    assert (response.stop_reason, response.stop_inferred) == ("tool_use", False)
+
+
+def test_a_whole_message_without_a_stop_reason_has_it_inferred():
+    message = {"type": "message", "content": [{"type": "text", "text": "Hi."}]}
+    provider = FakeProvider(Reply(json.dumps(message), content_type="application/json"))
+    _, response = run(collect(model(provider), request()))
+    assert (response.text, response.stop_reason, response.stop_inferred) == (
+        "Hi.",
+        "end_turn",
+        True,
+    )

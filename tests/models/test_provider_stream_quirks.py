@@ -88,6 +88,19 @@ def test_text_without_finish_reason_ending_in_done_or_a_clean_close_is_complete(
         assert (response.stop_reason, response.stop_inferred) == ("stop", True)
 
 
+def test_anthropic_message_stop_without_a_stop_reason_has_it_inferred() -> None:
+    # A gateway that drops message_delta: message_stop still ends a whole response.
+    body = (
+        anthropic_start()
+        + anthropic_tool_use(0, "toolu_1", "get_weather", PRETTY)
+        + anthropic_event({"type": "message_stop"})
+    )
+    with RawStreams(stream(body, chunk_bytes=1)) as server:
+        response = read(anthropic(server))
+    assert response.tool_calls[0].arguments == PRETTY
+    assert (response.stop_reason, response.stop_inferred) == ("tool_use", True)
+
+
 def test_a_reported_finish_reason_is_kept_verbatim_and_not_inferred() -> None:
     body = openai_chunk({"content": "Blocked."}) + openai_chunk(finish="content_filter")
     with RawStreams(stream(body + "data: [DONE]\n\n")) as server:

@@ -344,7 +344,9 @@ class _AnthropicParser:
         for index, content in enumerate(message.get("content") or ()):
             added.append(self._start_block({"index": index, "content_block": content}))
         self._take_usage(as_dict(message.get("usage")))
-        self._stop_reason = as_str(message.get("stop_reason")) or "end_turn"
+        self._stop_reason = as_str(message.get("stop_reason")) or None
+        if self._stop_reason is None:
+            self._infer_stop()
         self._stopped = True
         return "".join(added)
 
