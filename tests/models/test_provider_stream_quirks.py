@@ -137,6 +137,7 @@ CONTEXT_ERROR = (
     '"type": "invalid_request_error", "code": "context_length_exceeded"}}\n\n'
 )
 RATE_LIMITED = 'data: {"error": {"code": 429, "message": "Rate limit exceeded: upstream"}}\n\n'
+BAD_REQUEST = 'data: {"error": {"code": 400, "message": "Provider returned error: bad"}}\n\n'
 PARTIAL = openai_chunk({"content": "Partial"})
 FINISHED = openai_chunk({"content": "Done."}) + openai_chunk(finish="stop")
 
@@ -149,6 +150,7 @@ FINISHED = openai_chunk({"content": "Done."}) + openai_chunk(finish="stop")
         (FINISHED + openai_usage() + OPENAI_SERVER_ERROR + "data: [DONE]\n\n", None, None),
         (PARTIAL + OPENROUTER_ERROR_CHUNK, ModelRetryableError, "Provider disconnected"),
         (PARTIAL + RATE_LIMITED, ModelRetryableError, "Rate limit exceeded"),
+        (PARTIAL + BAD_REQUEST, ModelError, "Provider returned error"),
         (FINISHED + "event: error\n" + INVALID_REQUEST, ModelError, "Invalid schema"),
         (INVALID_REQUEST, ModelError, "Invalid schema"),
         (CONTEXT_ERROR, ContextLengthError, "maximum context length"),
@@ -159,6 +161,7 @@ FINISHED = openai_chunk({"content": "Done."}) + openai_chunk(finish="stop")
         "after-usage-is-past-the-response",
         "openrouter-502-chunk",
         "code-429",
+        "code-400",
         "event-error-invalid-request",
         "invalid-request",
         "context-length",
