@@ -40,10 +40,12 @@ class SSEDecoder:
     def __init__(self) -> None:
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._partial: list[str] = []  # the current, unfinished line, in pieces
+        self._partial_len = 0
         self._pending_cr = False  # the last chunk ended in "\r": a "\n" next belongs to it
         self._started = False
         self._event = ""
         self._data: list[str] = []
+        self._data_len = 0
         self._id: str | None = None
         self._retry: int | None = None
 
@@ -55,8 +57,7 @@ class SSEDecoder:
         """Flush: the last line and a last event that had no blank line after it."""
         events = self._feed_text(self._utf8.decode(b"", final=True))
         if self._partial:
-            line = "".join(self._partial)
-            self._partial.clear()
+            line = self._take_line()
             self._line(line, events)
         self._dispatch(events)
         return events
@@ -65,11 +66,11 @@ class SSEDecoder:
         """The event fed so far but not yet ended by a blank line (its unfinished last line
         read as if it had ended), if ``is_last`` accepts it; it is then dispatched. For a
         provider's terminal event on a stream that is held open without the blank line."""
+        if self._partial_len + self._data_len > _PENDING_LIMIT:
+            return None
         data = list(self._data)
         event = self._event
         line = "".join(self._partial)
-        if len(line) + sum(len(d) for d in data) > _PENDING_LIMIT:
-            return None
         if line:
             name, value = _field(line)
             if name == "data":
@@ -83,10 +84,8 @@ class SSEDecoder:
             return None
         # Taken: whatever still comes for this event (the rest of its line, the blank line)
         # ends an empty one, which dispatches nothing.
-        self._partial.clear()
-        self._event = ""
-        self._data = []
-        self._retry = None
+        self._take_line()
+        self._reset_event()
         return candidate
 
     def _feed_text(self, text: str) -> list[SSEEvent]:
@@ -103,12 +102,12 @@ class SSEDecoder:
         start = 0
         for match in _EOL.finditer(text):
             self._partial.append(text[start : match.start()])
-            line = "".join(self._partial)
-            self._partial.clear()
+            line = self._take_line()
             self._line(line, events)
             start = match.end()
         if start < len(text):
             self._partial.append(text[start:])
+            self._partial_len += len(text) - start
         self._pending_cr = text.endswith("\r")
         return events
 
@@ -121,6 +120,7 @@ class SSEDecoder:
         name, value = _field(line)
         if name == "data":
             self._data.append(value)
+            self._data_len += len(value)
         elif name == "event":
             self._event = value
         elif name == "id" and "\0" not in value:
@@ -139,10 +139,20 @@ class SSEDecoder:
                     retry=self._retry,
                 )
             )
+        self._reset_event()
+
+    def _reset_event(self) -> None:
         # "id" persists across events (it is the last event id); the rest is per event
         self._event = ""
         self._data = []
+        self._data_len = 0
         self._retry = None
+
+    def _take_line(self) -> str:
+        line = "".join(self._partial)
+        self._partial.clear()
+        self._partial_len = 0
+        return line
 
 
 def _field(line: str) -> tuple[str, str]:
