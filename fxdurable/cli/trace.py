@@ -12,7 +12,7 @@ from fxdurable.core.events import EventType
 from fxdurable.core.records import EventRecord, Usage
 from fxdurable.core.store import ReadView, Store
 
-__all__ = ["Totals", "aborted_partials", "print_trace"]
+__all__ = ["Totals", "aborted_partials", "print_trace", "stop_note"]
 
 
 @dataclass(slots=True)
@@ -56,6 +56,19 @@ def _usage_of(event: EventRecord) -> Usage:
         output_tokens=int(number("output_tokens") or 0),
         cost_usd=number("cost_usd"),
     )
+
+
+def stop_note(event: EventRecord, style: Style) -> str:
+    """How a recorded model call ended: the provider's stop reason, whether it was inferred
+    (the provider sent none) and, loudly, whether the answer was cut by the output limit."""
+    reason = event.data.get("stop_reason")
+    if not isinstance(reason, str):
+        return ""
+    if event.data.get("truncated"):
+        return style.yellow(f"  [truncated: {reason}]")
+    if event.data.get("stop_inferred"):
+        return style.dim(f"  [stop: {reason}, inferred]")
+    return style.dim(f"  [stop: {reason}]")
 
 
 def aborted_partials(events: Sequence[EventRecord]) -> set[int]:
@@ -110,6 +123,8 @@ def print_trace(store: Store, session_id: str, out: TextIO | None = None) -> int
                 continue
             if event.seq in aborted:
                 line = style.yellow("(aborted partial) ") + line
+            if event.type == "model.completed":
+                line += stop_note(event, style)
             print(f"{event.seq:>4}  {clock_time(event.at)}  {line}", file=out)
         session_usage = Totals()
         for sub in subs:

@@ -539,11 +539,15 @@ class Journal:
         policies: Sequence[str],
         usage: Usage,
         steering: int = 0,
+        stop_reason: str | None = None,
+        stop_inferred: bool = False,
+        truncated: bool = False,
     ) -> list[ToolTaskRecord]:
         """Record a finished model response with the tool tasks it asked for, atomically.
 
         ``steering`` counts the pending steering entries the model was shown (the oldest
         first): they become user messages just before the response, in the same commit.
+        ``stop_reason`` (verbatim), ``stop_inferred`` and ``truncated`` say how it ended.
         """
         if len(policies) != len(tool_calls):
             raise ValueError("one replay policy per tool call")
@@ -577,6 +581,9 @@ class Journal:
                     text=text,
                     tool_calls=calls,
                     usage=usage,
+                    stop_reason=stop_reason,
+                    stop_inferred=stop_inferred,
+                    truncated=truncated,
                     created_at=scope.now,
                 )
             )
@@ -613,6 +620,9 @@ class Journal:
                     input_tokens=usage.input_tokens,
                     output_tokens=usage.output_tokens,
                     cost_usd=usage.cost_usd,
+                    stop_reason=stop_reason,
+                    stop_inferred=stop_inferred,
+                    truncated=truncated,
                 ),
                 turn_id=turn_id,
             )

@@ -140,6 +140,9 @@ class ModelCallRecord:
     text: str
     tool_calls: tuple[ToolCallRequest, ...] = ()
     usage: Usage = field(default_factory=Usage)
+    stop_reason: str | None = None  # the provider's value verbatim ("stop", "max_tokens", ...)
+    stop_inferred: bool = False  # the provider sent none; inferred from the content
+    truncated: bool = False  # cut by the output limit (length / max_tokens)
     created_at: float
 
 

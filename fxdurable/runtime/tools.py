@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeAlias, cast, get_type_hints, overload
 import pydantic
 
 from fxdurable.errors import ConfigurationError, ToolInputError
+from fxdurable.runtime.models.wire import decode_arguments
 
 __all__ = [
     "Idempotent",
@@ -95,8 +96,8 @@ class Tool:
     def parse(self, arguments: str) -> pydantic.BaseModel:
         """Validate the model's JSON arguments; raise ToolInputError with a readable reason."""
         try:
-            raw = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
+            raw = decode_arguments(arguments)
+        except ValueError as exc:
             raise ToolInputError(f"arguments are not valid JSON: {exc}") from exc
         try:
             return self.input_model.model_validate(raw)

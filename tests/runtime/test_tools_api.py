@@ -117,6 +117,9 @@ def test_parse_validates_the_models_json():
     optional = fx.define_tool("o", description="o", input_model=Optional_, execute=lambda i, c: "")
     assert optional.parse("") == Optional_()  # no arguments at all
     assert optional.parse("   ") == Optional_()
+    # Arguments encoded twice (a JSON string holding the object), which some models send: the
+    # recorded text stays as it was, so parsing is where they are unwrapped.
+    assert tool.parse('"{\\"version\\": \\"2.0\\"}"') == Deploy(version="2.0")
 
 
 def test_run_renders_results_as_text():

@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol, TypeAlias
 from fxdurable.core.records import ToolCallRequest, Usage
 
 __all__ = [
+    "TRUNCATING_STOPS",
     "ChatMessage",
     "Finish",
     "Model",
@@ -22,6 +23,10 @@ __all__ = [
     "TextDelta",
     "ToolSpec",
 ]
+
+# Stop reasons that mean "cut by the output limit": OpenAI-compatible ``length``, Anthropic
+# ``max_tokens`` and ``model_context_window_exceeded`` (the context filled up mid-answer).
+TRUNCATING_STOPS = frozenset({"length", "max_tokens", "model_context_window_exceeded"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,9 +54,21 @@ class ModelRequest:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelResponse:
+    """``stop_reason`` is the provider's own value, verbatim (``None`` when a model has no
+    such notion); ``stop_inferred`` says the provider sent none and it was inferred from the
+    content (``tool_calls`` when calls came, else ``stop``)."""
+
     text: str = ""
     tool_calls: tuple[ToolCallRequest, ...] = ()
     usage: Usage = field(default_factory=Usage)
+    stop_reason: str | None = None
+    stop_inferred: bool = False
+
+    @property
+    def truncated(self) -> bool:
+        """Cut by the output limit: the text may stop mid-sentence, the last tool call's
+        arguments mid-value."""
+        return self.stop_reason is not None and self.stop_reason.lower() in TRUNCATING_STOPS
 
 
 @dataclass(frozen=True, slots=True)
