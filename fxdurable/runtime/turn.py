@@ -202,7 +202,7 @@ class TurnDriver:
         # The turn's own calls only: the model was told of the unknown outcome in this turn,
         # and reading the session's whole history here would make a step cost grow with it.
         earlier = await durable(j.read, lambda view: view.tool_tasks(task.turn_id))
-        if is_blind_repeat(task, earlier):
+        if is_blind_repeat(task, earlier, tool.canonical_input):
             await self._finish(task, ToolTaskStatus.REFUSED, refusal_message(task.tool))
             return
         if self._agent.before_tool is not None:
