@@ -109,6 +109,19 @@ class TurnDriver:
         first_boundary = True
         while True:
             snap = await durable(j.read, lambda view: self._snapshot(view, submission_id))
+            action = next_action(
+                snap.turn, snap.last_call, snap.round_tasks, steering_pending=snap.steering_pending
+            )
+            if isinstance(action, Complete):
+                # The records prove the final answer: finished work is never discarded, by an
+                # abort that came after it or by a spent budget (DESIGN §4).
+                try:
+                    await durable(
+                        j.settle, self._fence, submission_id, "completed", text=action.text
+                    )
+                except SteeringPendingError:
+                    continue  # steering landed after our read: the model answers it
+                return
             # An abort intent wins over every budget (DESIGN §3.8).
             if snap.submission.abort_requested or self._abort_seen:
                 await self._resolve_running(snap.round_tasks)
@@ -140,9 +153,6 @@ class TurnDriver:
             reason = self._budget.stop_reason()
             if reason is not None:
                 raise Suspend(reason)
-            action = next_action(
-                snap.turn, snap.last_call, snap.round_tasks, steering_pending=snap.steering_pending
-            )
             self._budget.record_progress()
             match action:
                 case CallModel(round=round_):
@@ -152,12 +162,6 @@ class TurnDriver:
                     await self._run_tool(task)
                 case RecoverTool(task=task):
                     await self._recover_tool(task)
-                case Complete(text=text):
-                    try:
-                        await durable(j.settle, self._fence, submission_id, "completed", text=text)
-                    except SteeringPendingError:
-                        continue  # steering landed after our read: the model answers it
-                    return
 
     def _now(self) -> float:
         return self._clock.now()

@@ -33,7 +33,14 @@ from pathlib import Path
 import pytest
 from crash_harness import CrashHarness, assert_clean, assert_crashed, run_process
 
-from tests.kit.story import DONE_TEXT, NEXT_REQUEST, STORY, STORY_REQUEST, UNKNOWN_MARK
+from tests.kit.story import (
+    DONE_TEXT,
+    NEXT_REQUEST,
+    SESSION,
+    STORY,
+    STORY_REQUEST,
+    UNKNOWN_MARK,
+)
 from tests.kit.world import World, assert_invariants, assert_model_requests
 
 pytestmark = pytest.mark.crash
@@ -322,6 +329,27 @@ def test_attempt_budget_exhausted_by_crashes(crash: CrashHarness) -> None:
     assert len(sub.error.unknown_calls) == 1 and deploy.id in sub.error.unknown_calls[0]
     assert len(world.effects_of("deploy")) == 1
     assert not world.tasks_of("check_deploy")
+
+
+def test_a_recorded_answer_completes_with_the_attempt_budget_spent(crash: CrashHarness) -> None:
+    """DESIGN §4: the final answer was recorded and only the settling transaction died. With
+    one attempt allowed, that crash spends the budget; the answer is finished work all the
+    same, so the submission settles ``completed`` with it, not ``attempts_exhausted``."""
+    crash.max_attempts = 1
+    world = crash.crash_and_recover("turn.in-commit")
+    check_turn_commit(world)
+
+
+def test_an_abort_after_the_recorded_answer_completes(crash: CrashHarness) -> None:
+    """An abort that arrives after the final answer was recorded (here: while the process that
+    recorded it lies dead in the settling transaction) finds the work finished: ``completed``
+    with the answer, never ``aborted``."""
+    crash.crash("turn.in-commit")
+    assert crash.abort(SESSION) == [crash.read(lambda v: v.submissions(SESSION))[0].id]
+    world = crash.recover()
+    assert world.submission().abort_requested
+    check_turn_commit(world)
+    crash.follow_up()
 
 
 def test_every_invocation_makes_progress(crash: CrashHarness) -> None:

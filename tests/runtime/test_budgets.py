@@ -226,6 +226,51 @@ def test_abort_intent_wins_over_an_exhausted_attempt_budget(tmp_path):
     run(main())
 
 
+@pytest.mark.parametrize(
+    ("abort", "max_attempts", "down_s"),
+    [(False, 1, 0), (True, 10, 0), (True, 1, 3600), (False, 10, 3600)],
+    ids=["attempts-spent", "abort-after-answer", "abort-and-budgets-spent", "time-spent"],
+)
+def test_a_recorded_final_answer_settles_completed_whatever_came_after(
+    tmp_path, abort, max_attempts, down_s
+):
+    """DESIGN §4: the final answer was recorded, then the process died before settling (the
+    crash suite's ``turn.in-commit``). Finished work is never discarded: not by an abort that
+    came after the answer, not by an attempt or time budget spent by the crash."""
+    clock = FakeClock()
+    url = db_url(tmp_path)
+
+    def no_second_answer(request: fx.ModelRequest) -> fx.ModelResponse:
+        raise AssertionError("the recorded answer is served from the record")
+
+    agent = fx.Agent(
+        "eng",
+        fx.ScriptedModel(no_second_answer),
+        durability=fx.Durability(max_attempts=max_attempts, timeout_s=60),
+    )
+    crashed = leave_crashed_turn(  # round 0 recorded "on it" with no tool call: the answer
+        url,
+        agent="eng",
+        clock=clock,
+        after=(lambda journal, fence: journal.request_abort("s1")) if abort else None,
+    )
+    clock.advance(down_s)
+
+    async def main():
+        async with fx.Runtime(
+            [agent], store=owned_store(url), settings=SLOW_LEASES, clock=clock
+        ) as rt:
+            sub = await rt.session("s1").wait(crashed.submission.id, timeout=10)
+            assert (sub.status.value, sub.error) == ("completed", None)
+            assert sub.result_text == "on it"
+            assert sub.interruptions == 1
+            types = event_types(rt, "s1")
+            assert "submission.failed" not in types and "submission.aborted" not in types
+            await check_invariants(rt, "s1")
+
+    run(main())
+
+
 def test_model_error_fails_with_a_structured_error(tmp_path):
     def policy(request: fx.ModelRequest) -> fx.ModelResponse:
         if last_user_text(request) == "explode":
