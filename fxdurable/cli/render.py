@@ -103,6 +103,13 @@ def describe(event: EventRecord, style: Style) -> str | None:
         return style.yellow(f"abort requested for {d.get('submissions')}")
     if kind == "submission.completed":
         return style.green(f"turn completed: {_short(d.get('text'))}")
+    if kind == "submission.interrupted":
+        unknown = d.get("unknown_calls")
+        named = ", ".join(str(c) for c in unknown) if isinstance(unknown, list) else ""
+        return style.yellow(
+            f"interrupted {d.get('interruptions')} times, {d.get('reason')}; "
+            + (f"outcome unknown for: {named}" if named else "no call left unknown")
+        )
     if kind in ("submission.failed", "submission.aborted"):
         error = d.get("error")
         message = error.get("message") if isinstance(error, dict) else ""

@@ -57,13 +57,24 @@ from fxdurable.errors import (
     SteeringPendingError,
 )
 
-__all__ = ["Admission", "AttemptStart", "Fence", "Journal", "Outcome", "Steering", "WorkerIdentity"]
+__all__ = [
+    "Admission",
+    "AttemptStart",
+    "Exhausted",
+    "Fence",
+    "Journal",
+    "Outcome",
+    "Steering",
+    "WorkerIdentity",
+]
 
 T = TypeVar("T")
 _R = TypeVar("_R", SubmissionRecord, TurnRecord, ToolTaskRecord)
 _Found = TypeVar("_Found")
 
 Outcome = Literal["completed", "failed", "aborted"]
+# The budget a submission ran out of, as the submission.interrupted advisory names it.
+Exhausted = Literal["attempts_exhausted", "time_exhausted"]
 # Pending steering lives in the session record, which every step rewrites: a bound keeps a
 # step's write small however fast a client steers a turn that is busy in a long tool call.
 MAX_PENDING_STEERING = 16
@@ -738,12 +749,15 @@ class Journal:
         *,
         text: str | None = None,
         error: ErrorInfo | None = None,
+        exhausted: Exhausted | None = None,
     ) -> SubmissionRecord:
         """Give the submission its one terminal outcome, with its turn and attempt.
 
         Pending tool tasks are cancelled; running ones must have been resolved first (their
         outcome is evidence, not something to discard). The session comes to rest when
-        nothing else is unsettled.
+        nothing else is unsettled. ``exhausted`` names the budget a ``failed`` submission ran
+        out of; if crashes interrupted it, the advisory ``submission.interrupted`` (naming
+        the calls left unknown) lands just before ``submission.failed``.
         """
 
         def body(tx: Tx) -> SubmissionRecord:
@@ -791,6 +805,15 @@ class Journal:
                     "message": error.message,
                     "unknown_calls": list(error.unknown_calls),
                 }
+            if outcome == "failed" and exhausted is not None and sub.interruptions:
+                scope.emit(
+                    "submission.interrupted",
+                    turn_id=submission_id,
+                    submission=sub.id,
+                    interruptions=sub.interruptions,
+                    unknown_calls=list(error.unknown_calls) if error is not None else [],
+                    reason=exhausted,
+                )
             scope.emit(f"submission.{outcome}", turn_id=submission_id, **data)
             others = [s for s in tx.unsettled_submissions(sub.session_id) if s.id != sub.id]
             if steering:

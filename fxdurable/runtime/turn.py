@@ -17,7 +17,7 @@ import pydantic
 
 from fxdurable.core.clock import Clock
 from fxdurable.core.crash import crash_point
-from fxdurable.core.journal import Fence, Journal, Outcome
+from fxdurable.core.journal import Exhausted, Fence, Journal, Outcome
 from fxdurable.core.records import (
     ErrorInfo,
     ModelCallRecord,
@@ -137,6 +137,7 @@ class TurnDriver:
                         f"interrupted {sub.interruptions} times; the budget is "
                         f"{self._agent.durability.max_attempts} attempts",
                         snap.round_tasks,
+                        exhausted="attempts_exhausted",
                     )
                     return
                 if start.recovered and await self._refresh_stale_reads(snap):
@@ -148,6 +149,7 @@ class TurnDriver:
                     "timeout",
                     f"the turn ran past its {self._agent.durability.timeout_s:g}s budget",
                     snap.round_tasks,
+                    exhausted="time_exhausted",
                 )
                 return
             reason = self._budget.stop_reason()
@@ -309,6 +311,8 @@ class TurnDriver:
         code: str,
         message: str,
         round_tasks: Sequence[ToolTaskRecord] = (),
+        *,
+        exhausted: Exhausted | None = None,
     ) -> None:
         j = self._journal
         if not round_tasks:
@@ -328,5 +332,6 @@ class TurnDriver:
             submission_id,
             outcome,
             error=ErrorInfo(code=code, message=message, unknown_calls=unknown),
+            exhausted=exhausted,
         )
         log.warning("submission %s failed: %s", submission_id, message)

@@ -327,6 +327,17 @@ def test_attempt_budget_exhausted_by_crashes(crash: CrashHarness) -> None:
     deploy = world.task("deploy")
     assert deploy.status == "outcome_unknown"
     assert len(sub.error.unknown_calls) == 1 and deploy.id in sub.error.unknown_calls[0]
+    # The timeline says so too: the advisory just before the failure names the unknown call.
+    settled = [e for e in world.events if e.type.startswith("submission.") and e.turn_id == sub.id]
+    advisory, failed = settled[-2:]
+    assert (advisory.type, failed.type) == ("submission.interrupted", "submission.failed")
+    assert failed.seq == advisory.seq + 1
+    assert advisory.data == {
+        "submission": sub.id,
+        "interruptions": 2,
+        "unknown_calls": list(sub.error.unknown_calls),
+        "reason": "attempts_exhausted",
+    }
     assert len(world.effects_of("deploy")) == 1
     assert not world.tasks_of("check_deploy")
 
