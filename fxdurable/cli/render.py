@@ -73,6 +73,11 @@ def describe(event: EventRecord, style: Style) -> str | None:
         return f"model: {_short(d.get('text')) or '(no text)'}{style.cyan(calls)}{tokens}"
     if kind == "model.partial":
         return style.dim(f"model (streaming, round {d.get('round')}): {_short(d.get('text'))}")
+    if kind == "model.interrupted":
+        return style.yellow(
+            f"model reply cut off in round {d.get('round')} (its process died), kept as "
+            f"interrupted: {_short(d.get('text'))}"
+        )
     if kind == "model.error":
         return style.yellow(
             f"model error {d.get('errors')} in round {d.get('round')}, retrying: "

@@ -178,6 +178,7 @@ class _SessionScope:
         round_: int | None = None,
         tool_calls: tuple[ToolCallRequest, ...] = (),
         summarizes_upto: int | None = None,
+        interrupted: bool = False,
     ) -> None:
         s = self.session
         self.tx.append_message(
@@ -190,6 +191,7 @@ class _SessionScope:
                 round=round_,
                 tool_calls=tool_calls,
                 summarizes_upto=summarizes_upto,
+                interrupted=interrupted,
             )
         )
         self.session = replace(s, next_message_seq=s.next_message_seq + 1)
@@ -483,6 +485,8 @@ class Journal:
                 )
                 recovered = True
             turn = tx.get_turn(sub.id)
+            if recovered and turn is not None and turn.partial_text:
+                turn = self._close_out_partial(tx, scope, turn)
             if sub.status == SubmissionStatus.QUEUED:
                 sub = replace(
                     sub,
@@ -585,7 +589,7 @@ class Journal:
                 tx.put_tool_task(task, expected_version=None)
                 tasks.append(task)
             tx.put_turn(
-                replace(turn, rounds=turn.rounds + 1, version=turn.version + 1),
+                replace(turn, rounds=turn.rounds + 1, partial_text="", version=turn.version + 1),
                 expected_version=turn.version,
             )
             scope.append_message(turn_id, "assistant", text, round_=round_, tool_calls=calls)
@@ -665,7 +669,10 @@ class Journal:
             session = self._fenced(tx, fence)
             scope = _SessionScope(tx, session, self._clock.now())
             turn = self._running_turn(tx, fence, turn_id)
-            updated = replace(turn, model_errors=turn.model_errors + 1, version=turn.version + 1)
+            # The failed stream's text is no answer: the retry streams the round afresh.
+            updated = replace(
+                turn, model_errors=turn.model_errors + 1, partial_text="", version=turn.version + 1
+            )
             tx.put_turn(updated, expected_version=turn.version)
             scope.emit(
                 "model.error",
@@ -681,13 +688,22 @@ class Journal:
         return self._store.transact(body)
 
     def record_partial(self, fence: Fence, turn_id: str, *, round_: int, text: str) -> None:
-        """Keep streamed text visible before the call is recorded: if the process dies, the
-        event log shows what the model had said (the recovered turn calls it again)."""
+        """Keep streamed text durable before the call is recorded: if the process dies, the
+        event log shows what the model had said, and the recovered turn closes it out as an
+        interrupted entry the model continues from (``text`` is the stream's next piece)."""
 
         def body(tx: Tx) -> None:
             session = self._fenced(tx, fence)
             scope = _SessionScope(tx, session, self._clock.now())
-            self._running_turn(tx, fence, turn_id)
+            turn = self._running_turn(tx, fence, turn_id)
+            if round_ != turn.rounds:
+                raise IllegalTransitionError(
+                    "model_call", f"round {turn.rounds}", f"round {round_}"
+                )
+            tx.put_turn(
+                replace(turn, partial_text=turn.partial_text + text, version=turn.version + 1),
+                expected_version=turn.version,
+            )
             scope.emit("model.partial", turn_id=turn_id, round=round_, text=text)
             scope.write()
 
@@ -837,6 +853,26 @@ class Journal:
         return self._store.transact(body)
 
     # -- helpers (inside a transaction) -----------------------------------------------------
+
+    @staticmethod
+    def _close_out_partial(tx: Tx, scope: _SessionScope, turn: TurnRecord) -> TurnRecord:
+        """The dead attempt's streamed text becomes an interrupted assistant entry of its round
+        (``model.interrupted``), at most once per round: a later cut of a round already closed
+        out asks the model again from the first cut's text. Either way the turn no longer
+        holds a partial, so no crash shape leaves the conversation looking mid-stream."""
+        round_ = turn.rounds
+        closed = any(
+            m.interrupted and m.turn_id == turn.id and m.round == round_
+            for m in tx.messages(turn.session_id)
+        )
+        if not closed:
+            scope.append_message(
+                turn.id, "assistant", turn.partial_text, round_=round_, interrupted=True
+            )
+            scope.emit("model.interrupted", turn_id=turn.id, round=round_, text=turn.partial_text)
+        updated = replace(turn, partial_text="", version=turn.version + 1)
+        tx.put_turn(updated, expected_version=turn.version)
+        return updated
 
     @staticmethod
     def _visible(

@@ -208,18 +208,27 @@ def _check_steps(
     now: float,
     at_rest: bool,
 ) -> list[Violation]:
-    out = []
+    out: list[Violation] = []
     model_events: Counter[tuple[str, int]] = Counter()
     task_events: dict[str, Counter[str]] = defaultdict(Counter)
     refreshes: Counter[str] = Counter()
+    # A cut stream is closed out at most once per round, however many crashes hit it.
+    interrupted: Counter[tuple[str, int]] = Counter()
     for event in events:
         if event.type == "model.completed" and event.turn_id is not None:
             model_events[(event.turn_id, int(str(event.data.get("round"))))] += 1
+        elif event.type == "model.interrupted" and event.turn_id is not None:
+            interrupted[(event.turn_id, int(str(event.data.get("round"))))] += 1
         elif event.type.startswith("tool."):
             task_id = str(event.data.get("task"))
             task_events[task_id][event.type] += 1
             if event.type == "tool.started" and event.data.get("reason") == "refresh":
                 refreshes[task_id] += 1
+    out.extend(
+        Violation("interrupted-not-once", session.id, f"model round {key} closed out x{count}")
+        for key, count in interrupted.items()
+        if count > 1
+    )
     for sub in subs:
         calls = view.model_calls(sub.id)
         for call in calls:

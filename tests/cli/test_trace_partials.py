@@ -49,3 +49,10 @@ def test_the_trace_shows_the_interrupted_advisory() -> None:
     assert line is not None
     assert "interrupted 2 times" in line and "attempts_exhausted" in line
     assert "deploy (t1:0:0)" in line
+
+
+def test_the_trace_shows_a_cut_reply_closed_out() -> None:
+    line = describe(
+        ev(4, "model.interrupted", round=0, text="Roses are red,"), Style(io.StringIO())
+    )
+    assert line is not None and "cut off in round 0" in line and "Roses are red," in line

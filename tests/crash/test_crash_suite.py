@@ -25,6 +25,7 @@ subagents, so nothing can reach it): ``subagent.in-child``.
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from collections.abc import Callable
@@ -33,13 +34,17 @@ from pathlib import Path
 import pytest
 from crash_harness import CrashHarness, assert_clean, assert_crashed, run_process
 
+from fxdurable.runtime.history import conversation
+from fxdurable.runtime.models.base import INTERRUPTED_NOTE
 from tests.kit.story import (
     DONE_TEXT,
     NEXT_REQUEST,
+    OPENING,
     SESSION,
     STORY,
     STORY_REQUEST,
     UNKNOWN_MARK,
+    read_lines,
 )
 from tests.kit.world import World, assert_invariants, assert_model_requests
 
@@ -268,6 +273,35 @@ def test_crash_point(
 ) -> None:
     world = crash.crash_and_recover(spec, scenario=scenario)
     check(world)
+
+
+def check_partial_closed_out(crash: CrashHarness, world: World, partial: str) -> None:
+    """Recovery closed the cut stream's partial out as an interrupted assistant entry
+    (``model.interrupted``, once); every request of the turn from then on showed the model
+    that text and the note exactly once, in place; the session's history shows the cut reply
+    for what it is, followed by the round's answer."""
+    sub = world.submission()
+    interrupted = world.events_of("model.interrupted")
+    assert [(e.turn_id, e.data) for e in interrupted] == [(sub.id, {"round": 0, "text": partial})]
+    shown = [json.loads(line) for line in read_lines(crash.workdir / "interruptions.log")]
+    assert [(s["prompt"], s["round"]) for s in shown] == [(STORY, r) for r in range(4)], shown
+    assert all(s["cut"] == [partial] and s["notes"] == 1 for s in shown), shown
+    history = crash.read(lambda view: conversation(view, SESSION))
+    cut = [m for m in history if m.interrupted]
+    assert [(m.role, m.text) for m in cut] == [("assistant", partial)]
+    assert history[history.index(cut[0]) + 1].text == OPENING
+    assert not [m for m in history if m.text == INTERRUPTED_NOTE], "the note is for the model"
+
+
+def test_a_cut_stream_continues_from_its_partial(crash: CrashHarness) -> None:
+    """Killed after the first streamed delta, with every delta written as a partial: the
+    model is shown what it had said and told it was cut off, so it can continue."""
+    crash.partial_every = 0.0
+    crash.crash("model.mid-stream")
+    world = crash.recover()
+    check_model_cut_off(world)
+    check_partial_closed_out(crash, world, OPENING[:16])  # the scripted model's first chunk
+    crash.follow_up()
 
 
 def test_recovery_after_claim(crash: CrashHarness) -> None:
