@@ -7,13 +7,16 @@ by step; the crash suite kills real processes at ``model.mid-stream``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fxdurable.core.clock import RandomIds
 from fxdurable.core.journal import Fence, Journal, WorkerIdentity
 from fxdurable.core.records import ErrorInfo, Usage
+from fxdurable.core.store import Tx
 from fxdurable.runtime.history import build_history, conversation
 from fxdurable.runtime.models.base import INTERRUPTED_NOTE, ChatMessage, without_interruptions
 from fxdurable.stores.sqlite import SqliteStore
-from fxdurable.testing import FakeClock
+from fxdurable.testing import FakeClock, check_store
 
 SESSION = "s1"
 
@@ -113,5 +116,39 @@ def test_a_stream_that_failed_and_was_retried_leaves_no_partial(tmp_path):
         w.journal.record_partial(fence, w.sub.id, round_=0, text="Tulips")
         w.next()
         assert w.events("model.interrupted") == [{"round": 0, "text": "Tulips"}]
+    finally:
+        store.close()
+
+
+def test_the_checker_refuses_a_round_closed_out_twice(tmp_path):
+    store = SqliteStore(f"sqlite:///{tmp_path}/fx.db")
+    try:
+        w = Workers(store)
+        fence = w.next()
+        w.journal.record_partial(fence, w.sub.id, round_=0, text="Roses")
+        w.next()
+
+        def codes() -> list[str]:
+            summary = w.journal.read(lambda v: check_store(v, now=w.clock.now()))
+            return [v.code for v in summary.violations]
+
+        assert "interrupted-not-once" not in codes()
+        (closed,) = [
+            e for e in store.read(lambda v: v.events(SESSION)) if e.type == "model.interrupted"
+        ]
+
+        def forge(tx: Tx) -> None:  # what a journal closing a round out twice would write
+            session = tx.get_session(SESSION)
+            assert session is not None
+            tx.append_event(replace(closed, seq=session.next_event_seq))
+            tx.put_session(
+                replace(
+                    session, next_event_seq=session.next_event_seq + 1, version=session.version + 1
+                ),
+                expected_version=session.version,
+            )
+
+        store.transact(forge)
+        assert "interrupted-not-once" in codes()
     finally:
         store.close()
