@@ -74,6 +74,11 @@ def describe(event: EventRecord, style: Style) -> str | None:
         return f"model: {_short(d.get('text')) or '(no text)'}{style.cyan(calls)}{tokens}"
     if kind == EventType.MODEL_PARTIAL:
         return style.dim(f"model (streaming, round {d.get('round')}): {_short(d.get('text'))}")
+    if kind == EventType.MODEL_INTERRUPTED:
+        return style.yellow(
+            f"model reply cut off in round {d.get('round')} (its process died), kept as "
+            f"interrupted: {_short(d.get('text'))}"
+        )
     if kind == EventType.MODEL_ERROR:
         return style.yellow(
             f"model error {d.get('errors')} in round {d.get('round')}, retrying: "
@@ -104,6 +109,13 @@ def describe(event: EventRecord, style: Style) -> str | None:
         return style.yellow(f"abort requested for {d.get('submissions')}")
     if kind == EventType.SUBMISSION_COMPLETED:
         return style.green(f"turn completed: {_short(d.get('text'))}")
+    if kind == EventType.SUBMISSION_INTERRUPTED:
+        unknown = d.get("unknown_calls")
+        named = ", ".join(str(c) for c in unknown) if isinstance(unknown, list) else ""
+        return style.yellow(
+            f"interrupted {d.get('interruptions')} times, {d.get('reason')}; "
+            + (f"outcome unknown for: {named}" if named else "no call left unknown")
+        )
     if kind in (EventType.SUBMISSION_FAILED, EventType.SUBMISSION_ABORTED):
         error = d.get("error")
         message = error.get("message") if isinstance(error, dict) else ""

@@ -35,6 +35,7 @@ from fxdurable.core.events import (
     SteerRecorded,
     SteerRequeued,
     SubmissionAdmitted,
+    SubmissionInterrupted,
     SubmissionSettled,
     TaskRef,
     ToolSettled,
@@ -81,13 +82,24 @@ from fxdurable.errors import (
     SteeringPendingError,
 )
 
-__all__ = ["Admission", "AttemptStart", "Fence", "Journal", "Outcome", "Steering", "WorkerIdentity"]
+__all__ = [
+    "Admission",
+    "AttemptStart",
+    "Exhausted",
+    "Fence",
+    "Journal",
+    "Outcome",
+    "Steering",
+    "WorkerIdentity",
+]
 
 T = TypeVar("T")
 _R = TypeVar("_R", SubmissionRecord, TurnRecord, ToolTaskRecord)
 _Found = TypeVar("_Found")
 
 Outcome = Literal["completed", "failed", "aborted"]
+# The budget a submission ran out of, as the submission.interrupted advisory names it.
+Exhausted = Literal["attempts_exhausted", "time_exhausted"]
 # Pending steering lives in the session record, which every step rewrites: a bound keeps a
 # step's write small however fast a client steers a turn that is busy in a long tool call.
 MAX_PENDING_STEERING = 16
@@ -180,6 +192,7 @@ class _SessionScope:
         round_: int | None = None,
         tool_calls: tuple[ToolCallRequest, ...] = (),
         summarizes_upto: int | None = None,
+        interrupted: bool = False,
     ) -> None:
         s = self.session
         self.tx.append_message(
@@ -192,6 +205,7 @@ class _SessionScope:
                 round=round_,
                 tool_calls=tool_calls,
                 summarizes_upto=summarizes_upto,
+                interrupted=interrupted,
             )
         )
         self.session = replace(s, next_message_seq=s.next_message_seq + 1)
@@ -490,6 +504,8 @@ class Journal:
                 )
                 recovered = True
             turn = tx.get_turn(sub.id)
+            if recovered and turn is not None and turn.partial_text:
+                turn = self._close_out_partial(tx, scope, turn)
             if sub.status == SubmissionStatus.QUEUED:
                 sub = replace(
                     sub,
@@ -607,7 +623,7 @@ class Journal:
                 tx.put_tool_task(task, expected_version=None)
                 tasks.append(task)
             tx.put_turn(
-                replace(turn, rounds=turn.rounds + 1, version=turn.version + 1),
+                replace(turn, rounds=turn.rounds + 1, partial_text="", version=turn.version + 1),
                 expected_version=turn.version,
             )
             scope.append_message(turn_id, "assistant", text, round_=round_, tool_calls=calls)
@@ -699,7 +715,10 @@ class Journal:
             session = self._fenced(tx, fence)
             scope = _SessionScope(tx, session, self._clock.now())
             turn = self._running_turn(tx, fence, turn_id)
-            updated = replace(turn, model_errors=turn.model_errors + 1, version=turn.version + 1)
+            # The failed stream's text is no answer: the retry streams the round afresh.
+            updated = replace(
+                turn, model_errors=turn.model_errors + 1, partial_text="", version=turn.version + 1
+            )
             tx.put_turn(updated, expected_version=turn.version)
             scope.emit(
                 EventType.MODEL_ERROR,
@@ -717,13 +736,22 @@ class Journal:
         return self._store.transact(body)
 
     def record_partial(self, fence: Fence, turn_id: str, *, round_: int, text: str) -> None:
-        """Keep streamed text visible before the call is recorded: if the process dies, the
-        event log shows what the model had said (the recovered turn calls it again)."""
+        """Keep streamed text durable before the call is recorded: if the process dies, the
+        event log shows what the model had said, and the recovered turn closes it out as an
+        interrupted entry the model continues from (``text`` is the stream's next piece)."""
 
         def body(tx: Tx) -> None:
             session = self._fenced(tx, fence)
             scope = _SessionScope(tx, session, self._clock.now())
-            self._running_turn(tx, fence, turn_id)
+            turn = self._running_turn(tx, fence, turn_id)
+            if round_ != turn.rounds:
+                raise IllegalTransitionError(
+                    "model_call", f"round {turn.rounds}", f"round {round_}"
+                )
+            tx.put_turn(
+                replace(turn, partial_text=turn.partial_text + text, version=turn.version + 1),
+                expected_version=turn.version,
+            )
             scope.emit(EventType.MODEL_PARTIAL, ModelText(round=round_, text=text), turn_id=turn_id)
             scope.write()
 
@@ -791,12 +819,15 @@ class Journal:
         *,
         text: str | None = None,
         error: ErrorInfo | None = None,
+        exhausted: Exhausted | None = None,
     ) -> SubmissionRecord:
         """Give the submission its one terminal outcome, with its turn and attempt.
 
         Pending tool tasks are cancelled; running ones must have been resolved first (their
         outcome is evidence, not something to discard). The session comes to rest when
-        nothing else is unsettled.
+        nothing else is unsettled. ``exhausted`` names the budget a ``failed`` submission ran
+        out of; if crashes interrupted it, the advisory ``submission.interrupted`` (naming
+        the calls left unknown) lands just before ``submission.failed``.
         """
 
         def body(tx: Tx) -> SubmissionRecord:
@@ -835,6 +866,17 @@ class Journal:
                 sub, status=target, result_text=text, error=error, settled_at=scope.now
             )
             self._put_submission(tx, settled)
+            if outcome == "failed" and exhausted is not None and sub.interruptions:
+                scope.emit(
+                    EventType.SUBMISSION_INTERRUPTED,
+                    SubmissionInterrupted(
+                        submission=sub.id,
+                        interruptions=sub.interruptions,
+                        unknown_calls=error.unknown_calls if error is not None else (),
+                        reason=exhausted,
+                    ),
+                    turn_id=submission_id,
+                )
             scope.emit(
                 settled_event(outcome),
                 SubmissionSettled(submission=sub.id, text=text, error=error),
@@ -865,6 +907,30 @@ class Journal:
         return self._store.transact(body)
 
     # -- helpers (inside a transaction) -----------------------------------------------------
+
+    @staticmethod
+    def _close_out_partial(tx: Tx, scope: _SessionScope, turn: TurnRecord) -> TurnRecord:
+        """The dead attempt's streamed text becomes an interrupted assistant entry of its round
+        (``model.interrupted``), at most once per round: a later cut of a round already closed
+        out asks the model again from the first cut's text. Either way the turn no longer
+        holds a partial, so no crash shape leaves the conversation looking mid-stream."""
+        round_ = turn.rounds
+        closed = any(
+            m.interrupted and m.turn_id == turn.id and m.round == round_
+            for m in tx.messages(turn.session_id)
+        )
+        if not closed:
+            scope.append_message(
+                turn.id, "assistant", turn.partial_text, round_=round_, interrupted=True
+            )
+            scope.emit(
+                EventType.MODEL_INTERRUPTED,
+                ModelText(round=round_, text=turn.partial_text),
+                turn_id=turn.id,
+            )
+        updated = replace(turn, partial_text="", version=turn.version + 1)
+        tx.put_turn(updated, expected_version=turn.version)
+        return updated
 
     @staticmethod
     def _visible(

@@ -113,6 +113,9 @@ class TurnRecord:
     rounds: int = 0  # model calls recorded so far
     model_errors: int = 0  # transient model failures so far: the turn's error budget
     final_text: str | None = None
+    # Text streamed in round ``rounds`` and not recorded yet (``model.partial``): if the
+    # attempt dies, recovery closes it out as an interrupted assistant entry.
+    partial_text: str = ""
     version: int = 1
 
 
@@ -181,6 +184,9 @@ class MessageRecord:
     round: int | None = None  # for assistant messages: which model call produced it
     tool_calls: tuple[ToolCallRequest, ...] = ()
     summarizes_upto: int | None = None
+    # An assistant entry cut off mid-stream by a crash: its text is what had been streamed;
+    # the round's answer, when it comes, is a later entry of the same round.
+    interrupted: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -217,18 +217,27 @@ def _check_steps(
     now: float,
     at_rest: bool,
 ) -> list[Violation]:
-    out = []
+    out: list[Violation] = []
     model_events: Counter[tuple[str, int]] = Counter()
     task_events: dict[str, Counter[str]] = defaultdict(Counter)
     refreshes: Counter[str] = Counter()
+    # A cut stream is closed out at most once per round, however many crashes hit it.
+    interrupted: Counter[tuple[str, int]] = Counter()
     for event in events:
         if event.type == EventType.MODEL_COMPLETED and event.turn_id is not None:
             model_events[(event.turn_id, int(str(event.data.get("round"))))] += 1
+        elif event.type == EventType.MODEL_INTERRUPTED and event.turn_id is not None:
+            interrupted[(event.turn_id, int(str(event.data.get("round"))))] += 1
         elif event.type == EventType.TOOL_STARTED or event.type in TOOL_SETTLED_EVENTS:
             task_id = str(event.data.get("task"))
             task_events[task_id][event.type] += 1
             if event.type == EventType.TOOL_STARTED and event.data.get("reason") == "refresh":
                 refreshes[task_id] += 1
+    out.extend(
+        Violation("interrupted-not-once", session.id, f"model round {key} closed out x{count}")
+        for key, count in interrupted.items()
+        if count > 1
+    )
     for sub in subs:
         calls = view.model_calls(sub.id)
         for call in calls:

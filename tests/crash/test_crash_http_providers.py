@@ -27,7 +27,12 @@ from typing import Any
 import pytest
 from crash_harness import CrashHarness, assert_clean, assert_crashed
 from driver import API_KEY, HOLD_OPEN_S, TEXT_CHUNK_CHARS, WRONG_KEY
-from test_crash_suite import check_execute_deploy, check_model_before_request, check_model_cut_off
+from test_crash_suite import (
+    check_execute_deploy,
+    check_model_before_request,
+    check_model_cut_off,
+    check_partial_closed_out,
+)
 
 from tests.kit.story import NEXT_REQUEST, OPENING, SESSION, STORY_REQUEST, UNKNOWN_MARK
 from tests.kit.world import World, assert_invariants
@@ -170,8 +175,8 @@ def test_crash_point_over_http(
 
 def test_mid_stream_over_http(http_crash: CrashHarness, provider: str) -> None:
     """Killed after the first streamed delta of the story's first answer: the text streamed so
-    far is in the event log as a partial of a round never recorded; the recovered turn asks
-    the model again and records that round exactly once."""
+    far is in the event log as a partial of a round never recorded; the recovered turn shows
+    it to the model with the note, asks again and records that round exactly once."""
     http_crash.partial_every = 0.0  # every delta is written before the next is read
     http_crash.crash("model.mid-stream")
     turn = story_id(http_crash)
@@ -184,6 +189,7 @@ def test_mid_stream_over_http(http_crash: CrashHarness, provider: str) -> None:
 
     world = recover_promptly(http_crash)
     check_model_cut_off(world)
+    check_partial_closed_out(http_crash, world, cut_off)  # over the wire, as the model read it
     assert_served_over_http(world, provider, http_crash.workdir)
     events = world.events
     (completed,) = of_round(events, "model.completed", turn, 0)

@@ -226,3 +226,18 @@ def test_tool_context_cancelled_is_an_event():
         await asyncio.wait_for(ctx.cancelled.wait(), 1)
 
     run(main())
+
+
+def test_canonical_input_fills_defaults_and_falls_back_to_canonical_json():
+    class Hold(pydantic.BaseModel):
+        tag: str
+        hold_s: float = 0.0
+
+    hold = fx.define_tool(
+        "hold", description="Hold.", input_model=Hold, execute=lambda inp, ctx: "held"
+    )
+    assert hold.canonical_input('{"tag": "x"}') == hold.canonical_input('{"hold_s": 0, "tag": "x"}')
+    assert hold.canonical_input('{"tag": "x"}') != hold.canonical_input('{"tag": "y"}')
+    # Arguments that do not validate are compared as canonical JSON (or stripped text).
+    assert hold.canonical_input('{"b": 1, "a": 2}') == hold.canonical_input('{"a":2,"b":1}')
+    assert hold.canonical_input(" not json ") == "not json"
