@@ -19,7 +19,7 @@ from typing import TypeVar
 import pydantic
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -108,6 +108,7 @@ def create_app(
         exception_handlers={
             ApiError: _api_error,
             HTTPException: _http_error,
+            ClientDisconnect: _client_gone,
             Exception: _unexpected,
         },
     )
@@ -483,6 +484,18 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     )
     return JSONResponse(
         {"code": code, "message": message}, status_code=exc.status_code, headers=exc.headers
+    )
+
+
+async def _client_gone(request: Request, exc: Exception) -> Response:
+    # A client that hangs up mid-body is the network's doing, not a fault of ours. Nobody is
+    # left to read the answer (the server drops it); it is an ordinary 4xx all the same.
+    log.info(
+        "the client hung up before its body was read (%s %s)", request.method, request.url.path
+    )
+    return JSONResponse(
+        {"code": "client_disconnected", "message": "the client hung up before sending its body"},
+        status_code=400,
     )
 
 
