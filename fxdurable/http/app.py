@@ -8,6 +8,7 @@ remote queue workers elsewhere run it and the stream shows what they record.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -364,11 +365,25 @@ class _Api:
             raise _too_large(limit)
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise _too_large(limit)
-            chunks.append(chunk)
+        timeout_s = self._settings.body_timeout_s
+        try:
+            # One deadline for the whole body, not one per chunk: a byte a second would beat
+            # a per-chunk timeout forever.
+            async with asyncio.timeout(timeout_s):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > limit:
+                        raise _too_large(limit)
+                    chunks.append(chunk)
+        except TimeoutError:
+            raise ApiError(
+                408,
+                "body_timeout",
+                f"the body did not arrive within {timeout_s:g} s ({size} bytes came)",
+                # The rest of the body may still come: the connection cannot carry another
+                # request, so the server closes it after this answer.
+                headers={"Connection": "close"},
+            ) from None
         return b"".join(chunks)
 
     async def _body(self, request: Request, model: type[_Body]) -> _Body:
@@ -468,7 +483,7 @@ def _json(reply: pydantic.BaseModel, status: int = 200) -> JSONResponse:
 
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
-    return JSONResponse(exc.body(), status_code=exc.status)
+    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
 
 
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}

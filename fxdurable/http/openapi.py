@@ -31,6 +31,7 @@ _ERRORS = {
     "400": "malformed JSON, a bad cursor or a bad Idempotency-Key",
     "401": "missing or invalid credentials",
     "404": "no such session, or it belongs to someone else",
+    "408": "the body did not arrive within the body timeout (body_timeout)",
     "409": "busy (when_busy=reject: AgentBusyError) or an Idempotency-Key reused",
     "413": "body or prompt too large",
     "422": "the body does not match its schema",
@@ -117,7 +118,7 @@ def openapi_document() -> dict[str, Any]:
                     "requestBody": _json_body(ChatRequest),
                     "responses": {
                         "200": _stream("The turn, from turn_start to turn_end."),
-                        **_errors("400", "401", "404", "409", "413", "422"),
+                        **_errors("400", "401", "404", "408", "409", "413", "422"),
                     },
                 },
                 "get": {
@@ -145,7 +146,7 @@ def openapi_document() -> dict[str, Any]:
                     "requestBody": _json_body(SteerRequest),
                     "responses": {
                         "200": _reply(SteerReply, "Recorded durably."),
-                        **_errors("400", "401", "404", "413", "422", "429"),
+                        **_errors("400", "401", "404", "408", "413", "422", "429"),
                     },
                 }
             },
@@ -156,7 +157,7 @@ def openapi_document() -> dict[str, Any]:
                     "requestBody": _json_body(AbortRequest),
                     "responses": {
                         "200": _reply(AbortReply, "The abort intent is recorded."),
-                        **_errors("400", "401", "404", "413", "422"),
+                        **_errors("400", "401", "404", "408", "413", "422"),
                     },
                 }
             },
@@ -198,7 +199,7 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {
                         "200": _reply(WakeReply, "The session ran until rest or its deadline."),
                         "401": _reply(ErrorReply, "a missing, forged or stale signature"),
-                        **_errors("400", "404", "413", "422"),
+                        **_errors("400", "404", "408", "413", "422"),
                     },
                 }
             },

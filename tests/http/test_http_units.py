@@ -45,7 +45,10 @@ def test_forged_tampered_and_stale_signatures_are_refused(secret, body, now, why
         verify_wake(secret, body, header, window_s=300, now=now)
 
 
-@pytest.mark.parametrize("header", [None, "", "v1=abc", "t=abc,v1=00", "t=1000000", "garbage"])
+@pytest.mark.parametrize(
+    "header",
+    [None, "", "v1=abc", "t=abc,v1=00", "t=1000000", "garbage", "t=1000000,v1=é", "t=١,v1=00"],
+)
 def test_malformed_signature_headers_are_refused(header):
     with pytest.raises(SignatureError):
         verify_wake(SECRET, BODY, header, window_s=300, now=1_000_000)
@@ -106,6 +109,8 @@ def test_settings_refuse_nonsense():
         HttpSettings(poll_min_s=1, poll_max_s=0.5)
     with pytest.raises(ConfigurationError, match="16 characters"):
         HttpSettings(wake_secret="short")
+    with pytest.raises(ConfigurationError, match="body_timeout_s"):
+        HttpSettings(body_timeout_s=0)
 
 
 # -- lines -----------------------------------------------------------------------------------
