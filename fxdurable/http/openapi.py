@@ -9,7 +9,6 @@ from pydantic.json_schema import models_json_schema
 
 from fxdurable import __version__
 from fxdurable.http.schemas import (
-    SESSION_ID_PATTERN,
     AbortReply,
     AbortRequest,
     ChatRequest,
@@ -22,6 +21,7 @@ from fxdurable.http.schemas import (
     WakeReply,
     WakeRequest,
 )
+from fxdurable.http.scoping import SESSION_ID_PATTERN
 
 __all__ = ["openapi_document"]
 

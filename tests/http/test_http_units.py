@@ -1,10 +1,12 @@
-"""The HTTP layer's pure parts: wake signatures, token parsing, settings, the line format and
-the OpenAPI document. The routes themselves are tested against a real server (beside this)."""
+"""The HTTP layer's pure parts: wake signatures, token parsing, settings, session keys, the
+line format and the OpenAPI document. The routes themselves are tested against a real server
+(beside this)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pytest
 from starlette.requests import Request
@@ -15,6 +17,12 @@ from fxdurable.http import BearerTokens, HttpSettings, SignatureError, sign_wake
 from fxdurable.http.auth import parse_tokens, tokens_from_env
 from fxdurable.http.env import app_from_env
 from fxdurable.http.openapi import openapi_document
+from fxdurable.http.scoping import (
+    SESSION_ID_PATTERN,
+    SESSION_KEY_PATTERN,
+    public_session_id,
+    session_key,
+)
 from fxdurable.http.stream import line_for, tail
 
 SECRET = "s3cret-s3cret-s3cret"
@@ -111,6 +119,27 @@ def test_settings_refuse_nonsense():
         HttpSettings(wake_secret="short")
     with pytest.raises(ConfigurationError, match="body_timeout_s"):
         HttpSettings(body_timeout_s=0)
+
+
+# -- session keys ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("principal", ["alice", "dev", "auth0|42", "org/alice", "ali ce", "é"])
+@pytest.mark.parametrize("public", ["ops-1", "s", "a:b.c_d", "x" * 128])
+def test_a_session_key_names_its_principal_and_gives_back_the_public_id(principal, public):
+    key = session_key(principal, public)
+    assert public_session_id(key) == public
+    assert re.fullmatch(SESSION_KEY_PATTERN, key)
+    assert key != session_key(principal + "x", public)  # another principal, another session
+    # Public ids never contain "/": no caller can name another caller's key.
+    assert not re.fullmatch(SESSION_ID_PATTERN, key)
+
+
+def test_an_in_process_id_is_a_key_of_its_own():
+    assert public_session_id("ops-1") == "ops-1"
+    assert re.fullmatch(SESSION_KEY_PATTERN, "ops-1")
+    for bad in ("", "alice/", "/", "-s", "alice/-s", "alice/s s", "a\nb/s"):
+        assert not re.fullmatch(SESSION_KEY_PATTERN, bad), bad
 
 
 # -- lines -----------------------------------------------------------------------------------
