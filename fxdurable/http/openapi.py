@@ -30,7 +30,7 @@ _REPLIES = (Line, SteerReply, AbortReply, SessionReply, HistoryReply, WakeReply,
 _ERRORS = {
     "400": "malformed JSON, a bad cursor or a bad Idempotency-Key",
     "401": "missing or invalid credentials",
-    "404": "no such session, or it belongs to someone else",
+    "404": "the caller has no session with this id (ids are per caller)",
     "408": "the body did not arrive within the body timeout (body_timeout)",
     "409": "busy (when_busy=reject: AgentBusyError) or an Idempotency-Key reused",
     "413": "body or prompt too large",
@@ -199,7 +199,8 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {
                         "200": _reply(WakeReply, "The session ran until rest or its deadline."),
                         "401": _reply(ErrorReply, "a missing, forged or stale signature"),
-                        **_errors("400", "404", "408", "413", "422"),
+                        "404": _reply(ErrorReply, "no session with this key"),
+                        **_errors("400", "408", "413", "422"),
                     },
                 }
             },
