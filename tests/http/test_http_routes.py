@@ -17,11 +17,13 @@ from http_lines import Line, is_turn_end, parsed, take_until, tool_started
 from http_server import ALICE, ALICE_TOKEN, BOB, WAKE_SECRET, ServedApp
 
 from fxdurable.cli.trace import print_trace
+from fxdurable.core.clock import RandomIds, SystemClock
+from fxdurable.core.journal import Journal
 from fxdurable.http.app import _request_id
 from fxdurable.http.scoping import session_key
 from fxdurable.http.signing import SIGNATURE_HEADER, sign_wake
 from fxdurable.stores import open_store
-from tests.kit.story import FOLLOW_UP, STORY
+from tests.kit.story import AGENT, FOLLOW_UP, STORY
 from tests.kit.world import assert_invariants
 from tests.kit.world import read_store as kit_read_store
 
@@ -167,6 +169,12 @@ def test_an_id_the_caller_does_not_hold_is_404_on_every_route_like_a_missing_one
             assert r.status_code == 200, (name, r.text)
 
 
+def _signed_wake(app: ServedApp, key: str) -> httpx.Response:
+    body = json.dumps({"sessionId": key}).encode()
+    headers = {SIGNATURE_HEADER: sign_wake(WAKE_SECRET, body)}
+    return HTTP.post(f"{app.url}/wake", headers=headers, content=body, timeout=TIMEOUT)
+
+
 def _reconnect_until_turn_end(app: ServedApp, headers: dict[str, str]) -> list[Line]:
     with HTTP.stream(
         "GET",
@@ -249,22 +257,21 @@ def test_two_users_with_the_same_session_id_have_two_sessions_on_every_route(ser
     finally:
         store.close()
     assert "session alice/ops-1" in timeline.getvalue(), timeline.getvalue()
-    body = json.dumps({"sessionId": "alice/ops-1"}).encode()
-    woken = HTTP.post(
-        f"{app.url}/wake",
-        headers={SIGNATURE_HEADER: sign_wake(WAKE_SECRET, body)},
-        content=body,
-        timeout=TIMEOUT,
-    )
+    woken = _signed_wake(app, "alice/ops-1")
     assert woken.json() == {"sessionId": "alice/ops-1", "status": "idle"}, woken.text
-    body = json.dumps({"sessionId": "ops-1"}).encode()  # nobody's: an in-process id
-    unscoped = HTTP.post(
-        f"{app.url}/wake",
-        headers={SIGNATURE_HEADER: sign_wake(WAKE_SECRET, body)},
-        content=body,
-        timeout=TIMEOUT,
-    )
-    assert_error(unscoped, 404, "session_not_found")
+    assert_error(_signed_wake(app, "ops-1"), 404, "session_not_found")  # nobody's, yet
+
+    # An in-process session (owner None) keeps its plain id, out of every HTTP caller's reach.
+    store = open_store(app.store_url)
+    try:
+        journal = Journal(store, SystemClock(), RandomIds())
+        in_process = journal.admit("ops-1", agent=AGENT, prompt=FOLLOW_UP).submission
+    finally:
+        store.close()
+    assert in_process.session_id == "ops-1"
+    assert _signed_wake(app, "ops-1").json()["sessionId"] == "ops-1"
+    state = HTTP.get(f"{app.url}/sessions/ops-1", headers=ALICE, timeout=TIMEOUT).json()
+    assert [s["id"] for s in state["submissions"]] == [subs["alice"]]
     # Alice's story charged and deployed once; bob's was aborted before either.
     world = app.world_at_rest()
     assert [e.tool for e in world.effects] == ["charge", "deploy"]
