@@ -250,6 +250,7 @@ class Journal:
         request_id: str | None = None,
         when_busy: Literal["queue", "reject"] = "queue",
         owner: str | None = None,
+        new_session_prefix: str = "",
     ) -> Admission:
         """Admit a prompt as a queued submission; idempotent on ``request_id``.
 
@@ -258,13 +259,15 @@ class Journal:
         records it, an existing one must match it or the session is reported as not found.
         ``None`` is a trusted in-process caller. ``session_id=None`` starts a new session,
         unless ``request_id`` was admitted before: a retry then finds that submission (and
-        its session) in the same transaction, however many retries race.
+        its session) in the same transaction, however many retries race. A session started
+        that way gets a fresh id after ``new_session_prefix`` (HTTP puts it in the caller's
+        namespace, ``alice/``: :mod:`fxdurable.http.scoping`).
         """
         if when_busy not in ("queue", "reject"):
             raise ValueError(f"when_busy must be 'queue' or 'reject', not {when_busy!r}")
         request = request_id or self._ids.new_id("req")
         submission_id = self._ids.new_id("sub")
-        new_session_id = session_id or self._ids.new_id("ses")
+        new_session_id = session_id or new_session_prefix + self._ids.new_id("ses")
 
         def body(tx: Tx) -> Admission:
             existing = tx.get_submission_by_request(request)

@@ -11,7 +11,6 @@ from fxdurable import __version__
 from fxdurable.core.events import WIRE_VERSION
 from fxdurable.http.lines import line_adapter
 from fxdurable.http.schemas import (
-    SESSION_ID_PATTERN,
     AbortReply,
     AbortRequest,
     ChatRequest,
@@ -23,6 +22,7 @@ from fxdurable.http.schemas import (
     WakeReply,
     WakeRequest,
 )
+from fxdurable.http.scoping import SESSION_ID_PATTERN
 
 __all__ = ["openapi_document"]
 
@@ -31,7 +31,8 @@ _REPLIES = (SteerReply, AbortReply, SessionReply, HistoryReply, WakeReply, Error
 _ERRORS = {
     "400": "malformed JSON, a bad cursor or a bad Idempotency-Key",
     "401": "missing or invalid credentials",
-    "404": "no such session, or it belongs to someone else",
+    "404": "the caller has no session with this id (ids are per caller)",
+    "408": "the body did not arrive within the body timeout (body_timeout)",
     "409": "busy (when_busy=reject: AgentBusyError) or an Idempotency-Key reused",
     "413": "body or prompt too large",
     "422": "the body does not match its schema",
@@ -133,7 +134,7 @@ def openapi_document() -> dict[str, Any]:
                     "requestBody": _json_body(ChatRequest),
                     "responses": {
                         "200": _stream("The turn, from turn_start to turn_end."),
-                        **_errors("400", "401", "404", "409", "413", "422"),
+                        **_errors("400", "401", "404", "408", "409", "413", "422"),
                     },
                 },
                 "get": {
@@ -161,7 +162,7 @@ def openapi_document() -> dict[str, Any]:
                     "requestBody": _json_body(SteerRequest),
                     "responses": {
                         "200": _reply(SteerReply, "Recorded durably."),
-                        **_errors("400", "401", "404", "413", "422", "429"),
+                        **_errors("400", "401", "404", "408", "413", "422", "429"),
                     },
                 }
             },
@@ -172,7 +173,7 @@ def openapi_document() -> dict[str, Any]:
                     "requestBody": _json_body(AbortRequest),
                     "responses": {
                         "200": _reply(AbortReply, "The abort intent is recorded."),
-                        **_errors("400", "401", "404", "413", "422"),
+                        **_errors("400", "401", "404", "408", "413", "422"),
                     },
                 }
             },
@@ -214,7 +215,8 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {
                         "200": _reply(WakeReply, "The session ran until rest or its deadline."),
                         "401": _reply(ErrorReply, "a missing, forged or stale signature"),
-                        **_errors("400", "404", "413", "422"),
+                        "404": _reply(ErrorReply, "no session with this key"),
+                        **_errors("400", "408", "413", "422"),
                     },
                 }
             },

@@ -25,6 +25,7 @@ from http_server import ALICE, ServedApp
 
 from fxdurable.http.app import _request_id
 from fxdurable.http.lines import line_for
+from fxdurable.http.scoping import session_key
 from tests.kit.story import DONE_TEXT, FOLLOW_UP, STORY, UNKNOWN_MARK
 from tests.kit.world import World, assert_invariants, assert_model_requests, read_world
 
@@ -144,8 +145,10 @@ def assert_whole_turn(lines: list[dict[str, Any]], world: World, submission: str
     assert cursors == list(range(cursors[0], cursors[0] + len(cursors))), cursors
     assert lines[0]["type"] == "turn_start" and lines[0]["turnId"] == submission, lines[0]
     assert ends_turn(lines[-1], submission), lines[-1]
+    # The journal keys the session by alice's namespace; her lines name it as she does.
+    assert {e.session_id for e in world.events} == {session_key("alice", SESSION)}
     journal = [
-        json.loads(json.dumps(line_for(e)))
+        json.loads(json.dumps({**line_for(e), "sessionId": SESSION}))
         for e in world.events
         if cursors[0] <= e.seq <= cursors[-1]
     ]
