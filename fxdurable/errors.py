@@ -11,6 +11,7 @@ FxDurableError
  │    ├── IllegalTransitionError  a state machine refused a transition (rolled back)
  │    ├── ConflictError        a version check failed: someone else wrote first
  │    ├── LeaseLostError       the fencing token is stale: another worker owns the session
+ │    ├── StoreUnavailableError the store could not be reached or did not answer in time
  │    └── RecordNotFoundError
  ├── ToolInputError            tool arguments that do not validate (the model reads it)
  ├── ModelError                the model could not be called or answered nonsense (not retried:
@@ -45,6 +46,7 @@ __all__ = [
     "SteeringFullError",
     "SteeringPendingError",
     "StoreError",
+    "StoreUnavailableError",
     "SubmissionFailedError",
     "Suspend",
     "ToolInputError",
@@ -148,6 +150,11 @@ class ConflictError(StoreError):
 
 class LeaseLostError(StoreError):
     """This worker's lease was taken over; its writes are refused (fencing)."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store could not be reached or did not answer in time; nothing was written or the
+    write's outcome is unknown to this call."""
 
 
 class RecordNotFoundError(StoreError):

@@ -52,16 +52,28 @@ with an empty ``MULTI``/``EXEC`` that validates it, running again if anything ch
 ``fxdurable check`` on a store under heavy writes may need a quieter moment.
 
 Durability is Redis persistence: run it with ``appendonly yes`` (and the default
-``maxmemory-policy noeviction``). With ``appendfsync everysec``, Redis's default, the AOF is
+``maxmemory-policy noeviction``). Opening a store to write checks this (``INFO persistence``
+and, where allowed, ``CONFIG GET appendfsync``) and refuses, with
+:class:`~fxdurable.errors.ConfigurationError` saying how to enable the AOF, a server without
+an append-only file, with ``appendfsync no``, or whose ``INFO`` is refused: a restart of such a
+server silently loses committed steps. RDB snapshots alone are refused too, because they lose
+every write since the last snapshot (minutes). ``?durability=none`` in the URL skips the
+check, for tests and caches whose loss is acceptable; read-only opens (``create=False``)
+write nothing and do not check.
+
+With ``appendfsync everysec``, Redis's default, the AOF is
 written before a commit is acknowledged but fsynced once a second, so a power cut may lose
 about the last second of commits; ``appendfsync always`` matches SQLite's
 ``synchronous=FULL``. A connection lost while reading runs the transaction again on a new
 connection (a restarting server gets about three seconds); one lost during the commit raises
-StoreError, because the commit may or may not have been applied.
+:class:`~fxdurable.errors.StoreUnavailableError`, because the commit may or may not have been
+applied. A server that cannot be reached, or does not answer within ``socket_timeout``, raises
+that same error (a :class:`~fxdurable.errors.StoreError`), never a redis-py exception.
 
-URL options: ``prefix``, ``socket_timeout`` and ``socket_connect_timeout`` (seconds, default
-10 and 5), and with ``rediss://`` ``ssl_cert_reqs`` (none|optional|required) and
-``ssl_ca_certs``. A password in the URL never appears in messages or in ``store.url``.
+URL options: ``prefix``, ``durability`` (``aof``, the default, or ``none``),
+``socket_timeout`` and ``socket_connect_timeout`` (seconds, default 10 and 5), and with
+``rediss://`` ``ssl_cert_reqs`` (none|optional|required) and ``ssl_ca_certs``. A password in
+the URL never appears in messages or in ``store.url``.
 """
 
 from __future__ import annotations
@@ -78,7 +90,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 from fxdurable.core.store import ReadView, Tx
-from fxdurable.errors import ConfigurationError, StoreError
+from fxdurable.errors import ConfigurationError, StoreError, StoreUnavailableError
 
 try:
     import redis
@@ -119,6 +131,7 @@ class _Target:
     port: int
     db: int
     prefix: str
+    durability: str  # "aof": the server must persist every commit; "none": not checked
 
     @property
     def where(self) -> str:
@@ -153,6 +166,11 @@ def _parse(url: str) -> tuple[_Target, dict[str, Any]]:
         raise ConfigurationError(f"the Redis database must be a number in {shown!r}")
     options = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
     prefix = options.pop("prefix", "fxd")
+    durability = options.pop("durability", "aof")
+    if durability not in ("aof", "none"):
+        raise ConfigurationError(
+            f"durability must be aof (the default) or none in {shown!r}, not {durability!r}"
+        )
     if not _PREFIX.fullmatch(prefix):
         raise ConfigurationError(
             f"prefix {prefix!r} in {shown!r}: use 1 to 64 letters, digits, '.', '_' or '-'"
@@ -188,12 +206,57 @@ def _parse(url: str) -> tuple[_Target, dict[str, Any]]:
             kwargs["ssl_ca_certs"] = options.pop("ssl_ca_certs")
     if options:
         raise ConfigurationError(f"unknown Redis URL options {sorted(options)} in {shown!r}")
-    target = _Target(parts.hostname, port, kwargs["db"], prefix)
+    target = _Target(parts.hostname, port, kwargs["db"], prefix, durability)
     return target, kwargs
+
+
+def _check_eviction(info: object, where: str) -> None:
+    if not isinstance(info, bytes):  # INFO may be refused by an ACL: then we cannot tell
+        return
+    policy = re.search(rb"^maxmemory_policy:(\S+)", info, re.MULTILINE)
+    if policy is not None and policy.group(1).startswith(b"allkeys-"):
+        raise StoreError(
+            f"redis at {where} evicts keys under memory pressure "
+            f"(maxmemory-policy {text(policy.group(1))}): fxdurable's records must "
+            "never be evicted; use noeviction (or a volatile-* policy: fxdurable's "
+            "keys have no TTL)"
+        )
+
+
+_ENABLE_AOF = (
+    "enable the append-only file: appendonly yes with appendfsync everysec (or always) in "
+    "redis.conf, CONFIG SET appendonly yes on a running server, or start redis-server "
+    "--appendonly yes; or add ?durability=none to the store URL if losing the store on a "
+    "restart is acceptable (tests, caches)"
+)
+
+
+def _check_persistence(info: object, fsync: object, where: str) -> None:
+    """Refuse a server that does not log every commit to its append-only file."""
+    if not isinstance(info, bytes):
+        raise ConfigurationError(
+            f"cannot tell whether redis at {where} persists its data: INFO persistence was "
+            f"refused ({info}); allow INFO for this user, then {_ENABLE_AOF}"
+        )
+    if not re.search(rb"^aof_enabled:1\b", info, re.MULTILINE):
+        snapshots = "RDB snapshots alone lose every write since the last snapshot"
+        raise ConfigurationError(
+            f"redis at {where} runs without an append-only file (appendonly no; {snapshots}), "
+            f"so a restart would lose committed steps: {_ENABLE_AOF}"
+        )
+    # CONFIG may be renamed away (managed services): then the AOF being on must do.
+    if isinstance(fsync, list) and len(fsync) == 2 and fsync[1] == b"no":
+        raise ConfigurationError(
+            f"redis at {where} runs with appendfsync no, leaving the AOF's flushes to the "
+            f"operating system (a power cut loses up to about 30 s of commits): {_ENABLE_AOF}"
+        )
 
 
 class RedisStore:
     """``redis://[user:password@]host:port/db[?prefix=fxd]``; ``rediss://`` for TLS.
+
+    Refuses (ConfigurationError) to write to a server without an append-only file unless the
+    URL says ``?durability=none``.
 
     ``create=False`` (read-only tools) refuses a database and prefix that hold no fxdurable
     data (no ``<prefix>:schema`` key) and writes nothing.
@@ -232,8 +295,12 @@ class RedisStore:
                 conn = self._pool.get_connection()
             except (redis.AuthenticationError, redis.exceptions.AuthorizationError) as exc:
                 raise StoreError(f"redis at {self.where} refused the credentials: {exc}") from exc
-            except redis.ConnectionError as exc:
+            except redis.ConnectionError as exc:  # refused or reset: run again, or give up
                 raise Disconnected(exc) from exc
+            except redis.TimeoutError as exc:  # a silent host: waiting again would not help
+                raise StoreUnavailableError(
+                    f"redis at {self.where} did not accept a connection in time ({exc})"
+                ) from exc
             except redis.RedisError as exc:
                 raise StoreError(
                     f"cannot open a connection to redis at {self.where}: {exc}"
@@ -248,16 +315,17 @@ class RedisStore:
                 self._cv.notify_all()
 
     def _release(self, link: Link) -> None:
-        if link.watched and not link.broken:
-            try:
-                link.call([("UNWATCH",)])
-            except BaseException:
-                link.broken = True
-        if link.broken:
-            link.conn.disconnect()
-        with self._cv:
-            self._round_trips += link.trips
-        self._pool.release(link.conn)
+        try:
+            if link.watched and not link.broken:
+                # A failed UNWATCH marks the link broken: it is disconnected below.
+                with contextlib.suppress(Disconnected, StoreError):
+                    link.call([("UNWATCH",)])
+        finally:  # a KeyboardInterrupt mid-UNWATCH still returns the connection, then stands
+            if link.broken:
+                link.conn.disconnect()
+            with self._cv:
+                self._round_trips += link.trips
+            self._pool.release(link.conn)
 
     def _run(self, body: Callable[[Link], T], what: str) -> T:
         """Run ``body`` on a fresh link until it neither reruns nor loses its connection."""
@@ -280,7 +348,9 @@ class RedisStore:
             except Disconnected as exc:
                 delay = next(delays, None)
                 if delay is None:
-                    raise StoreError(f"cannot reach redis at {self.where}: {exc.cause}") from None
+                    raise StoreUnavailableError(
+                        f"cannot reach redis at {self.where}: {exc.cause}"
+                    ) from None
                 time.sleep(delay)
         raise StoreError(
             f"{what} on redis at {self.where} kept meeting concurrent writes: gave up after "
@@ -302,17 +372,24 @@ class RedisStore:
 
     def _open(self, create: bool) -> None:
         key = self._keys.schema
-        commands: list[Command] = [("GET", key), ("INFO", "memory")]
+        # A reader (create=False) writes nothing, so the server's persistence is not its
+        # concern; a writer checks it unless the URL says durability=none.
+        checks: list[Command] = [("INFO", "memory")]
+        if create and self._target.durability == "aof":
+            checks += [("INFO", "persistence"), ("CONFIG", "GET", "appendfsync")]
+        commands: list[Command] = [("GET", key), *checks]
         if create:
             commands = [("SETNX", key, SCHEMA_VERSION), *commands, ("SCRIPT", "LOAD", SCRIPT)]
+        first = commands.index(checks[0])
 
-        def body(link: Link) -> list[Any]:
+        def body(link: Link) -> tuple[Any, list[Any]]:
             replies = link.call(commands)
-            info = replies[-2] if create else replies[-1]
-            raise_errors([r for r in replies if r is not info], link.where)  # INFO may fail
-            return [replies[-3] if create else replies[0], info]
+            answers = replies[first : first + len(checks)]
+            # INFO and CONFIG may be refused (an ACL, a renamed command): judged below
+            raise_errors(replies[:first] + replies[first + len(checks) :], link.where)
+            return replies[first - 1], answers
 
-        raw, info = self._run(body, "opening the store")
+        raw, answers = self._run(body, "opening the store")
         if raw is None:
             raise StoreError(
                 f"no fxdurable store at redis {self.where}: no {key!r} key (check the "
@@ -327,15 +404,9 @@ class RedisStore:
                 f"redis {self.where} holds fxdurable layout version {version}, this fxdurable "
                 f"uses version {SCHEMA_VERSION}: open it with a matching fxdurable"
             )
-        if isinstance(info, bytes):  # INFO may be refused by an ACL: then we cannot tell
-            policy = re.search(rb"^maxmemory_policy:(\S+)", info, re.MULTILINE)
-            if policy is not None and policy.group(1).startswith(b"allkeys-"):
-                raise StoreError(
-                    f"redis at {self.where} evicts keys under memory pressure "
-                    f"(maxmemory-policy {text(policy.group(1))}): fxdurable's records must "
-                    "never be evicted; use noeviction (or a volatile-* policy: fxdurable's "
-                    "keys have no TTL)"
-                )
+        _check_eviction(answers[0], self.where)
+        if len(answers) > 1:
+            _check_persistence(answers[1], answers[2], self.where)
 
     # -- the Store protocol -------------------------------------------------------------------
 
