@@ -81,26 +81,27 @@ from __future__ import annotations
 import contextlib
 import inspect
 import random
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 from fxdurable.core.store import ReadView, Tx
 from fxdurable.errors import ConfigurationError, StoreError, StoreUnavailableError
 
 try:
     import redis
-    from redis.backoff import NoBackoff
-    from redis.retry import Retry
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ConfigurationError(
         "the Redis store needs the redis package: pip install 'fxdurable[redis]'"
     ) from exc
 
+from fxdurable.stores._redis_setup import (
+    check_eviction,
+    check_persistence,
+    parse_url,
+    redact,
+)
 from fxdurable.stores._redis_tx import (
     SCRIPT,
     SCRIPT_SHA,
@@ -122,134 +123,6 @@ T = TypeVar("T")
 SCHEMA_VERSION = 1
 _MAX_RUNS = 50  # runs of one body before giving up on concurrent writers
 _RECONNECT_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)  # ~3 s for a restarting server
-_PREFIX = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
-
-
-@dataclass(frozen=True, slots=True)
-class _Target:
-    host: str
-    port: int
-    db: int
-    prefix: str
-    durability: str  # "aof": the server must persist every commit; "none": not checked
-
-    @property
-    def where(self) -> str:
-        return f"{self.host}:{self.port}/{self.db} (prefix {self.prefix!r})"
-
-
-def _redact(url: str) -> str:
-    """The URL without its password, for messages and ``store.url``."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-    except ValueError:  # unparseable: hide whatever precedes an "@" in the authority
-        return re.sub(r"^([^:/]*://)[^/@]*@", r"\1***@", url)
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
-
-
-def _parse(url: str) -> tuple[_Target, dict[str, Any]]:
-    shown = _redact(url)
-    try:
-        parts = urlsplit(url)
-        port = parts.port or 6379
-    except ValueError as exc:
-        raise ConfigurationError(f"not a Redis URL: {shown!r} ({exc})") from exc
-    if parts.scheme not in ("redis", "rediss") or not parts.hostname:
-        raise ConfigurationError(
-            f"not a Redis URL: {shown!r} (expected redis://host:port/db or rediss://...)"
-        )
-    path = parts.path.strip("/")
-    if not path.isdigit() and path:
-        raise ConfigurationError(f"the Redis database must be a number in {shown!r}")
-    options = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-    prefix = options.pop("prefix", "fxd")
-    durability = options.pop("durability", "aof")
-    if durability not in ("aof", "none"):
-        raise ConfigurationError(
-            f"durability must be aof (the default) or none in {shown!r}, not {durability!r}"
-        )
-    if not _PREFIX.fullmatch(prefix):
-        raise ConfigurationError(
-            f"prefix {prefix!r} in {shown!r}: use 1 to 64 letters, digits, '.', '_' or '-'"
-        )
-    kwargs: dict[str, Any] = {
-        "host": parts.hostname,
-        "port": port,
-        "db": int(path or 0),
-        "username": unquote(parts.username) if parts.username else None,
-        "password": unquote(parts.password) if parts.password is not None else None,
-        "socket_timeout": 10.0,
-        "socket_connect_timeout": 5.0,
-        "protocol": 2,  # replies are parsed here as RESP2
-        "retry": Retry(NoBackoff(), 0),  # never re-send a command behind a WATCH's back
-        "health_check_interval": 0,
-    }
-    for name in ("socket_timeout", "socket_connect_timeout"):
-        if name in options:
-            try:
-                kwargs[name] = float(options.pop(name))
-            except ValueError as exc:
-                raise ConfigurationError(f"{name} must be seconds in {shown!r}") from exc
-    if parts.scheme == "rediss":
-        kwargs["connection_class"] = redis.SSLConnection
-        if "ssl_cert_reqs" in options:
-            reqs = options.pop("ssl_cert_reqs")
-            if reqs not in ("none", "optional", "required"):
-                raise ConfigurationError(
-                    f"ssl_cert_reqs must be none, optional or required in {shown!r}"
-                )
-            kwargs["ssl_cert_reqs"] = reqs
-        if "ssl_ca_certs" in options:
-            kwargs["ssl_ca_certs"] = options.pop("ssl_ca_certs")
-    if options:
-        raise ConfigurationError(f"unknown Redis URL options {sorted(options)} in {shown!r}")
-    target = _Target(parts.hostname, port, kwargs["db"], prefix, durability)
-    return target, kwargs
-
-
-def _check_eviction(info: object, where: str) -> None:
-    if not isinstance(info, bytes):  # INFO may be refused by an ACL: then we cannot tell
-        return
-    policy = re.search(rb"^maxmemory_policy:(\S+)", info, re.MULTILINE)
-    if policy is not None and policy.group(1).startswith(b"allkeys-"):
-        raise StoreError(
-            f"redis at {where} evicts keys under memory pressure "
-            f"(maxmemory-policy {text(policy.group(1))}): fxdurable's records must "
-            "never be evicted; use noeviction (or a volatile-* policy: fxdurable's "
-            "keys have no TTL)"
-        )
-
-
-_ENABLE_AOF = (
-    "enable the append-only file: appendonly yes with appendfsync everysec (or always) in "
-    "redis.conf, CONFIG SET appendonly yes on a running server, or start redis-server "
-    "--appendonly yes; or add ?durability=none to the store URL if losing the store on a "
-    "restart is acceptable (tests, caches)"
-)
-
-
-def _check_persistence(info: object, fsync: object, where: str) -> None:
-    """Refuse a server that does not log every commit to its append-only file."""
-    if not isinstance(info, bytes):
-        raise ConfigurationError(
-            f"cannot tell whether redis at {where} persists its data: INFO persistence was "
-            f"refused ({info}); allow INFO for this user, then {_ENABLE_AOF}"
-        )
-    if not re.search(rb"^aof_enabled:1\b", info, re.MULTILINE):
-        snapshots = "RDB snapshots alone lose every write since the last snapshot"
-        raise ConfigurationError(
-            f"redis at {where} runs without an append-only file (appendonly no; {snapshots}), "
-            f"so a restart would lose committed steps: {_ENABLE_AOF}"
-        )
-    # CONFIG may be renamed away (managed services): then the AOF being on must do.
-    if isinstance(fsync, list) and len(fsync) == 2 and fsync[1] == b"no":
-        raise ConfigurationError(
-            f"redis at {where} runs with appendfsync no, leaving the AOF's flushes to the "
-            f"operating system (a power cut loses up to about 30 s of commits): {_ENABLE_AOF}"
-        )
 
 
 class RedisStore:
@@ -263,8 +136,8 @@ class RedisStore:
     """
 
     def __init__(self, url: str, *, create: bool = True) -> None:
-        self._target, kwargs = _parse(url)
-        self.url = _redact(url)
+        self._target, kwargs = parse_url(url)
+        self.url = redact(url)
         self._keys = Keys(self._target.prefix)
         self._pool = redis.ConnectionPool(**kwargs)
         self._cv = threading.Condition()
@@ -404,9 +277,9 @@ class RedisStore:
                 f"redis {self.where} holds fxdurable layout version {version}, this fxdurable "
                 f"uses version {SCHEMA_VERSION}: open it with a matching fxdurable"
             )
-        _check_eviction(answers[0], self.where)
+        check_eviction(answers[0], self.where)
         if len(answers) > 1:
-            _check_persistence(answers[1], answers[2], self.where)
+            check_persistence(answers[1], answers[2], self.where)
 
     # -- the Store protocol -------------------------------------------------------------------
 
