@@ -1,7 +1,9 @@
 """Shared fixtures; see tests/crash for the crash suite.
 
 Redis: ``redis_server`` starts one ``redis-server`` for the whole run on a free port (AOF on,
-no RDB snapshots, data in a temporary directory), or uses ``FXD_TEST_REDIS_URL`` when set.
+no RDB snapshots, data in a temporary directory), or uses ``FXD_TEST_REDIS_URL`` when set
+(a server with AOF on, or a URL ending ``?durability=none``: the store refuses a Redis without
+persistence).
 ``redis_url`` gives each test its own key prefix on it, deleted afterwards, so tests never
 see each other's keys (and a shared server named by ``FXD_TEST_REDIS_URL`` is never
 flushed). ``redis_factory`` starts dedicated servers a test may kill and restart.
