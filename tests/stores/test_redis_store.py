@@ -853,6 +853,24 @@ def test_a_server_without_an_append_only_file_is_refused(
         client.close()
 
 
+@pytest.mark.redis
+def test_a_user_who_may_not_read_info_cannot_open_a_store_to_write(
+    redis_factory: Callable[..., Any],
+) -> None:
+    """Without INFO the store cannot tell whether the server persists: refused, saying so."""
+    server = redis_factory()
+    client = redis.Redis.from_url(server.url)
+    try:
+        client.acl_setuser("noinfo", enabled=True, passwords=["+secret"], keys=["*"],
+                           commands=["+@all", "-info"])  # fmt: skip
+        url = f"redis://noinfo:secret@127.0.0.1:{server.port}/0?prefix=p"
+        with pytest.raises(ConfigurationError, match="INFO persistence was refused"):
+            RedisStore(url)
+        RedisStore(f"{url}&durability=none").close()
+    finally:
+        client.close()
+
+
 def test_durability_takes_aof_or_none() -> None:
     with pytest.raises(ConfigurationError, match="durability must be aof"):
         RedisStore("redis://127.0.0.1:1/0?durability=rdb")
