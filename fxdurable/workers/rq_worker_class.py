@@ -2,16 +2,16 @@
 
 - A warm shutdown (the first SIGTERM or SIGINT) is forwarded to the running job as SIGUSR1,
   so the turn stops at its next step boundary instead of RQ waiting for the whole job.
-- A Redis outage is ridden out. Stock RQ retries a lost Redis only in its blocking dequeue;
-  anywhere else (the heartbeats it sends every ``job_monitoring_interval`` while a job runs,
-  the suspension check, registry maintenance, recording the worker's state, a finished job's
-  bookkeeping) a connection error escapes its work loop and the worker quits, leaving a
-  running work horse without a parent. Here each of those calls logs the failure and is
-  tried again at its next turn, so busy and idle workers alike stay up. The horse meanwhile
-  goes on while its store answers: the store is the truth, and a job whose RQ bookkeeping
-  was lost is found again by the reconciliation scan. An outage longer than the session
-  lease ends the horse's work by fencing (its writes are refused once another worker holds
-  the lease).
+- A Redis outage is ridden out. Stock RQ (3.0; rq/rq#1119) retries a lost Redis only in its
+  blocking dequeue; anywhere else (the heartbeats it sends every ``job_monitoring_interval``
+  while a job runs, the suspension check, registry maintenance, recording the worker's
+  state, a finished job's bookkeeping) a connection error escapes its work loop and the
+  worker quits, leaving a running work horse without a parent. Here each of those calls logs
+  the failure and is tried again at its next turn, so busy and idle workers alike stay up.
+  The horse meanwhile goes on while its store answers: the store is the truth, and a job
+  whose RQ bookkeeping was lost is found again by the reconciliation scan. An outage longer
+  than the session lease ends the horse's work by fencing (its writes are refused once
+  another worker holds the lease).
 - The horse never outlives the worker: if anything else ends the worker's watch over a
   running horse, the horse is asked to stop at its next step boundary and, failing that
   within :data:`HORSE_STOP_GRACE_S`, killed (a crash the journal recovers from).
