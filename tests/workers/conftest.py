@@ -1,9 +1,11 @@
 """Fixtures of the RQ worker tests: a Redis of their own, a fresh database per test, a store
 per backend, and :class:`~rq_support.RqHarness` (real ``fxdurable worker`` processes).
 
-``rq_redis`` starts one ``redis-server`` for the session (``--save "" --appendonly no``: the
-queue's Redis needs no persistence here; the Redis *store* tests restart theirs with AOF). It is
-skipped when ``redis-server`` is not installed, except with ``CI=true``, where that fails.
+``rq_redis`` starts one ``redis-server`` for the session, with its append-only file on
+(``--appendonly yes --appendfsync everysec``, no RDB snapshots): it holds the Redis stores of
+these tests too, and the Redis store refuses a server that would lose its commits on a
+restart. It is skipped when ``redis-server`` is not installed, except with ``CI=true``, where
+that fails.
 
 ``store_url`` is parametrised by backend, like the crash suite's: every test runs on SQLite
 (workers on one host sharing a file) and on the Redis store (a database of its own per test on
@@ -80,7 +82,8 @@ def rq_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
                 "--port", str(port),
                 "--bind", "127.0.0.1",
                 "--save", "",
-                "--appendonly", "no",
+                "--appendonly", "yes",
+                "--appendfsync", "everysec",
                 "--databases", str(DATABASES),
                 "--dir", str(directory),
                 "--logfile", "redis.log",
