@@ -38,6 +38,8 @@ from fxdurable.errors import (
     RequestConflictError,
     SessionNotFoundError,
     SteeringFullError,
+    StoreFullError,
+    StoreUnavailableError,
 )
 from fxdurable.http.auth import Authenticate
 from fxdurable.http.openapi import openapi_document
@@ -121,6 +123,7 @@ def create_app(
             ApiError: _api_error,
             HTTPException: _http_error,
             ClientDisconnect: _client_gone,
+            StoreUnavailableError: _store_unavailable,
             Exception: _unexpected,
         },
     )
@@ -543,6 +546,27 @@ async def _client_gone(request: Request, exc: Exception) -> Response:
     return JSONResponse(
         {"code": "client_disconnected", "message": "the client hung up before sending its body"},
         status_code=400,
+    )
+
+
+async def _store_unavailable(request: Request, exc: Exception) -> Response:
+    # The store refused the call as a whole (rolled back): nothing of the request was written,
+    # so the client may send the same request again; a full store stays full until an
+    # operator frees space, which 507 says apart from a passing lock or outage.
+    assert isinstance(exc, StoreUnavailableError)
+    log.warning("store unavailable on %s %s: %s", request.method, request.url.path, exc)
+    if isinstance(exc, StoreFullError):
+        return JSONResponse(
+            {"code": "store_full", "message": "the store is out of space; nothing was written"},
+            status_code=507,
+        )
+    return JSONResponse(
+        {
+            "code": "store_unavailable",
+            "message": "the store did not answer in time; nothing was written, retry",
+        },
+        status_code=503,
+        headers={"Retry-After": "1"},
     )
 
 
