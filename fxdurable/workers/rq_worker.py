@@ -47,22 +47,35 @@ def scan_once(config: WorkerConfig, queue: RqQueue, *, quiet_s: float = 0.0) -> 
 
 
 def _scan_forever(
-    config: WorkerConfig, queue: RqQueue, every_s: float, quiet_s: float, stop: threading.Event
+    config: WorkerConfig,
+    queue: RqQueue,
+    every_s: float,
+    quiet_s: float,
+    stop: threading.Event,
+    no_fork: threading.Lock,
 ) -> None:
     while not stop.wait(every_s):
         try:
-            found = scan_once(config, queue, quiet_s=quiet_s)
+            with no_fork:  # see run_worker
+                found = scan_once(config, queue, quiet_s=quiet_s)
             if found:
                 log.info("reconciliation scan woke %d session(s)", found)
         except Exception:  # keep scanning: a store hiccup must not end recovery
             log.exception("reconciliation scan failed; retrying in %.1fs", every_s)
 
 
-def _worker_class() -> type[Any]:
+def _worker_class(no_fork: threading.Lock) -> type[Any]:
     import rq
 
     class FxdWorker(rq.Worker):
-        """RQ's worker, forwarding a warm shutdown to the job so it stops at a boundary."""
+        """RQ's worker, forwarding a warm shutdown to the job so it stops at a boundary, and
+        forking a work horse only while ``no_fork`` is free (see run_worker)."""
+
+        def fork_work_horse(self, job: Any, queue: Any) -> None:
+            # The horse never returns from this call (it exits inside it), so it keeps its
+            # copy of the lock held: harmless, it never scans.
+            with no_fork:
+                super().fork_work_horse(job, queue)
 
         def setup_work_horse_signals(self) -> None:
             # Right after the fork: a forwarded stop must not kill a horse that has not yet
@@ -105,9 +118,15 @@ def run_worker(
     if found:
         log.info("startup reconciliation woke %d session(s)", found)
     stop = threading.Event()
+    # The scan thread and RQ's fork of a work horse take turns. A fork while the scan is inside
+    # the store's C library (SQLite's open and allocator take process-wide mutexes) gives the
+    # horse a copy of a locked mutex that no thread of its own will ever unlock: it hangs in its
+    # first store call until RQ kills it, job timeout + 60 s later. Every store call of the scan
+    # is bounded (busy_timeout, socket timeouts), so a fork waits at most that long.
+    no_fork = threading.Lock()
     scanner = threading.Thread(
         target=_scan_forever,
-        args=(config, queue, scan_interval_s, settings.scan_quiet_s, stop),
+        args=(config, queue, scan_interval_s, settings.scan_quiet_s, stop, no_fork),
         daemon=True,
         name="fxd-scan",
     )
@@ -116,7 +135,7 @@ def run_worker(
     try:
         # worker_ttl bounds RQ's blocking dequeue (ttl - 15 s), so a stop is noticed within
         # 5 s; the job monitor beats well inside that TTL while a long job runs.
-        worker = _worker_class()(
+        worker = _worker_class(no_fork)(
             [queue.queue],
             connection=queue.queue.connection,
             name=name,
