@@ -46,13 +46,19 @@ def scan_once(config: WorkerConfig, queue: RqQueue, *, quiet_s: float = 0.0) -> 
 
 
 def _scan_forever(
-    config: WorkerConfig, queue: RqQueue, every_s: float, quiet_s: float, stop: threading.Event
+    config: WorkerConfig,
+    queue: RqQueue,
+    every_s: float,
+    quiet_s: float,
+    stop: threading.Event,
+    no_fork: threading.Lock,
 ) -> None:
     from fxdurable.workers.rq_worker_class import REDIS_DOWN  # needs the redis extra
 
     while not stop.wait(every_s):
         try:
-            found = scan_once(config, queue, quiet_s=quiet_s)
+            with no_fork:  # see run_worker
+                found = scan_once(config, queue, quiet_s=quiet_s)
             if found:
                 log.info("reconciliation scan woke %d session(s)", found)
         except Exception as exc:  # keep scanning: a store hiccup must not end recovery
@@ -80,9 +86,15 @@ def run_worker(
     if found:
         log.info("startup reconciliation woke %d session(s)", found)
     stop = threading.Event()
+    # The scan thread and RQ's fork of a work horse take turns. A fork while the scan is inside
+    # the store's C library (SQLite's open and allocator take process-wide mutexes) gives the
+    # horse a copy of a locked mutex that no thread of its own will ever unlock: it hangs in its
+    # first store call until RQ kills it, job timeout + 60 s later. Every store call of the scan
+    # is bounded (busy_timeout, socket timeouts), so a fork waits at most that long.
+    no_fork = threading.Lock()
     scanner = threading.Thread(
         target=_scan_forever,
-        args=(config, queue, scan_interval_s, settings.scan_quiet_s, stop),
+        args=(config, queue, scan_interval_s, settings.scan_quiet_s, stop, no_fork),
         daemon=True,
         name="fxd-scan",
     )
@@ -99,6 +111,7 @@ def run_worker(
             name=name,
             worker_ttl=20,
             job_monitoring_interval=5,
+            no_fork=no_fork,
         )
         worker.work(burst=burst, with_scheduler=False)
     except Exception:

@@ -25,6 +25,7 @@ import contextlib
 import logging
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from types import FrameType
@@ -45,15 +46,18 @@ HORSE_STOP_GRACE_S = 30.0
 
 
 class FxdWorker(rq.Worker):
-    """RQ's forking worker that forwards a warm shutdown and rides out Redis outages."""
+    """RQ's forking worker that forwards a warm shutdown, rides out Redis outages, and forks a
+    work horse only while ``no_fork`` is free (see ``run_worker``: the scan thread holds it
+    while it is inside the store)."""
 
     # An idle worker retries a lost Redis at most every 5 s (RQ's default backs off to 60 s,
     # which would leave the queue unserved for a minute after a short outage).
     max_connection_wait_time = 5.0
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, no_fork: threading.Lock | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._outage_since: float | None = None
+        self._no_fork = no_fork or threading.Lock()
 
     # -- Redis outages ------------------------------------------------------------------------
 
@@ -149,6 +153,12 @@ class FxdWorker(rq.Worker):
         except ChildProcessError:  # already reaped
             pass
         self._horse_pid = 0
+
+    def fork_work_horse(self, job: Any, queue: Any) -> None:
+        # The horse never returns from this call (it exits inside it), so it keeps its copy
+        # of the lock held: harmless, it never scans.
+        with self._no_fork:
+            super().fork_work_horse(job, queue)
 
     def setup_work_horse_signals(self) -> None:
         # Right after the fork: a forwarded stop must not kill a horse that has not yet

@@ -545,8 +545,8 @@ def test_version_conflicts_between_stores(redis_url: str) -> None:
 
 
 @pytest.mark.redis
-def test_a_body_reruns_when_what_it_read_changes(store: RedisStore, redis_url: str) -> None:
-    """The first run reads, another client writes the key, the commit fails, the body reruns
+def test_a_body_runs_again_when_what_it_read_changes(store: RedisStore, redis_url: str) -> None:
+    """The first run reads, another client writes the key, the commit fails, the body runs again
     on fresh data: the WATCH turns a lost race into a retry, not a lost update."""
     v1 = SessionRecord(id="s1", agent="a", status=SessionStatus.IDLE, created_at=1.0)
     store.transact(lambda tx: tx.put_session(v1, expected_version=None))
@@ -780,7 +780,7 @@ def test_the_runtime_runs_a_turn_on_redis_and_the_cli_reads_it(redis_url: str) -
 
 
 @pytest.mark.redis
-def test_an_error_drawn_from_a_torn_view_reruns_the_body(store: RedisStore, redis_url: str) -> None:
+def test_a_torn_view_error_runs_the_body_again(store: RedisStore, redis_url: str) -> None:
     """A body that raises because two of its reads disagree (another client committed
     between them) is run again, not reported: a serial run could never have seen that."""
     v1 = a_session(status=SessionStatus.ACTIVE)

@@ -179,20 +179,3 @@ def rq_harness(make_harness: Callable[..., RqHarness]) -> RqHarness:
     """A harness with the defaults: job timeout 60 s, lease TTL 3 s, heartbeat 0.5 s, scan
     every 0.5 s."""
     return make_harness()
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """One rerun for these tests, and only these: they race real RQ worker processes, forked
-    work horses and signals on two shared cores. Most of their flakes were one bug, now fixed
-    (workers started together failed to open a new SQLite file: "database is locked"). One
-    remains unexplained: in about one run of tests/workers + tests/crash in four, the late
-    duplicate wakes of test_rq_races were not all taken within 20 s; it never reproduced
-    alone, and its failure now prints RQ's queue state and the worker logs. A real bug fails
-    both runs; the rerun shows as "R" in the report, so a flake stays visible.
-    ``FXD_TEST_NO_RERUN=1`` turns the rerun off, to chase the flake."""
-    if os.environ.get("FXD_TEST_NO_RERUN") == "1":
-        return  # to chase the flake itself
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.flaky(reruns=1, reruns_delay=1))
