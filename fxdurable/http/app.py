@@ -68,6 +68,7 @@ from fxdurable.http.signing import SIGNATURE_HEADER, SignatureError, verify_wake
 from fxdurable.http.stream import ReadEvents, tail
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.history import conversation
+from fxdurable.runtime.models.base import ChatMessage
 from fxdurable.runtime.runtime import Runtime
 
 __all__ = ["create_app"]
@@ -292,19 +293,7 @@ class _Api:
         messages = await durable(self._rt.journal.read, lambda v: conversation(v, session.id))
         reply = HistoryReply(
             session_id=public,
-            messages=[
-                HistoryMessage(
-                    role=m.role,
-                    text=m.text,
-                    tool_calls=[
-                        {"name": c.name, "arguments": c.arguments, "id": c.provider_id}
-                        for c in m.tool_calls
-                    ],
-                    tool_call_id=m.tool_call_id,
-                    tool_name=m.tool_name,
-                )
-                for m in messages
-            ],
+            messages=[history_message(m) for m in messages],
         )
         return _json(reply)
 
@@ -514,6 +503,22 @@ def _json(reply: pydantic.BaseModel, status: int = 200) -> JSONResponse:
 
 
 # -- error answers ---------------------------------------------------------------------------
+
+
+def history_message(message: ChatMessage) -> HistoryMessage:
+    """One conversation entry as ``GET /sessions/{id}/history`` shows it. ``interrupted`` marks
+    a reply a crash cut off mid-stream (its text is what had been streamed)."""
+    return HistoryMessage(
+        role=message.role,
+        text=message.text,
+        tool_calls=[
+            {"name": c.name, "arguments": c.arguments, "id": c.provider_id}
+            for c in message.tool_calls
+        ],
+        tool_call_id=message.tool_call_id,
+        tool_name=message.tool_name,
+        interrupted=message.interrupted,
+    )
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:

@@ -105,6 +105,8 @@ class HistoryMessage(_Body):
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     tool_call_id: str | None = None
     tool_name: str | None = None
+    # A reply a crash cut off mid-stream: recovery kept the text streamed so far.
+    interrupted: bool = False
 
 
 class HistoryReply(_Body):

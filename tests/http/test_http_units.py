@@ -203,3 +203,13 @@ def test_the_openapi_document_is_valid_and_names_every_route():
     }
     chat = document["components"]["schemas"]["ChatRequest"]
     assert chat["required"] == ["prompt"] and chat["additionalProperties"] is False
+
+
+def test_history_marks_a_reply_a_crash_cut_off():
+    from fxdurable.http.app import history_message
+    from fxdurable.runtime.models.base import ChatMessage
+
+    cut = history_message(ChatMessage(role="assistant", text="Once upon", interrupted=True))
+    whole = history_message(ChatMessage(role="assistant", text="Once upon a time."))
+    assert cut.model_dump(by_alias=True)["interrupted"] is True
+    assert whole.model_dump(by_alias=True)["interrupted"] is False
