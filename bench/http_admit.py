@@ -40,6 +40,7 @@ import httpx
 
 from bench.sqlite_steps import RawCommit, sqlite_url
 from fxdurable import Agent, ScriptedModel, reply
+from fxdurable.http.lines import Marker
 from fxdurable.testing.net import free_port, wait_healthy
 
 __all__ = [
@@ -242,7 +243,7 @@ def _admit(client: httpx.Client, session_id: str | None) -> tuple[float, int]:
         lines = response.iter_lines()
         first = next(line for line in lines if line)
         elapsed = time.perf_counter() - start
-        if json.loads(first)["type"] != "turn_start":
+        if json.loads(first)["type"] != Marker.TURN_START:
             raise RuntimeError(f"the stream began with {first!r}, not turn_start")
         last, count = first, 1
         for line in lines:
@@ -250,7 +251,7 @@ def _admit(client: httpx.Client, session_id: str | None) -> tuple[float, int]:
                 last, count = line, count + 1
     finally:
         response.close()
-    if json.loads(last)["type"] != "turn_end":
+    if json.loads(last)["type"] != Marker.TURN_END:
         raise RuntimeError(f"the stream ended with {last!r}, not turn_end")
     return elapsed, count
 

@@ -2,9 +2,10 @@
 
 The Redis and RQ figures are measured against a server the bench starts in its temporary
 directory (``--save ""``; ``--appendonly no``, or ``yes`` with ``--appendfsync everysec``), never
-against whatever Redis the machine already runs. Without ``redis-server`` on PATH (or without
-the ``redis`` and ``rq`` packages) :func:`unavailable_reason` says why, and the bench prints the
-SQLite figures alone.
+against whatever Redis the machine already runs. The store refuses a Redis without AOF unless
+its URL says ``?durability=none``, which :meth:`RedisServer.store_url` adds to the no-AOF one.
+Without ``redis-server`` on PATH (or without the ``redis`` and ``rq`` packages)
+:func:`unavailable_reason` says why, and the bench prints the SQLite figures alone.
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ class RedisServer:
 
     def url(self, db: int = 0) -> str:
         return f"redis://127.0.0.1:{self.port}/{db}"
+
+    def store_url(self, db: int, prefix: str) -> str:
+        """A Redis store URL on this server. Without AOF it opts out of the store's durability
+        check (``durability=none``) on purpose: the bench measures what persistence costs."""
+        opt_out = "" if self.appendonly else "&durability=none"
+        return f"{self.url(db)}?prefix={prefix}{opt_out}"
 
     def _ping(self) -> bool:
         import redis

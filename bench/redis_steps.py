@@ -71,7 +71,7 @@ def open_redis_journal(url: str) -> tuple[Journal, CountingStore]:
 
 
 def store_url(server: RedisServer, prefix: str) -> str:
-    return f"{server.url(DB)}?prefix={prefix}"
+    return server.store_url(DB, prefix)
 
 
 # -- per-step overhead ----------------------------------------------------------------------

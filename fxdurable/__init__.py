@@ -5,6 +5,7 @@ The public API is re-exported here; ``tests/test_public_api.py`` pins ``__all__`
 
 from __future__ import annotations
 
+from fxdurable.core.events import EventType
 from fxdurable.core.journal import Steering
 from fxdurable.core.records import ErrorInfo, EventRecord, ToolCallRequest
 from fxdurable.core.states import SubmissionStatus
@@ -41,6 +42,7 @@ __all__ = [
     "Durability",
     "ErrorInfo",
     "EventRecord",
+    "EventType",
     "FxDurableError",
     "LeaseLostError",
     "ModelError",

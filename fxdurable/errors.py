@@ -11,7 +11,10 @@ FxDurableError
  │    ├── IllegalTransitionError  a state machine refused a transition (rolled back)
  │    ├── ConflictError        a version check failed: someone else wrote first
  │    ├── LeaseLostError       the fencing token is stale: another worker owns the session
- │    └── RecordNotFoundError
+ │    ├── RecordNotFoundError
+ │    └── StoreUnavailableError  locked past the busy timeout, an I/O error, no answer:
+ │         │                     nothing written; the same call may succeed later
+ │         └── StoreFullError  out of space (a full disk): free some, then retry
  ├── ToolInputError            tool arguments that do not validate (the model reads it)
  ├── ModelError                the model could not be called or answered nonsense (not retried:
  │    │                         400/401/403/404, a malformed stream)
@@ -45,6 +48,8 @@ __all__ = [
     "SteeringFullError",
     "SteeringPendingError",
     "StoreError",
+    "StoreFullError",
+    "StoreUnavailableError",
     "SubmissionFailedError",
     "Suspend",
     "ToolInputError",
@@ -152,6 +157,25 @@ class LeaseLostError(StoreError):
 
 class RecordNotFoundError(StoreError):
     """A record the caller relied on does not exist."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store could not serve the call now: another process held it locked past the busy
+    timeout, an I/O error, a server that did not answer. The transaction was rolled back, so
+    nothing of the call was written; the same call may succeed later.
+
+    ``where`` names the store (a file path, a host); ``cause`` is the driver's error."""
+
+    def __init__(self, message: str, *, where: str, cause: BaseException | None = None) -> None:
+        self.where = where
+        self.cause = cause
+        super().__init__(message)
+
+
+class StoreFullError(StoreUnavailableError):
+    """The store ran out of space (a full disk, a size limit). The transaction was rolled
+    back; what was committed before is intact and readable. Free space, then retry: it lasts
+    until then, unlike most unavailability."""
 
 
 class SteeringPendingError(StoreError):

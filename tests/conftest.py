@@ -1,7 +1,9 @@
 """Shared fixtures; see tests/crash for the crash suite.
 
 Redis: ``redis_server`` starts one ``redis-server`` for the whole run on a free port (AOF on,
-no RDB snapshots, data in a temporary directory), or uses ``FXD_TEST_REDIS_URL`` when set.
+no RDB snapshots, data in a temporary directory), or uses ``FXD_TEST_REDIS_URL`` when set
+(a server with AOF on, or a URL ending ``?durability=none``: the store refuses a Redis without
+persistence).
 ``redis_url`` gives each test its own key prefix on it, deleted afterwards, so tests never
 see each other's keys (and a shared server named by ``FXD_TEST_REDIS_URL`` is never
 flushed). ``redis_factory`` starts dedicated servers a test may kill and restart.
@@ -48,11 +50,15 @@ def _ping(url: str, timeout: float) -> str | None:
 
 
 class RedisServer:
-    """A redis-server subprocess on 127.0.0.1 with its data (the AOF) in ``directory``."""
+    """A redis-server subprocess on 127.0.0.1 with its data (the AOF) in ``directory``;
+    ``appendonly=False`` runs one without persistence (which the Redis store refuses)."""
 
-    def __init__(self, directory: Path, *, fsync: str = "everysec") -> None:
+    def __init__(
+        self, directory: Path, *, fsync: str = "everysec", appendonly: bool = True
+    ) -> None:
         self.directory = directory
         self.fsync = fsync
+        self.appendonly = appendonly
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -69,7 +75,7 @@ class RedisServer:
                     "--port", str(self.port),
                     "--bind", "127.0.0.1",
                     "--save", "",
-                    "--appendonly", "yes",
+                    "--appendonly", "yes" if self.appendonly else "no",
                     "--appendfsync", self.fsync,
                     "--dir", str(self.directory),
                     "--logfile", "redis.log",
@@ -165,13 +171,14 @@ def redis_url(redis_server: str) -> Iterator[str]:
 
 @pytest.fixture
 def redis_factory(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
-    """Start dedicated servers a test may kill and restart: ``redis_factory(fsync=...)``."""
+    """Start dedicated servers a test may kill and restart: ``redis_factory(fsync=...)``,
+    ``redis_factory(appendonly=False)``."""
     if shutil.which(REDIS_SERVER) is None:
         unavailable(f"{REDIS_SERVER} is not installed: this test needs a server of its own")
     started: list[RedisServer] = []
 
-    def start(fsync: str = "everysec") -> RedisServer:
-        server = RedisServer(tmp_path / f"redis-{len(started)}", fsync=fsync)
+    def start(fsync: str = "everysec", *, appendonly: bool = True) -> RedisServer:
+        server = RedisServer(tmp_path / f"redis-{len(started)}", fsync=fsync, appendonly=appendonly)
         started.append(server)
         server.start()
         return server

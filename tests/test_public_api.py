@@ -15,6 +15,7 @@ PUBLIC_API = [
     "Durability",
     "ErrorInfo",
     "EventRecord",
+    "EventType",
     "FxDurableError",
     "LeaseLostError",
     "ModelError",

@@ -7,6 +7,7 @@ import sys
 import time
 from typing import TextIO
 
+from fxdurable.core.events import SETTLED_OUTCOME, TOOL_SETTLED_EVENTS, EventType
 from fxdurable.core.records import EventRecord
 
 __all__ = ["Style", "describe"]
@@ -50,63 +51,76 @@ def describe(event: EventRecord, style: Style) -> str | None:
     d = event.data
     kind = event.type
     task = f"r{d.get('round')}.t{d.get('index')}" if "round" in d and "index" in d else ""
-    if kind == "session.created":
+    if kind == EventType.SESSION_CREATED:
         return style.dim(f"session created for agent {d.get('agent')}")
-    if kind == "submission.admitted":
+    if kind == EventType.SUBMISSION_ADMITTED:
         return style.dim(f"submission {d.get('submission')} admitted")
-    if kind == "turn.started":
+    if kind == EventType.TURN_STARTED:
         return style.bold(f"you: {_short(d.get('prompt'))}")
-    if kind == "attempt.started":
+    if kind == EventType.ATTEMPT_STARTED:
         return style.dim(f"attempt {d.get('number')} started on {d.get('worker')}")
-    if kind == "attempt.interrupted":
+    if kind == EventType.ATTEMPT_INTERRUPTED:
         return style.yellow(
             f"attempt {d.get('number')} was interrupted (its process died); resuming from the "
             "last committed step"
         )
-    if kind == "attempt.yielded":
+    if kind == EventType.ATTEMPT_YIELDED:
         return style.dim(f"attempt {d.get('number')} yielded ({d.get('reason')}); continuing")
-    if kind == "model.completed":
+    if kind == EventType.MODEL_COMPLETED:
         tools = d.get("tools")
         tools = tools if isinstance(tools, list) else []
         calls = f" → {', '.join(str(t) for t in tools)}" if tools else ""
         tokens = style.dim(f"  [{d.get('input_tokens')}→{d.get('output_tokens')} tok]")
         return f"model: {_short(d.get('text')) or '(no text)'}{style.cyan(calls)}{tokens}"
-    if kind == "model.partial":
+    if kind == EventType.MODEL_PARTIAL:
         return style.dim(f"model (streaming, round {d.get('round')}): {_short(d.get('text'))}")
-    if kind == "model.error":
+    if kind == EventType.MODEL_INTERRUPTED:
+        return style.yellow(
+            f"model reply cut off in round {d.get('round')} (its process died), kept as "
+            f"interrupted: {_short(d.get('text'))}"
+        )
+    if kind == EventType.MODEL_ERROR:
         return style.yellow(
             f"model error {d.get('errors')} in round {d.get('round')}, retrying: "
             f"{_short(d.get('message'))}"
         )
-    if kind == "context.compacted":
+    if kind == EventType.CONTEXT_COMPACTED:
         return style.cyan(
             f"context compacted: messages up to #{d.get('upto')} summarised "
             f"({len(str(d.get('summary', '')))} chars)"
         )
-    if kind == "tool.started":
+    if kind == EventType.TOOL_STARTED:
         reason = d.get("reason")
         why = f", {reason}" if reason else ""
         return style.dim(
             f"tool {d.get('tool')} {task} running (run {d.get('run')}, {d.get('policy')}{why})"
         )
-    if kind == "tool.completed":
+    if kind == EventType.TOOL_COMPLETED:
         return style.green(f"tool {d.get('tool')} {task} completed: {_short(d.get('result'))}")
-    if kind == "tool.outcome_unknown":
+    if kind == EventType.TOOL_OUTCOME_UNKNOWN:
         return style.yellow(
             f"tool {d.get('tool')} {task} outcome_unknown: Outcome unknown. "
             "Operation will NOT be replayed automatically; the model is told to inspect first."
         )
-    if kind.startswith("tool."):
-        status = kind.split(".", 1)[1]
+    if kind in TOOL_SETTLED_EVENTS:
+        status = kind.partition(".")[2]  # the task status it records
         return style.red(f"tool {d.get('tool')} {task} {status}: {_short(d.get('result'))}")
-    if kind == "abort.requested":
+    if kind == EventType.ABORT_REQUESTED:
         return style.yellow(f"abort requested for {d.get('submissions')}")
-    if kind == "submission.completed":
+    if kind == EventType.SUBMISSION_COMPLETED:
         return style.green(f"turn completed: {_short(d.get('text'))}")
-    if kind in ("submission.failed", "submission.aborted"):
+    if kind == EventType.SUBMISSION_INTERRUPTED:
+        unknown = d.get("unknown_calls")
+        named = ", ".join(str(c) for c in unknown) if isinstance(unknown, list) else ""
+        return style.yellow(
+            f"interrupted {d.get('interruptions')} times, {d.get('reason')}; "
+            + (f"outcome unknown for: {named}" if named else "no call left unknown")
+        )
+    if kind in (EventType.SUBMISSION_FAILED, EventType.SUBMISSION_ABORTED):
         error = d.get("error")
         message = error.get("message") if isinstance(error, dict) else ""
-        return style.red(f"turn {kind.split('.')[1]} {message or ''}".rstrip())
+        outcome = SETTLED_OUTCOME[EventType(kind)]
+        return style.red(f"turn {outcome} {message or ''}".rstrip())
     return style.dim(kind)
 
 

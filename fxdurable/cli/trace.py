@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from fxdurable.cli.render import Style, clock_time, describe
+from fxdurable.core.events import EventType
 from fxdurable.core.records import EventRecord, Usage
 from fxdurable.core.store import ReadView, Store
 
-__all__ = ["Totals", "aborted_partials", "print_trace"]
+__all__ = ["Totals", "aborted_partials", "print_trace", "stop_note"]
 
 
 @dataclass(slots=True)
@@ -57,6 +58,19 @@ def _usage_of(event: EventRecord) -> Usage:
     )
 
 
+def stop_note(event: EventRecord, style: Style) -> str:
+    """How a recorded model call ended: the provider's stop reason, whether it was inferred
+    (the provider sent none) and, loudly, whether the answer was cut by the output limit."""
+    reason = event.data.get("stop_reason")
+    if not isinstance(reason, str):
+        return ""
+    if event.data.get("truncated"):
+        return style.yellow(f"  [truncated: {reason}]")
+    if event.data.get("stop_inferred"):
+        return style.dim(f"  [stop: {reason}, inferred]")
+    return style.dim(f"  [stop: {reason}]")
+
+
 def aborted_partials(events: Sequence[EventRecord]) -> set[int]:
     """Seqs of ``model.partial`` events whose call never finished: the process died (an
     ``attempt.interrupted`` of the turn) or the stream broke (a ``model.error`` of the round)
@@ -65,13 +79,13 @@ def aborted_partials(events: Sequence[EventRecord]) -> set[int]:
     aborted: set[int] = set()
     for event in events:
         key = (event.turn_id, event.data.get("round"))
-        if event.type == "model.partial":
+        if event.type == EventType.MODEL_PARTIAL:
             open_partials.setdefault(key, []).append(event.seq)
-        elif event.type == "model.completed":
+        elif event.type == EventType.MODEL_COMPLETED:
             open_partials.pop(key, None)
-        elif event.type == "model.error":  # the stream broke; the retry streams anew
+        elif event.type == EventType.MODEL_ERROR:  # the stream broke; the retry streams anew
             aborted.update(open_partials.pop(key, []))
-        elif event.type == "attempt.interrupted":
+        elif event.type == EventType.ATTEMPT_INTERRUPTED:
             for (turn_id, round_), seqs in list(open_partials.items()):
                 if turn_id == event.turn_id:
                     aborted.update(seqs)
@@ -101,7 +115,7 @@ def print_trace(store: Store, session_id: str, out: TextIO | None = None) -> int
         aborted = aborted_partials(events)
         compactions: dict[str | None, list[Usage]] = {}
         for event in events:
-            if event.type == "context.compacted":
+            if event.type == EventType.CONTEXT_COMPACTED:
                 compactions.setdefault(event.turn_id, []).append(_usage_of(event))
         for event in events:
             line = describe(event, style)
@@ -109,6 +123,8 @@ def print_trace(store: Store, session_id: str, out: TextIO | None = None) -> int
                 continue
             if event.seq in aborted:
                 line = style.yellow("(aborted partial) ") + line
+            if event.type == "model.completed":
+                line += stop_note(event, style)
             print(f"{event.seq:>4}  {clock_time(event.at)}  {line}", file=out)
         session_usage = Totals()
         for sub in subs:

@@ -18,8 +18,33 @@ from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
 from fxdurable.core.clock import Clock, IdSource, execution_id, tool_task_id
-from fxdurable.core.codec import JsonValue
 from fxdurable.core.crash import crash_point
+from fxdurable.core.events import (
+    AbortRequested,
+    AttemptRun,
+    AttemptYielded,
+    ContextCompacted,
+    EventType,
+    ModelCallFailed,
+    ModelCompleted,
+    ModelText,
+    Payload,
+    SessionCreated,
+    SteerDelivered,
+    SteerDropped,
+    SteerRecorded,
+    SteerRequeued,
+    SubmissionAdmitted,
+    SubmissionInterrupted,
+    SubmissionSettled,
+    TaskRef,
+    ToolSettled,
+    ToolStarted,
+    TurnStarted,
+    payload_data,
+    settled_event,
+    tool_settled_event,
+)
 from fxdurable.core.records import (
     AttemptRecord,
     ErrorInfo,
@@ -57,13 +82,24 @@ from fxdurable.errors import (
     SteeringPendingError,
 )
 
-__all__ = ["Admission", "AttemptStart", "Fence", "Journal", "Outcome", "Steering", "WorkerIdentity"]
+__all__ = [
+    "Admission",
+    "AttemptStart",
+    "Exhausted",
+    "Fence",
+    "Journal",
+    "Outcome",
+    "Steering",
+    "WorkerIdentity",
+]
 
 T = TypeVar("T")
 _R = TypeVar("_R", SubmissionRecord, TurnRecord, ToolTaskRecord)
 _Found = TypeVar("_Found")
 
 Outcome = Literal["completed", "failed", "aborted"]
+# The budget a submission ran out of, as the submission.interrupted advisory names it.
+Exhausted = Literal["attempts_exhausted", "time_exhausted"]
 # Pending steering lives in the session record, which every step rewrites: a bound keeps a
 # step's write small however fast a client steers a turn that is busy in a long tool call.
 MAX_PENDING_STEERING = 16
@@ -132,31 +168,20 @@ class _SessionScope:
         scope._read_version = None
         return scope
 
-    def emit(self, type_: str, turn_id: str | None = None, **data: JsonValue) -> None:
+    def emit(self, type_: EventType, payload: Payload, turn_id: str | None = None) -> None:
+        """Append an event; ``payload`` must be the one ``type_`` carries (TypeError)."""
         s = self.session
         self.tx.append_event(
             EventRecord(
                 session_id=s.id,
                 seq=s.next_event_seq,
-                type=type_,
+                type=type_.value,
                 turn_id=turn_id,
-                data=data,
+                data=payload_data(type_, payload),
                 at=self.now,
             )
         )
         self.session = replace(s, next_event_seq=s.next_event_seq + 1)
-
-    def emit_task(self, type_: str, task: ToolTaskRecord, **data: JsonValue) -> None:
-        """A tool task's event: it names the task by id and by position."""
-        self.emit(
-            type_,
-            turn_id=task.turn_id,
-            task=task.id,
-            tool=task.tool,
-            round=task.round,
-            index=task.index,
-            **data,
-        )
 
     def append_message(
         self,
@@ -167,6 +192,7 @@ class _SessionScope:
         round_: int | None = None,
         tool_calls: tuple[ToolCallRequest, ...] = (),
         summarizes_upto: int | None = None,
+        interrupted: bool = False,
     ) -> None:
         s = self.session
         self.tx.append_message(
@@ -179,6 +205,7 @@ class _SessionScope:
                 round=round_,
                 tool_calls=tool_calls,
                 summarizes_upto=summarizes_upto,
+                interrupted=interrupted,
             )
         )
         self.session = replace(s, next_message_seq=s.next_message_seq + 1)
@@ -223,6 +250,7 @@ class Journal:
         request_id: str | None = None,
         when_busy: Literal["queue", "reject"] = "queue",
         owner: str | None = None,
+        new_session_prefix: str = "",
     ) -> Admission:
         """Admit a prompt as a queued submission; idempotent on ``request_id``.
 
@@ -231,13 +259,15 @@ class Journal:
         records it, an existing one must match it or the session is reported as not found.
         ``None`` is a trusted in-process caller. ``session_id=None`` starts a new session,
         unless ``request_id`` was admitted before: a retry then finds that submission (and
-        its session) in the same transaction, however many retries race.
+        its session) in the same transaction, however many retries race. A session started
+        that way gets a fresh id after ``new_session_prefix`` (HTTP puts it in the caller's
+        namespace, ``alice/``: :mod:`fxdurable.http.scoping`).
         """
         if when_busy not in ("queue", "reject"):
             raise ValueError(f"when_busy must be 'queue' or 'reject', not {when_busy!r}")
         request = request_id or self._ids.new_id("req")
         submission_id = self._ids.new_id("sub")
-        new_session_id = session_id or self._ids.new_id("ses")
+        new_session_id = session_id or new_session_prefix + self._ids.new_id("ses")
 
         def body(tx: Tx) -> Admission:
             existing = tx.get_submission_by_request(request)
@@ -265,7 +295,7 @@ class Journal:
                     ),
                     now,
                 )
-                scope.emit("session.created", agent=agent)
+                scope.emit(EventType.SESSION_CREATED, SessionCreated(agent=agent))
             else:
                 self._visible(session, new_session_id, owner)
                 if session.agent != agent:
@@ -300,7 +330,7 @@ class Journal:
                     raise SteeringFullError(session_id, MAX_PENDING_STEERING)
                 scope.session = replace(scope.session, steering=(*session.steering, text))
                 cursor = scope.session.next_event_seq
-                scope.emit("steer.recorded", turn_id=current.id, text=text)
+                scope.emit(EventType.STEER_RECORDED, SteerRecorded(text=text), turn_id=current.id)
                 scope.write()
                 return Steering(submission=current, steered=True, cursor=cursor)
             submission = self._queue_submission(
@@ -331,7 +361,10 @@ class Journal:
         tx.put_submission(submission, expected_version=None)
         scope.session = replace(scope.session, next_submission_seq=seq + 1)
         scope.set_status(SessionStatus.ACTIVE)
-        scope.emit("submission.admitted", submission=submission_id, request_id=request)
+        scope.emit(
+            EventType.SUBMISSION_ADMITTED,
+            SubmissionAdmitted(submission=submission_id, request_id=request),
+        )
         return submission
 
     def request_abort(self, session_id: str) -> list[str]:
@@ -349,13 +382,13 @@ class Journal:
                     )
                     marked.append(sub.id)
             if marked:
-                scope.emit("abort.requested", submissions=marked)
+                scope.emit(EventType.ABORT_REQUESTED, AbortRequested(submissions=tuple(marked)))
                 if scope.session.steering:
                     # Steering belongs to the turn being aborted: it is dropped with it, and
                     # its text stays in the event log (``steer.recorded``).
                     dropped = len(scope.session.steering)
                     scope.session = replace(scope.session, steering=())
-                    scope.emit("steer.dropped", count=dropped, reason="abort")
+                    scope.emit(EventType.STEER_DROPPED, SteerDropped(count=dropped, reason="abort"))
                 scope.write()
             return marked
 
@@ -468,10 +501,14 @@ class Journal:
                 self._put_attempt(tx, last, AttemptStatus.INTERRUPTED, "crash", scope.now)
                 sub = replace(sub, interruptions=sub.interruptions + 1)
                 scope.emit(
-                    "attempt.interrupted", turn_id=sub.id, number=last.number, worker=last.worker
+                    EventType.ATTEMPT_INTERRUPTED,
+                    AttemptRun(number=last.number, worker=last.worker),
+                    turn_id=sub.id,
                 )
                 recovered = True
             turn = tx.get_turn(sub.id)
+            if recovered and turn is not None and turn.partial_text:
+                turn = self._close_out_partial(tx, scope, turn)
             if sub.status == SubmissionStatus.QUEUED:
                 sub = replace(
                     sub,
@@ -486,7 +523,7 @@ class Journal:
                 )
                 tx.put_turn(turn, expected_version=None)
                 scope.append_message(turn.id, "user", sub.prompt)
-                scope.emit("turn.started", turn_id=turn.id, prompt=sub.prompt)
+                scope.emit(EventType.TURN_STARTED, TurnStarted(prompt=sub.prompt), turn_id=turn.id)
             elif sub.status != SubmissionStatus.RUNNING or turn is None:
                 raise IllegalTransitionError("submission", sub.status, SubmissionStatus.RUNNING)
             attempt = AttemptRecord(
@@ -500,7 +537,11 @@ class Journal:
             sub = replace(sub, attempts=attempt.number)
             self._put_submission(tx, sub)
             sub = replace(sub, version=sub.version + 1)
-            scope.emit("attempt.started", turn_id=turn.id, number=attempt.number, worker=worker)
+            scope.emit(
+                EventType.ATTEMPT_STARTED,
+                AttemptRun(number=attempt.number, worker=worker),
+                turn_id=turn.id,
+            )
             scope.write()
             return AttemptStart(submission=sub, turn=turn, attempt=attempt, recovered=recovered)
 
@@ -517,11 +558,15 @@ class Journal:
         policies: Sequence[str],
         usage: Usage,
         steering: int = 0,
+        stop_reason: str | None = None,
+        stop_inferred: bool = False,
+        truncated: bool = False,
     ) -> list[ToolTaskRecord]:
         """Record a finished model response with the tool tasks it asked for, atomically.
 
         ``steering`` counts the pending steering entries the model was shown (the oldest
         first): they become user messages just before the response, in the same commit.
+        ``stop_reason`` (verbatim), ``stop_inferred`` and ``truncated`` say how it ended.
         """
         if len(policies) != len(tool_calls):
             raise ValueError("one replay policy per tool call")
@@ -541,7 +586,11 @@ class Journal:
                 for text_ in pending[:steering]:
                     scope.append_message(turn_id, "user", text_)
                 scope.session = replace(scope.session, steering=pending[steering:])
-                scope.emit("steer.delivered", turn_id=turn_id, round=round_, count=steering)
+                scope.emit(
+                    EventType.STEER_DELIVERED,
+                    SteerDelivered(round=round_, count=steering),
+                    turn_id=turn_id,
+                )
             calls = tuple(tool_calls)
             tx.insert_model_call(
                 ModelCallRecord(
@@ -551,6 +600,9 @@ class Journal:
                     text=text,
                     tool_calls=calls,
                     usage=usage,
+                    stop_reason=stop_reason,
+                    stop_inferred=stop_inferred,
+                    truncated=truncated,
                     created_at=scope.now,
                 )
             )
@@ -574,19 +626,24 @@ class Journal:
                 tx.put_tool_task(task, expected_version=None)
                 tasks.append(task)
             tx.put_turn(
-                replace(turn, rounds=turn.rounds + 1, version=turn.version + 1),
+                replace(turn, rounds=turn.rounds + 1, partial_text="", version=turn.version + 1),
                 expected_version=turn.version,
             )
             scope.append_message(turn_id, "assistant", text, round_=round_, tool_calls=calls)
             scope.emit(
-                "model.completed",
+                EventType.MODEL_COMPLETED,
+                ModelCompleted(
+                    round=round_,
+                    text=text,
+                    tools=tuple(c.name for c in calls),
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    cost_usd=usage.cost_usd,
+                    stop_reason=stop_reason,
+                    stop_inferred=stop_inferred,
+                    truncated=truncated,
+                ),
                 turn_id=turn_id,
-                round=round_,
-                text=text,
-                tools=[c.name for c in calls],
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cost_usd=usage.cost_usd,
             )
             scope.write()
             return tasks
@@ -612,13 +669,16 @@ class Journal:
                 )
             status = advance("tool_task", task.status, ToolTaskStatus.RUNNING)
             updated = self._put_task(tx, task, status, runs=task.runs + 1, now=scope.now)
-            scope.emit_task(
-                "tool.started",
-                task,
-                policy=task.policy,
-                run=updated.runs,
-                execution_id=task.execution_id,
-                reason=reason,
+            scope.emit(
+                EventType.TOOL_STARTED,
+                ToolStarted(
+                    **_task_ref(task),
+                    policy=task.policy,
+                    run=updated.runs,
+                    execution_id=task.execution_id,
+                    reason=reason,
+                ),
+                turn_id=task.turn_id,
             )
             scope.write()
             return updated
@@ -639,7 +699,11 @@ class Journal:
             if not is_terminal(target):
                 raise IllegalTransitionError("tool_task", task.status, target)
             updated = self._put_task(tx, task, target, result=result, now=scope.now)
-            scope.emit_task(f"tool.{target.value}", task, result=result)
+            scope.emit(
+                tool_settled_event(target),
+                ToolSettled(**_task_ref(task), result=result),
+                turn_id=task.turn_id,
+            )
             scope.write()
             return updated
 
@@ -654,15 +718,20 @@ class Journal:
             session = self._fenced(tx, fence)
             scope = _SessionScope(tx, session, self._clock.now())
             turn = self._running_turn(tx, fence, turn_id)
-            updated = replace(turn, model_errors=turn.model_errors + 1, version=turn.version + 1)
+            # The failed stream's text is no answer: the retry streams the round afresh.
+            updated = replace(
+                turn, model_errors=turn.model_errors + 1, partial_text="", version=turn.version + 1
+            )
             tx.put_turn(updated, expected_version=turn.version)
             scope.emit(
-                "model.error",
+                EventType.MODEL_ERROR,
+                ModelCallFailed(
+                    round=round_,
+                    code=error.code,
+                    message=error.message,
+                    errors=updated.model_errors,
+                ),
                 turn_id=turn_id,
-                round=round_,
-                code=error.code,
-                message=error.message,
-                errors=updated.model_errors,
             )
             scope.write()
             return updated
@@ -670,14 +739,23 @@ class Journal:
         return self._store.transact(body)
 
     def record_partial(self, fence: Fence, turn_id: str, *, round_: int, text: str) -> None:
-        """Keep streamed text visible before the call is recorded: if the process dies, the
-        event log shows what the model had said (the recovered turn calls it again)."""
+        """Keep streamed text durable before the call is recorded: if the process dies, the
+        event log shows what the model had said, and the recovered turn closes it out as an
+        interrupted entry the model continues from (``text`` is the stream's next piece)."""
 
         def body(tx: Tx) -> None:
             session = self._fenced(tx, fence)
             scope = _SessionScope(tx, session, self._clock.now())
-            self._running_turn(tx, fence, turn_id)
-            scope.emit("model.partial", turn_id=turn_id, round=round_, text=text)
+            turn = self._running_turn(tx, fence, turn_id)
+            if round_ != turn.rounds:
+                raise IllegalTransitionError(
+                    "model_call", f"round {turn.rounds}", f"round {round_}"
+                )
+            tx.put_turn(
+                replace(turn, partial_text=turn.partial_text + text, version=turn.version + 1),
+                expected_version=turn.version,
+            )
+            scope.emit(EventType.MODEL_PARTIAL, ModelText(round=round_, text=text), turn_id=turn_id)
             scope.write()
 
         self._store.transact(body)
@@ -703,14 +781,16 @@ class Journal:
                 raise IllegalTransitionError("message", f"seq {upto_seq}", "summary of the future")
             scope.append_message(turn_id, "summary", summary, summarizes_upto=upto_seq)
             scope.emit(
-                "context.compacted",
+                EventType.CONTEXT_COMPACTED,
+                ContextCompacted(
+                    upto=upto_seq,
+                    summary=summary,
+                    model=model,
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    cost_usd=usage.cost_usd,
+                ),
                 turn_id=turn_id,
-                upto=upto_seq,
-                summary=summary,
-                model=model,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cost_usd=usage.cost_usd,
             )
             scope.write()
 
@@ -725,7 +805,11 @@ class Journal:
             self._owned(fence, self._submission(tx, submission_id))
             last = self._running_attempt(tx, submission_id)
             self._put_attempt(tx, last, AttemptStatus.YIELDED, reason, scope.now)
-            scope.emit("attempt.yielded", turn_id=submission_id, number=last.number, reason=reason)
+            scope.emit(
+                EventType.ATTEMPT_YIELDED,
+                AttemptYielded(number=last.number, reason=reason),
+                turn_id=submission_id,
+            )
             scope.write()
 
         self._store.transact(body)
@@ -738,12 +822,15 @@ class Journal:
         *,
         text: str | None = None,
         error: ErrorInfo | None = None,
+        exhausted: Exhausted | None = None,
     ) -> SubmissionRecord:
         """Give the submission its one terminal outcome, with its turn and attempt.
 
         Pending tool tasks are cancelled; running ones must have been resolved first (their
         outcome is evidence, not something to discard). The session comes to rest when
-        nothing else is unsettled.
+        nothing else is unsettled. ``exhausted`` names the budget a ``failed`` submission ran
+        out of; if crashes interrupted it, the advisory ``submission.interrupted`` (naming
+        the calls left unknown) lands just before ``submission.failed``.
         """
 
         def body(tx: Tx) -> SubmissionRecord:
@@ -782,16 +869,22 @@ class Journal:
                 sub, status=target, result_text=text, error=error, settled_at=scope.now
             )
             self._put_submission(tx, settled)
-            data: dict[str, JsonValue] = {"submission": sub.id}
-            if text is not None:
-                data["text"] = text
-            if error is not None:
-                data["error"] = {
-                    "code": error.code,
-                    "message": error.message,
-                    "unknown_calls": list(error.unknown_calls),
-                }
-            scope.emit(f"submission.{outcome}", turn_id=submission_id, **data)
+            if outcome == "failed" and exhausted is not None and sub.interruptions:
+                scope.emit(
+                    EventType.SUBMISSION_INTERRUPTED,
+                    SubmissionInterrupted(
+                        submission=sub.id,
+                        interruptions=sub.interruptions,
+                        unknown_calls=error.unknown_calls if error is not None else (),
+                        reason=exhausted,
+                    ),
+                    turn_id=submission_id,
+                )
+            scope.emit(
+                settled_event(outcome),
+                SubmissionSettled(submission=sub.id, text=text, error=error),
+                turn_id=submission_id,
+            )
             others = [s for s in tx.unsettled_submissions(sub.session_id) if s.id != sub.id]
             if steering:
                 # The turn it steered failed before a model call could deliver it: it is
@@ -804,7 +897,10 @@ class Journal:
                     self._ids.new_id("req"),
                     "\n\n".join(steering),
                 )
-                scope.emit("steer.requeued", count=len(steering), submission=requeued.id)
+                scope.emit(
+                    EventType.STEER_REQUEUED,
+                    SteerRequeued(count=len(steering), submission=requeued.id),
+                )
             elif not others:
                 scope.set_status(SessionStatus.IDLE)
             crash_point("turn.in-commit")
@@ -814,6 +910,30 @@ class Journal:
         return self._store.transact(body)
 
     # -- helpers (inside a transaction) -----------------------------------------------------
+
+    @staticmethod
+    def _close_out_partial(tx: Tx, scope: _SessionScope, turn: TurnRecord) -> TurnRecord:
+        """The dead attempt's streamed text becomes an interrupted assistant entry of its round
+        (``model.interrupted``), at most once per round: a later cut of a round already closed
+        out asks the model again from the first cut's text. Either way the turn no longer
+        holds a partial, so no crash shape leaves the conversation looking mid-stream."""
+        round_ = turn.rounds
+        closed = any(
+            m.interrupted and m.turn_id == turn.id and m.round == round_
+            for m in tx.messages(turn.session_id)
+        )
+        if not closed:
+            scope.append_message(
+                turn.id, "assistant", turn.partial_text, round_=round_, interrupted=True
+            )
+            scope.emit(
+                EventType.MODEL_INTERRUPTED,
+                ModelText(round=round_, text=turn.partial_text),
+                turn_id=turn.id,
+            )
+        updated = replace(turn, partial_text="", version=turn.version + 1)
+        tx.put_turn(updated, expected_version=turn.version)
+        return updated
 
     @staticmethod
     def _visible(
@@ -912,6 +1032,10 @@ class Journal:
         updated = dataclasses.replace(task, version=task.version + 1, **changes)  # type: ignore[arg-type]
         tx.put_tool_task(updated, expected_version=task.version)
         return updated
+
+
+def _task_ref(task: ToolTaskRecord) -> TaskRef:
+    return {"task": task.id, "tool": task.tool, "round": task.round, "index": task.index}
 
 
 def _require(record: _Found | None, what: str) -> _Found:

@@ -113,6 +113,9 @@ class TurnRecord:
     rounds: int = 0  # model calls recorded so far
     model_errors: int = 0  # transient model failures so far: the turn's error budget
     final_text: str | None = None
+    # Text streamed in round ``rounds`` and not recorded yet (``model.partial``): if the
+    # attempt dies, recovery closes it out as an interrupted assistant entry.
+    partial_text: str = ""
     version: int = 1
 
 
@@ -140,6 +143,9 @@ class ModelCallRecord:
     text: str
     tool_calls: tuple[ToolCallRequest, ...] = ()
     usage: Usage = field(default_factory=Usage)
+    stop_reason: str | None = None  # the provider's value verbatim ("stop", "max_tokens", ...)
+    stop_inferred: bool = False  # the provider sent none; inferred from the content
+    truncated: bool = False  # cut by the output limit (length / max_tokens)
     created_at: float
 
 
@@ -178,13 +184,16 @@ class MessageRecord:
     round: int | None = None  # for assistant messages: which model call produced it
     tool_calls: tuple[ToolCallRequest, ...] = ()
     summarizes_upto: int | None = None
+    # An assistant entry cut off mid-stream by a crash: its text is what had been streamed;
+    # the round's answer, when it comes, is a later entry of the same round.
+    interrupted: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EventRecord:
     session_id: str
     seq: int
-    type: str
+    type: str  # an EventType value, kept a str: events of a newer writer still read
     turn_id: str | None
     data: JsonObject
     at: float

@@ -4,25 +4,32 @@ A route authenticates, checks that the caller owns the session, makes one journa
 (admit, steer, abort) or read, enqueues a wake, and answers. No agent logic lives here: with
 the local queue the turn runs in this process's own workers (the lowest latency), with a
 remote queue workers elsewhere run it and the stream shows what they record.
+
+Session ids are scoped per principal (:mod:`fxdurable.http.scoping`): a route turns the
+caller's public id into the session's store key on the way in, and shows the public id on
+the way out, in headers, replies and stream lines.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
 import logging
 import re
 from collections.abc import AsyncIterator, Sequence
-from typing import TypeVar
+from dataclasses import replace
+from typing import Any, TypeVar
 
 import pydantic
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from fxdurable.core.events import SETTLED_EVENTS
 from fxdurable.core.journal import Admission
 from fxdurable.core.records import EventRecord, SessionRecord
 from fxdurable.errors import (
@@ -31,12 +38,13 @@ from fxdurable.errors import (
     RequestConflictError,
     SessionNotFoundError,
     SteeringFullError,
+    StoreFullError,
+    StoreUnavailableError,
 )
 from fxdurable.http.auth import Authenticate
 from fxdurable.http.openapi import openapi_document
 from fxdurable.http.problems import ApiError, invalid, session_not_found, unauthorized
 from fxdurable.http.schemas import (
-    SESSION_ID_PATTERN,
     AbortReply,
     AbortRequest,
     ChatRequest,
@@ -49,11 +57,18 @@ from fxdurable.http.schemas import (
     WakeReply,
     WakeRequest,
 )
+from fxdurable.http.scoping import (
+    SESSION_ID_PATTERN,
+    namespace,
+    public_session_id,
+    session_key,
+)
 from fxdurable.http.settings import HttpSettings
 from fxdurable.http.signing import SIGNATURE_HEADER, SignatureError, verify_wake
-from fxdurable.http.stream import SETTLE_EVENTS, ReadEvents, tail
+from fxdurable.http.stream import ReadEvents, tail
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.history import conversation
+from fxdurable.runtime.models.base import ChatMessage
 from fxdurable.runtime.runtime import Runtime
 
 __all__ = ["create_app"]
@@ -108,6 +123,8 @@ def create_app(
         exception_handlers={
             ApiError: _api_error,
             HTTPException: _http_error,
+            ClientDisconnect: _client_gone,
+            StoreUnavailableError: _store_unavailable,
             Exception: _unexpected,
         },
     )
@@ -118,7 +135,7 @@ class _Api:
         self._rt = runtime
         self._authenticate = authenticate
         self._settings = settings
-        self._openapi = openapi_document()
+        self._openapi: dict[str, Any] | None = None  # built on first request (cold starts)
 
     # -- chat ------------------------------------------------------------------------------
 
@@ -129,21 +146,21 @@ class _Api:
         request_id = _request_id(principal, request.headers.get("idempotency-key"))
         admission = await self._admit(principal, body, self._agent(body.agent), request_id)
         sub = admission.submission
-        session_id = sub.session_id
-        await self._wake(session_id, "submitted")
+        key = sub.session_id
+        await self._wake(key, "submitted")
 
         def ends_this_turn(event: EventRecord) -> bool:
-            return event.type in SETTLE_EVENTS and event.data.get("submission") == sub.id
+            return event.type in SETTLED_EVENTS and event.data.get("submission") == sub.id
 
         lines = tail(
-            self._events_reader(session_id),
-            session_id,
+            self._events_reader(key),
+            public_session_id(key),
             max(0, sub.cursor - 1),  # from its turn_start line
             self._settings,
             until=ends_this_turn,
         )
         headers = {
-            "X-Fxd-Session-Id": session_id,
+            "X-Fxd-Session-Id": public_session_id(key),
             "X-Fxd-Submission-Id": sub.id,
             "Cache-Control": "no-store",
         }
@@ -152,40 +169,54 @@ class _Api:
     async def _admit(
         self, principal: str, body: ChatRequest, agent: str, request_id: str | None
     ) -> Admission:
-        """Admit ``body`` for ``principal``; the journal's refusals become API errors.
+        """Admit ``body`` for ``principal``; the journal's refusals become API errors, which
+        name the session by the public id the caller knows.
 
-        Without a ``sessionId`` the journal starts a session, or, for a retried
-        ``Idempotency-Key``, finds the one the first try started (racing retries included).
+        Without a ``sessionId`` the journal starts a session in the caller's namespace, or,
+        for a retried ``Idempotency-Key``, finds the one the first try started (racing
+        retries included).
         """
+        public = body.session_id
         try:
             return await durable(
                 self._rt.journal.admit,
-                body.session_id,
+                None if public is None else session_key(principal, public),
                 agent=agent,
                 prompt=body.prompt,
                 request_id=request_id,
                 when_busy=body.when_busy,
                 owner=principal,
+                new_session_prefix=namespace(principal),
             )
         except SessionNotFoundError as exc:
-            raise session_not_found(exc.session_id) from None
+            raise session_not_found(public_session_id(exc.session_id)) from None
         except AgentBusyError as exc:
-            raise ApiError(409, "agent_busy", str(exc), error="AgentBusyError") from None
-        except RequestConflictError as exc:
+            busy = AgentBusyError(public_session_id(exc.session_id))
+            raise ApiError(409, "agent_busy", str(busy), error="AgentBusyError") from None
+        except RequestConflictError:
             raise ApiError(
-                409, "idempotency_conflict", str(exc), error="RequestConflictError"
+                409,
+                "idempotency_conflict",
+                "this Idempotency-Key was used for another request; a retry must repeat the "
+                "same session and prompt, new work needs a new key",
+                error="RequestConflictError",
             ) from None
         except AgentMismatchError as exc:
-            raise ApiError(409, "agent_mismatch", str(exc), error="AgentMismatchError") from None
+            mismatch = AgentMismatchError(
+                public_session_id(exc.session_id), exc.bound_to, exc.asked
+            )
+            raise ApiError(
+                409, "agent_mismatch", str(mismatch), error="AgentMismatchError"
+            ) from None
 
     async def reconnect(self, request: Request) -> Response:
         principal = await self._principal(request)
-        session_id = _session_id(request.query_params.get("sessionId"))
-        session = await self._owned(session_id, principal)
+        public = _session_id(request.query_params.get("sessionId"))
+        session = await self._owned(principal, public)
         cursor = _cursor(request.query_params.get("cursor"), session)
         lines = tail(
-            self._events_reader(session_id),
-            session_id,
+            self._events_reader(session.id),
+            public,
             cursor,
             self._settings,
             idle_timeout_s=self._settings.idle_timeout_s,
@@ -198,15 +229,15 @@ class _Api:
         principal = await self._principal(request)
         body = await self._body(request, SteerRequest)
         self._check_length(body.text, "text")
+        key = session_key(principal, body.session_id)
         try:
-            steering = await durable(
-                self._rt.journal.steer, body.session_id, body.text, owner=principal
-            )
+            steering = await durable(self._rt.journal.steer, key, body.text, owner=principal)
         except SessionNotFoundError:
             raise session_not_found(body.session_id) from None
         except SteeringFullError as exc:
-            raise ApiError(429, "steering_full", str(exc), error="SteeringFullError") from None
-        await self._wake(body.session_id, "steer")
+            full = SteeringFullError(body.session_id, exc.limit)
+            raise ApiError(429, "steering_full", str(full), error="SteeringFullError") from None
+        await self._wake(key, "steer")
         reply = SteerReply(
             session_id=body.session_id,
             steered=steering.steered,
@@ -218,20 +249,20 @@ class _Api:
     async def abort(self, request: Request) -> Response:
         principal = await self._principal(request)
         body = await self._body(request, AbortRequest)
-        await self._owned(body.session_id, principal)
-        marked = await durable(self._rt.journal.request_abort, body.session_id)
-        await self._wake(body.session_id, "abort")
+        session = await self._owned(principal, body.session_id)
+        marked = await durable(self._rt.journal.request_abort, session.id)
+        await self._wake(session.id, "abort")
         return _json(AbortReply(session_id=body.session_id, aborted=marked))
 
     # -- reads -----------------------------------------------------------------------------
 
     async def session(self, request: Request) -> Response:
         principal = await self._principal(request)
-        session_id = _session_id(request.path_params["session_id"])
-        session = await self._owned(session_id, principal)
-        subs = await durable(self._rt.journal.read, lambda v: v.submissions(session_id))
+        public = _session_id(request.path_params["session_id"])
+        session = await self._owned(principal, public)
+        subs = await durable(self._rt.journal.read, lambda v: v.submissions(session.id))
         reply = SessionReply(
-            session_id=session.id,
+            session_id=public,
             agent=session.agent,
             status=session.status.value,
             cursor=session.next_event_seq - 1,
@@ -257,24 +288,12 @@ class _Api:
 
     async def history(self, request: Request) -> Response:
         principal = await self._principal(request)
-        session_id = _session_id(request.path_params["session_id"])
-        await self._owned(session_id, principal)
-        messages = await durable(self._rt.journal.read, lambda v: conversation(v, session_id))
+        public = _session_id(request.path_params["session_id"])
+        session = await self._owned(principal, public)
+        messages = await durable(self._rt.journal.read, lambda v: conversation(v, session.id))
         reply = HistoryReply(
-            session_id=session_id,
-            messages=[
-                HistoryMessage(
-                    role=m.role,
-                    text=m.text,
-                    tool_calls=[
-                        {"name": c.name, "arguments": c.arguments, "id": c.provider_id}
-                        for c in m.tool_calls
-                    ],
-                    tool_call_id=m.tool_call_id,
-                    tool_name=m.tool_name,
-                )
-                for m in messages
-            ],
+            session_id=public,
+            messages=[history_message(m) for m in messages],
         )
         return _json(reply)
 
@@ -309,6 +328,8 @@ class _Api:
     # -- the rest --------------------------------------------------------------------------
 
     async def openapi(self, request: Request) -> Response:
+        if self._openapi is None:
+            self._openapi = openapi_document()
         return JSONResponse(self._openapi)
 
     async def healthz(self, request: Request) -> Response:
@@ -322,12 +343,16 @@ class _Api:
             raise unauthorized()
         return principal
 
-    async def _owned(self, session_id: str, principal: str) -> SessionRecord:
+    async def _owned(self, principal: str, public_id: str) -> SessionRecord:
+        """``principal``'s session ``public_id`` (its ``id`` is the store key), else 404."""
+        key = session_key(principal, public_id)
         session: SessionRecord | None = await durable(
-            self._rt.journal.read, lambda v: v.get_session(session_id)
+            self._rt.journal.read, lambda v: v.get_session(key)
         )
+        # The key already scopes it; the owner check keeps an in-process session whose id
+        # looks like a key (``rt.session("alice/x")``, owner None) out of alice's reach.
         if session is None or session.owner != principal:
-            raise session_not_found(session_id)
+            raise session_not_found(public_id)
         return session
 
     def _agent(self, name: str | None) -> str:
@@ -363,11 +388,25 @@ class _Api:
             raise _too_large(limit)
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise _too_large(limit)
-            chunks.append(chunk)
+        timeout_s = self._settings.body_timeout_s
+        try:
+            # One deadline for the whole body, not one per chunk: a byte a second would beat
+            # a per-chunk timeout forever.
+            async with asyncio.timeout(timeout_s):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > limit:
+                        raise _too_large(limit)
+                    chunks.append(chunk)
+        except TimeoutError:
+            raise ApiError(
+                408,
+                "body_timeout",
+                f"the body did not arrive within {timeout_s:g} s ({size} bytes came)",
+                # The rest of the body may still come: the connection cannot carry another
+                # request, so the server closes it after this answer.
+                headers={"Connection": "close"},
+            ) from None
         return b"".join(chunks)
 
     async def _body(self, request: Request, model: type[_Body]) -> _Body:
@@ -381,13 +420,14 @@ class _Api:
         except Exception:
             log.exception("could not enqueue a wake for %s; the scan will find it", session_id)
 
-    def _events_reader(self, session_id: str) -> ReadEvents:
+    def _events_reader(self, key: str) -> ReadEvents:
+        """The session's events as its owner names it: lines carry the public id."""
         journal = self._rt.journal
+        public = public_session_id(key)
 
         async def read(after: int) -> Sequence[EventRecord]:
-            return await durable(
-                journal.read, lambda v: v.events(session_id, after, _EVENTS_PER_READ)
-            )
+            events = await durable(journal.read, lambda v: v.events(key, after, _EVENTS_PER_READ))
+            return [replace(e, session_id=public) for e in events]
 
         return read
 
@@ -465,9 +505,25 @@ def _json(reply: pydantic.BaseModel, status: int = 200) -> JSONResponse:
 # -- error answers ---------------------------------------------------------------------------
 
 
+def history_message(message: ChatMessage) -> HistoryMessage:
+    """One conversation entry as ``GET /sessions/{id}/history`` shows it. ``interrupted`` marks
+    a reply a crash cut off mid-stream (its text is what had been streamed)."""
+    return HistoryMessage(
+        role=message.role,
+        text=message.text,
+        tool_calls=[
+            {"name": c.name, "arguments": c.arguments, "id": c.provider_id}
+            for c in message.tool_calls
+        ],
+        tool_call_id=message.tool_call_id,
+        tool_name=message.tool_name,
+        interrupted=message.interrupted,
+    )
+
+
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
-    return JSONResponse(exc.body(), status_code=exc.status)
+    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
 
 
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
@@ -483,6 +539,39 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     )
     return JSONResponse(
         {"code": code, "message": message}, status_code=exc.status_code, headers=exc.headers
+    )
+
+
+async def _client_gone(request: Request, exc: Exception) -> Response:
+    # A client that hangs up mid-body is the network's doing, not a fault of ours. Nobody is
+    # left to read the answer (the server drops it); it is an ordinary 4xx all the same.
+    log.info(
+        "the client hung up before its body was read (%s %s)", request.method, request.url.path
+    )
+    return JSONResponse(
+        {"code": "client_disconnected", "message": "the client hung up before sending its body"},
+        status_code=400,
+    )
+
+
+async def _store_unavailable(request: Request, exc: Exception) -> Response:
+    # The store refused the call as a whole (rolled back): nothing of the request was written,
+    # so the client may send the same request again; a full store stays full until an
+    # operator frees space, which 507 says apart from a passing lock or outage.
+    assert isinstance(exc, StoreUnavailableError)
+    log.warning("store unavailable on %s %s: %s", request.method, request.url.path, exc)
+    if isinstance(exc, StoreFullError):
+        return JSONResponse(
+            {"code": "store_full", "message": "the store is out of space; nothing was written"},
+            status_code=507,
+        )
+    return JSONResponse(
+        {
+            "code": "store_unavailable",
+            "message": "the store did not answer in time; nothing was written, retry",
+        },
+        status_code=503,
+        headers={"Retry-After": "1"},
     )
 
 

@@ -8,29 +8,31 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from fxdurable import __version__
+from fxdurable.core.events import WIRE_VERSION
+from fxdurable.http.lines import line_adapter
 from fxdurable.http.schemas import (
-    SESSION_ID_PATTERN,
     AbortReply,
     AbortRequest,
     ChatRequest,
     ErrorReply,
     HistoryReply,
-    Line,
     SessionReply,
     SteerReply,
     SteerRequest,
     WakeReply,
     WakeRequest,
 )
+from fxdurable.http.scoping import SESSION_ID_PATTERN
 
 __all__ = ["openapi_document"]
 
 _REQUESTS = (ChatRequest, SteerRequest, AbortRequest, WakeRequest)
-_REPLIES = (Line, SteerReply, AbortReply, SessionReply, HistoryReply, WakeReply, ErrorReply)
+_REPLIES = (SteerReply, AbortReply, SessionReply, HistoryReply, WakeReply, ErrorReply)
 _ERRORS = {
     "400": "malformed JSON, a bad cursor or a bad Idempotency-Key",
     "401": "missing or invalid credentials",
-    "404": "no such session, or it belongs to someone else",
+    "404": "the caller has no session with this id (ids are per caller)",
+    "408": "the body did not arrive within the body timeout (body_timeout)",
     "409": "busy (when_busy=reject: AgentBusyError) or an Idempotency-Key reused",
     "413": "body or prompt too large",
     "422": "the body does not match its schema",
@@ -56,8 +58,9 @@ def _errors(*statuses: str) -> dict[str, Any]:
 
 def _stream(description: str) -> dict[str, Any]:
     return {
-        "description": description + " One JSON object per line (Line).",
-        "content": {"application/x-ndjson": {"schema": _ref(Line)}},
+        "description": description + " One JSON object per line (Line), its `type` one of "
+        "the line vocabulary (README: the HTTP API).",
+        "content": {"application/x-ndjson": {"schema": {"$ref": "#/components/schemas/Line"}}},
     }
 
 
@@ -75,6 +78,17 @@ _SESSION_PATH = {
 }
 
 
+def _line_schemas() -> dict[str, Any]:
+    """``Line`` (a union discriminated by ``type``) and one schema per line type."""
+    union = line_adapter().json_schema(by_alias=True, ref_template="#/components/schemas/{model}")
+    defs: dict[str, Any] = union.pop("$defs")
+    union["description"] = (
+        "One line of a chat stream; `cursor` resumes the stream just after it. "
+        "One schema per `type`."
+    )
+    return {**defs, "Line": union}
+
+
 def openapi_document() -> dict[str, Any]:
     _, requests = models_json_schema(
         [(m, "validation") for m in _REQUESTS],
@@ -86,13 +100,16 @@ def openapi_document() -> dict[str, Any]:
         by_alias=True,
         ref_template="#/components/schemas/{model}",
     )
-    schemas = {**requests.get("$defs", {}), **replies.get("$defs", {})}
+    schemas = {**requests.get("$defs", {}), **replies.get("$defs", {}), **_line_schemas()}
     secured: list[dict[str, list[str]]] = [{"bearer": []}]
     return {
         "openapi": "3.1.0",
         "info": {
             "title": "fxdurable",
             "version": __version__,
+            # The line vocabulary's version (fxdurable.core.events): its major part changes
+            # when an event type or a payload field is renamed or removed.
+            "x-wire-version": WIRE_VERSION,
             "description": "Durable agent turns: admit a prompt, stream the turn as JSON "
             "lines with cursors, reconnect, steer, abort.",
         },
@@ -117,7 +134,7 @@ def openapi_document() -> dict[str, Any]:
                     "requestBody": _json_body(ChatRequest),
                     "responses": {
                         "200": _stream("The turn, from turn_start to turn_end."),
-                        **_errors("400", "401", "404", "409", "413", "422"),
+                        **_errors("400", "401", "404", "408", "409", "413", "422"),
                     },
                 },
                 "get": {
@@ -145,7 +162,7 @@ def openapi_document() -> dict[str, Any]:
                     "requestBody": _json_body(SteerRequest),
                     "responses": {
                         "200": _reply(SteerReply, "Recorded durably."),
-                        **_errors("400", "401", "404", "413", "422", "429"),
+                        **_errors("400", "401", "404", "408", "413", "422", "429"),
                     },
                 }
             },
@@ -156,7 +173,7 @@ def openapi_document() -> dict[str, Any]:
                     "requestBody": _json_body(AbortRequest),
                     "responses": {
                         "200": _reply(AbortReply, "The abort intent is recorded."),
-                        **_errors("400", "401", "404", "413", "422"),
+                        **_errors("400", "401", "404", "408", "413", "422"),
                     },
                 }
             },
@@ -198,7 +215,8 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {
                         "200": _reply(WakeReply, "The session ran until rest or its deadline."),
                         "401": _reply(ErrorReply, "a missing, forged or stale signature"),
-                        **_errors("400", "404", "413", "422"),
+                        "404": _reply(ErrorReply, "no session with this key"),
+                        **_errors("400", "408", "413", "422"),
                     },
                 }
             },

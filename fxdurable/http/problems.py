@@ -15,11 +15,20 @@ __all__ = ["ApiError"]
 class ApiError(Exception):
     """A request the API refuses, answered as ``{"code", "message"[, "error"]}``."""
 
-    def __init__(self, status: int, code: str, message: str, *, error: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        error: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.status = status
         self.code = code
         self.message = message
         self.error = error
+        self.headers = headers or {}
         super().__init__(f"{status} {code}: {message}")
 
     def body(self) -> dict[str, Any]:

@@ -11,13 +11,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
 
+from fxdurable.http.scoping import SESSION_ID_PATTERN, SESSION_KEY_PATTERN
+
 __all__ = [
     "AbortReply",
     "AbortRequest",
     "ChatRequest",
     "ErrorReply",
     "HistoryReply",
-    "Line",
     "SessionReply",
     "SteerReply",
     "SteerRequest",
@@ -25,8 +26,10 @@ __all__ = [
     "WakeRequest",
 ]
 
-SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+# A caller's own name for a session: the same id for two callers is two sessions.
 SessionId = Annotated[str, StringConstraints(pattern=SESSION_ID_PATTERN)]
+# A session's store key (``alice/ops-1``): what wake messages carry.
+SessionKey = Annotated[str, StringConstraints(pattern=SESSION_KEY_PATTERN)]
 
 
 class _Body(BaseModel):
@@ -36,7 +39,10 @@ class _Body(BaseModel):
 
 
 class ChatRequest(_Body):
-    """Start a turn. Without ``sessionId`` a new session is created for the caller."""
+    """Start a turn. Without ``sessionId`` a new session is created for the caller.
+
+    Session ids are the caller's own: another caller's ``ops-1`` is another session.
+    """
 
     prompt: Annotated[str, Field(min_length=1)]
     session_id: SessionId | None = None
@@ -57,24 +63,11 @@ class AbortRequest(_Body):
 
 
 class WakeRequest(_Body):
-    session_id: SessionId
+    """Wake a session, named by its store key: ``<principal>/<sessionId>`` for a session made
+    over HTTP (``alice/ops-1``), the plain id for one made in process."""
+
+    session_id: SessionKey
     reason: str | None = None
-
-
-class Line(_Body):
-    """One line of a chat stream. ``cursor`` resumes the stream just after this line.
-
-    ``type`` is ``turn_start`` (a submission was admitted), ``turn_end`` (it settled; ``data``
-    has ``outcome``), a journal event such as ``model.completed`` or ``tool.completed``,
-    ``keepalive``, or ``stream_end`` (the server closed the stream; reconnect from ``cursor``).
-    """
-
-    cursor: int
-    type: str
-    session_id: str
-    turn_id: str | None = None
-    at: float | None = None
-    data: dict[str, Any] = Field(default_factory=dict)
 
 
 class SteerReply(_Body):
@@ -112,6 +105,8 @@ class HistoryMessage(_Body):
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     tool_call_id: str | None = None
     tool_name: str | None = None
+    # A reply a crash cut off mid-stream: recovery kept the text streamed so far.
+    interrupted: bool = False
 
 
 class HistoryReply(_Body):

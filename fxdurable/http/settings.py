@@ -13,6 +13,10 @@ __all__ = ["HttpSettings"]
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HttpSettings:
     max_body_bytes: int = 256 * 1024
+    # A request body must arrive whole within this long after its headers (408 otherwise), so
+    # a client that stalls or trickles it cannot hold a connection open indefinitely. The
+    # server and the proxy in front bound the headers (README, "Timeouts").
+    body_timeout_s: float = 30.0
     max_prompt_chars: int = 100_000
     # A reconnecting stream (GET /chat) ends after this long with no new line; the client
     # reconnects from its last cursor. Keepalive lines keep proxies from cutting it sooner.
@@ -35,6 +39,7 @@ class HttpSettings:
             if getattr(self, name) <= 0:
                 raise ConfigurationError(f"HttpSettings.{name} must be positive")
         for name in (
+            "body_timeout_s",
             "idle_timeout_s",
             "keepalive_s",
             "max_stream_s",
@@ -51,7 +56,8 @@ class HttpSettings:
     @classmethod
     def from_env(cls) -> HttpSettings:
         """``FXD_WAKE_SECRET``, ``FXD_WAKE_BUDGET_S``, ``FXD_HTTP_IDLE_TIMEOUT_S``,
-        ``FXD_HTTP_MAX_BODY_BYTES``; the rest keep their defaults."""
+        ``FXD_HTTP_MAX_BODY_BYTES``, ``FXD_HTTP_BODY_TIMEOUT_S``; the rest keep their
+        defaults."""
         env = os.environ
         try:
             return cls(
@@ -59,6 +65,7 @@ class HttpSettings:
                 wake_budget_s=_float(env.get("FXD_WAKE_BUDGET_S")),
                 idle_timeout_s=_float(env.get("FXD_HTTP_IDLE_TIMEOUT_S")) or 60.0,
                 max_body_bytes=int(env.get("FXD_HTTP_MAX_BODY_BYTES") or 256 * 1024),
+                body_timeout_s=_float(env.get("FXD_HTTP_BODY_TIMEOUT_S")) or 30.0,
             )
         except ValueError as exc:
             raise ConfigurationError(f"bad HTTP setting in the environment: {exc}") from exc

@@ -39,6 +39,10 @@ def verify_wake(
     """Raise :class:`SignatureError` unless ``header`` signs ``body`` within the window."""
     if not header:
         raise SignatureError(f"missing {SIGNATURE_HEADER} header")
+    malformed = f"malformed {SIGNATURE_HEADER}: expected 't=<unix seconds>,v1=<hex>'"
+    # A signature is ASCII; compare_digest raises TypeError on a str that is not.
+    if not header.isascii():
+        raise SignatureError(malformed)
     parts = dict(item.split("=", 1) for item in header.split(",") if "=" in item)
     current = time.time() if now is None else now
     try:
@@ -47,9 +51,7 @@ def verify_wake(
         # OverflowError: a timestamp of hundreds of digits does not fit a float.
         drift = current - timestamp
     except (KeyError, ValueError, OverflowError):
-        raise SignatureError(
-            f"malformed {SIGNATURE_HEADER}: expected 't=<unix seconds>,v1=<hex>'"
-        ) from None
+        raise SignatureError(malformed) from None
     if abs(drift) > window_s:
         raise SignatureError(
             f"signature timestamp is {drift:+.0f}s from now; the window is {window_s:g}s"

@@ -14,43 +14,20 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from fxdurable.core.records import EventRecord
+from fxdurable.http.lines import Marker, line_for, marker_line
 from fxdurable.http.settings import HttpSettings
 
-__all__ = ["SETTLE_EVENTS", "ReadEvents", "line_for", "tail"]
-
-SETTLE_EVENTS = frozenset({"submission.completed", "submission.failed", "submission.aborted"})
+__all__ = ["ReadEvents", "tail"]
 
 ReadEvents = Callable[[int], Awaitable[Sequence[EventRecord]]]
-
-
-def line_for(event: EventRecord) -> dict[str, Any]:
-    """The wire form of one event: admissions read as ``turn_start``, settlements as
-    ``turn_end`` with their ``outcome``; every other event keeps its journal name."""
-    kind = event.type
-    data = dict(event.data)
-    turn_id = event.turn_id
-    if kind == "submission.admitted":
-        kind = "turn_start"
-        turn_id = str(data.get("submission"))  # a turn is named after its submission
-    elif kind in SETTLE_EVENTS:
-        kind = "turn_end"
-        data["outcome"] = event.type.removeprefix("submission.")
-    return {
-        "cursor": event.seq,
-        "type": kind,
-        "sessionId": event.session_id,
-        "turnId": turn_id,
-        "at": event.at,
-        "data": data,
-    }
 
 
 def _encode(line: dict[str, Any]) -> bytes:
     return json.dumps(line, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 
-def _marker(kind: str, session_id: str, cursor: int, **data: Any) -> bytes:
-    return _encode({"cursor": cursor, "type": kind, "sessionId": session_id, "data": data})
+def _marker(kind: Marker, session_id: str, cursor: int, **data: Any) -> bytes:
+    return _encode(marker_line(kind, session_id, cursor, **data))
 
 
 async def tail(
@@ -80,13 +57,13 @@ async def tail(
             continue
         now = time.monotonic()
         if now - started >= settings.max_stream_s:
-            yield _marker("stream_end", session_id, cursor, reason="max_duration")
+            yield _marker(Marker.STREAM_END, session_id, cursor, reason="max_duration")
             return
         if idle_timeout_s is not None and now - last_event >= idle_timeout_s:
-            yield _marker("stream_end", session_id, cursor, reason="idle")
+            yield _marker(Marker.STREAM_END, session_id, cursor, reason="idle")
             return
         if now - last_line >= settings.keepalive_s:
-            yield _marker("keepalive", session_id, cursor)
+            yield _marker(Marker.KEEPALIVE, session_id, cursor)
             last_line = now
         await asyncio.sleep(poll)
         poll = min(poll * 2, settings.poll_max_s)

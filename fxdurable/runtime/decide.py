@@ -7,10 +7,11 @@ store.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
+from fxdurable.core.codec import dumps
 from fxdurable.core.records import ModelCallRecord, ToolTaskRecord, TurnRecord
 from fxdurable.core.states import ToolTaskStatus, is_terminal
 
@@ -92,24 +93,33 @@ def refusal_message(tool: str) -> str:
 
 
 def canonical_arguments(arguments: str) -> str:
+    """The JSON text with sorted keys and no spacing, so equal JSON compares equal (the text
+    itself if it is not JSON)."""
     try:
-        return json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
+        return dumps(json.loads(arguments))
     except json.JSONDecodeError:
         return arguments.strip()
 
 
-def is_blind_repeat(task: ToolTaskRecord, history: Sequence[ToolTaskRecord]) -> bool:
+def is_blind_repeat(
+    task: ToolTaskRecord,
+    history: Sequence[ToolTaskRecord],
+    canonical: Callable[[str], str] = canonical_arguments,
+) -> bool:
     """True if ``task`` repeats an unknown call (same tool, same input) not yet refused once.
 
     The first repeat after an ``outcome_unknown`` is refused; a deliberate second repeat runs.
-    ``history`` is the turn's tool tasks in position order (round, index).
+    ``history`` is the turn's tool tasks in position order (round, index). ``canonical`` maps
+    the arguments of a call of ``task.tool`` to the input they mean (the tool's validated
+    input with its defaults: see :meth:`~fxdurable.runtime.tools.Tool.canonical_input`), so
+    ``{"tag": "x"}`` repeats ``{"tag": "x", "hold_s": 0.0}`` when ``hold_s`` defaults to 0.
     """
-    key = (task.tool, canonical_arguments(task.arguments))
+    key = canonical(task.arguments)
     refused_since_unknown: bool | None = None  # None: no unknown call with this key yet
     for earlier in history:
         if earlier.id == task.id:
             break
-        if (earlier.tool, canonical_arguments(earlier.arguments)) != key:
+        if earlier.tool != task.tool or canonical(earlier.arguments) != key:
             continue
         if earlier.status == ToolTaskStatus.OUTCOME_UNKNOWN:
             refused_since_unknown = False

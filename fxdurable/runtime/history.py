@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from fxdurable.core.records import MessageRecord, ToolCallRequest, ToolTaskRecord
 from fxdurable.core.states import is_terminal
 from fxdurable.core.store import ReadView
-from fxdurable.runtime.models.base import ChatMessage
+from fxdurable.runtime.models.base import INTERRUPTED_NOTE, ChatMessage
 
 __all__ = ["History", "build_history", "call_id", "conversation", "with_summary"]
 
@@ -42,7 +42,12 @@ def with_summary(instructions: str, summary: str | None) -> str:
 def build_history(
     messages: Sequence[MessageRecord], tasks: Sequence[ToolTaskRecord], *, compact: bool = True
 ) -> History:
-    """What the model is sent; ``compact=False`` gives every message (for people)."""
+    """What the model is sent; ``compact=False`` gives every message as people read it.
+
+    A reply a crash cut off mid-stream is an assistant message marked ``interrupted``; the
+    model (not people) also reads :data:`INTERRUPTED_NOTE` right after it, every time, so
+    the conversation's prefix stays the same from one request to the next.
+    """
     by_round: dict[tuple[str, int], list[ToolTaskRecord]] = defaultdict(list)
     for task in tasks:
         by_round[(task.turn_id, task.round)].append(task)
@@ -55,6 +60,11 @@ def build_history(
             continue
         if message.role == "user":
             history.append(ChatMessage(role="user", text=message.text))
+            continue
+        if message.interrupted:  # its round's tool calls belong to the round's answer
+            history.append(ChatMessage(role="assistant", text=message.text, interrupted=True))
+            if compact:
+                history.append(ChatMessage(role="user", text=INTERRUPTED_NOTE))
             continue
         round_tasks = sorted(
             by_round.get((message.turn_id, message.round or 0), []), key=lambda t: t.index

@@ -3,7 +3,10 @@
 Transient failures are counted in the journal (the turn's error budget survives crashes) and
 retried with exponential backoff and jitter, honouring the provider's Retry-After. A
 context-length error compacts older turns into a durable summary, then retries. Streamed text
-is written to the event log every so often, so a crash mid-stream leaves it visible.
+is written to the event log every so often, so a crash mid-stream leaves it visible. A
+response cut by its output limit in the middle of a tool call fails the turn
+(``model_truncated``) without recording or running any of its calls; a text answer cut so is
+recorded as it is, marked ``truncated``.
 """
 
 from __future__ import annotations
@@ -30,8 +33,18 @@ from fxdurable.runtime.models.base import (
     ModelResponse,
     ToolSpec,
 )
+from fxdurable.runtime.models.wire import is_complete_arguments
 
-__all__ = ["Failed", "ModelStep", "Recorded", "Retry", "Sleep", "backoff_delay"]
+__all__ = [
+    "Failed",
+    "ModelStep",
+    "Recorded",
+    "Retry",
+    "Sleep",
+    "backoff_delay",
+    "cut_tool_calls",
+    "truncated_message",
+]
 
 Sleep: TypeAlias = Callable[[float], Awaitable[None]]
 
@@ -104,6 +117,11 @@ class ModelStep:
         except ModelError as exc:
             return Failed("model_error", str(exc))
         crash_point("model.after-finish")
+        cut = cut_tool_calls(response)
+        if cut:
+            # Nothing is recorded: none of its calls may run, and none may be shown back to the
+            # model as a call it made. A recovery that finds no record calls the model again.
+            return Failed("model_truncated", truncated_message(response, cut))
         tools = [self._agent.tool(call.name) for call in response.tool_calls]
         await durable(
             self._journal.record_model_call,
@@ -116,6 +134,9 @@ class ModelStep:
             policies=[tool.policy if tool is not None else "safe" for tool in tools],
             usage=self._priced(response.usage),
             steering=steering,
+            stop_reason=response.stop_reason,
+            stop_inferred=response.stop_inferred,
+            truncated=response.truncated,
         )
         return Recorded()
 
@@ -236,7 +257,9 @@ class ModelStep:
         if planned is None:
             return Failed(
                 "context_length",
-                f"the current turn alone exceeds the model's context window: {exc}",
+                # Either the context window or a per-minute token limit: exc says which.
+                f"the current turn alone is too large for the model and nothing earlier is "
+                f"left to compact: {exc}",
             )
         cutoff, request = planned
         try:
@@ -257,6 +280,24 @@ class ModelStep:
             usage=self._priced(summary.usage),
         )
         return Retry()
+
+
+def cut_tool_calls(response: ModelResponse) -> list[str]:
+    """The names of the tool calls a truncated response left unfinished (empty when it was
+    not truncated, or when every call's arguments were closed before the cut)."""
+    if not response.truncated:
+        return []
+    return [c.name for c in response.tool_calls if not is_complete_arguments(c.arguments)]
+
+
+def truncated_message(response: ModelResponse, cut: Sequence[str]) -> str:
+    return (
+        f"the model's response was cut off by its output limit (stop reason "
+        f"{response.stop_reason!r}, {response.usage.output_tokens} output tokens) in the "
+        f"middle of a tool call ({', '.join(cut)}); none of its {len(response.tool_calls)} "
+        "tool call(s) was run. Raise the model's output limit (max_tokens) or ask for a "
+        "smaller step."
+    )
 
 
 def _compactable_upto(messages: Sequence[MessageRecord], turn_id: str) -> int | None:

@@ -24,7 +24,12 @@ from fxdurable.core.queue import InProcessQueue, WakeQueue
 from fxdurable.core.records import EventRecord, SessionRecord, SubmissionRecord
 from fxdurable.core.states import SubmissionStatus
 from fxdurable.core.store import Store
-from fxdurable.errors import ConfigurationError, SubmissionFailedError, UnknownAgentError
+from fxdurable.errors import (
+    ConfigurationError,
+    StoreError,
+    SubmissionFailedError,
+    UnknownAgentError,
+)
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
@@ -168,6 +173,8 @@ class Runtime:
                 await asyncio.shield(task)
             except asyncio.CancelledError:
                 raise
+            except StoreError as exc:  # the store's trouble, said in full by its message
+                log.warning("wake for session %s failed: %s", session_id, exc)
             except Exception:
                 log.exception("wake for session %s failed", session_id)
             finally:
@@ -212,6 +219,12 @@ class Runtime:
             await asyncio.sleep(self.settings.scan_interval_s)
             try:
                 await self.reconcile()
+            except StoreError as exc:  # one line per interval while the store is away
+                log.warning(
+                    "reconciliation scan failed; retrying in %gs: %s",
+                    self.settings.scan_interval_s,
+                    exc,
+                )
             except Exception:
                 log.exception("reconciliation scan failed; retrying next interval")
 

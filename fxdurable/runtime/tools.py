@@ -18,7 +18,10 @@ from typing import Any, Literal, TypeAlias, cast, get_args, get_type_hints, over
 
 import pydantic
 
+from fxdurable.core.codec import dumps
 from fxdurable.errors import ConfigurationError, ToolInputError
+from fxdurable.runtime.decide import canonical_arguments
+from fxdurable.runtime.models.wire import decode_arguments
 
 __all__ = [
     "REPLAY_POLICIES",
@@ -88,8 +91,8 @@ class Tool:
     def parse(self, arguments: str) -> pydantic.BaseModel:
         """Validate the model's JSON arguments; raise ToolInputError with a readable reason."""
         try:
-            raw = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
+            raw = decode_arguments(arguments)
+        except ValueError as exc:
             raise ToolInputError(f"arguments are not valid JSON: {exc}") from exc
         try:
             return self.input_model.model_validate(raw)
@@ -99,6 +102,16 @@ class Tool:
                 for err in exc.errors()
             )
             raise ToolInputError(f"invalid arguments for {self.name}: {problems}") from exc
+
+    def canonical_input(self, arguments: str) -> str:
+        """What ``arguments`` ask for, as one comparable string: the validated input with its
+        defaults filled in (sorted keys), so two spellings of the same call compare equal.
+        Arguments that do not validate fall back to their canonical JSON text."""
+        try:
+            dumped = self.parse(arguments).model_dump(mode="json")
+        except ToolInputError:
+            return canonical_arguments(arguments)
+        return dumps(dumped)
 
     async def run(self, arguments: pydantic.BaseModel, ctx: ToolContext) -> str:
         """Execute (sync functions run in a thread) and render the result as text."""

@@ -17,7 +17,7 @@ import pydantic
 
 from fxdurable.core.clock import Clock
 from fxdurable.core.crash import crash_point
-from fxdurable.core.journal import Fence, Journal, Outcome
+from fxdurable.core.journal import Exhausted, Fence, Journal, Outcome
 from fxdurable.core.records import (
     ErrorInfo,
     ModelCallRecord,
@@ -109,6 +109,19 @@ class TurnDriver:
         first_boundary = True
         while True:
             snap = await durable(j.read, lambda view: self._snapshot(view, submission_id))
+            action = next_action(
+                snap.turn, snap.last_call, snap.round_tasks, steering_pending=snap.steering_pending
+            )
+            if isinstance(action, Complete):
+                # The records prove the final answer: finished work is never discarded, by an
+                # abort that came after it or by a spent budget (DESIGN §4).
+                try:
+                    await durable(
+                        j.settle, self._fence, submission_id, "completed", text=action.text
+                    )
+                except SteeringPendingError:
+                    continue  # steering landed after our read: the model answers it
+                return
             # An abort intent wins over every budget (DESIGN §3.8).
             if snap.submission.abort_requested or self._abort_seen:
                 await self._resolve_running(snap.round_tasks)
@@ -124,6 +137,7 @@ class TurnDriver:
                         f"interrupted {sub.interruptions} times; the budget is "
                         f"{self._agent.durability.max_attempts} attempts",
                         snap.round_tasks,
+                        exhausted="attempts_exhausted",
                     )
                     return
                 if start.recovered and await self._refresh_stale_reads(snap):
@@ -135,14 +149,12 @@ class TurnDriver:
                     "timeout",
                     f"the turn ran past its {self._agent.durability.timeout_s:g}s budget",
                     snap.round_tasks,
+                    exhausted="time_exhausted",
                 )
                 return
             reason = self._budget.stop_reason()
             if reason is not None:
                 raise Suspend(reason)
-            action = next_action(
-                snap.turn, snap.last_call, snap.round_tasks, steering_pending=snap.steering_pending
-            )
             self._budget.record_progress()
             match action:
                 case CallModel(round=round_):
@@ -152,12 +164,6 @@ class TurnDriver:
                     await self._run_tool(task)
                 case RecoverTool(task=task):
                     await self._recover_tool(task)
-                case Complete(text=text):
-                    try:
-                        await durable(j.settle, self._fence, submission_id, "completed", text=text)
-                    except SteeringPendingError:
-                        continue  # steering landed after our read: the model answers it
-                    return
 
     def _now(self) -> float:
         return self._clock.now()
@@ -202,7 +208,7 @@ class TurnDriver:
         # The turn's own calls only: the model was told of the unknown outcome in this turn,
         # and reading the session's whole history here would make a step cost grow with it.
         earlier = await durable(j.read, lambda view: view.tool_tasks(task.turn_id))
-        if is_blind_repeat(task, earlier):
+        if is_blind_repeat(task, earlier, tool.canonical_input):
             await self._finish(task, ToolTaskStatus.REFUSED, refusal_message(task.tool))
             return
         if self._agent.before_tool is not None:
@@ -305,6 +311,8 @@ class TurnDriver:
         code: str,
         message: str,
         round_tasks: Sequence[ToolTaskRecord] = (),
+        *,
+        exhausted: Exhausted | None = None,
     ) -> None:
         j = self._journal
         if not round_tasks:
@@ -324,5 +332,6 @@ class TurnDriver:
             submission_id,
             outcome,
             error=ErrorInfo(code=code, message=message, unknown_calls=unknown),
+            exhausted=exhausted,
         )
         log.warning("submission %s failed: %s", submission_id, message)

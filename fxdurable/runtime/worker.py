@@ -37,7 +37,9 @@ log = logging.getLogger("fxdurable.worker")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerSettings:
     """Lease timing. A SIGKILLed worker on another host is recovered within ``lease_ttl_s``
-    plus one scan; on the same host at once (its pid is gone)."""
+    plus one scan; on the same host at once (its pid is gone). A failed renewal is retried
+    with backoff; a store away for longer than ``lease_ttl_s`` stops the run just before its
+    lease expires, so a store outage never leaves two workers running one session."""
 
     lease_ttl_s: float = 15.0
     heartbeat_s: float = 5.0
@@ -135,6 +137,8 @@ class WakeHandler:
             return
         if session.status != "active":
             return  # at rest: a duplicate or late wake
+        # The lease runs from no earlier than now: the heartbeat's deadline for renewing it.
+        held_until = self._clock.now() + self._settings.lease_ttl_s
         fence = await durable(
             j.claim,
             session_id,
@@ -148,27 +152,51 @@ class WakeHandler:
             crash_point("recovery.after-claim")
         driver_box: list[TurnDriver] = []
         work = asyncio.ensure_future(self._run(fence, agent, budget, driver_box))
-        beat = asyncio.ensure_future(self._heartbeat(fence, work, driver_box))
+        beat = asyncio.ensure_future(self._heartbeat(fence, work, driver_box, held_until))
         try:
             await work
         except Suspend as stop:
+            await _stop(beat)
             await self._continue_later(fence, stop.reason)
             return
         except LeaseLostError as exc:
             log.warning("%s", exc)
             return
         except asyncio.CancelledError:
-            if beat.done() and not beat.cancelled() and beat.result():
-                return  # fenced out: the heartbeat found the lease taken over
+            if await _stop(beat):
+                return  # fenced out: the heartbeat found the lease lost or expiring
             # Torn down mid-step (a hard shutdown): keep the lease; it expires and the work
             # is recovered like a crash.
             raise
+        except Exception as exc:
+            # A bug in a hook or a model client, a store fault mid-turn: not a crash, so let
+            # go now rather than make the next wake wait out the TTL. The error goes on to
+            # the caller, which logs it (and a queue may redeliver the wake).
+            if not await _stop(beat):
+                await self._release_after(fence, exc)
+            raise
         finally:
-            beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError, LeaseLostError):
-                await beat
+            await _stop(beat)
         if await durable(j.release, fence):
             await self._queue.enqueue(session_id, reason="more work")
+
+    async def _release_after(self, fence: Fence, error: Exception) -> None:
+        try:
+            await durable(self._journal.release, fence)
+        except Exception as release_error:  # the store that failed the turn may still be away
+            log.warning(
+                "session %s: could not release the lease after %s (%s); it expires in %gs",
+                fence.session_id,
+                type(error).__name__,
+                release_error,
+                self._settings.lease_ttl_s,
+            )
+        else:
+            log.warning(
+                "session %s: lease released after %s; the next wake recovers the turn",
+                fence.session_id,
+                type(error).__name__,
+            )
 
     async def _run(
         self, fence: Fence, agent: Agent, budget: InvocationBudget, box: list[TurnDriver]
@@ -192,22 +220,88 @@ class WakeHandler:
             await driver.run(unsettled[0].id)
 
     async def _heartbeat(
-        self, fence: Fence, work: asyncio.Future[None], box: list[TurnDriver]
+        self, fence: Fence, work: asyncio.Future[None], box: list[TurnDriver], held_until: float
     ) -> bool:
-        """Extend the lease until cancelled; returns True if the lease was lost (and the
-        work cancelled: it may not write any more, fencing would refuse it anyway)."""
-        j = self._journal
+        """Extend the lease until cancelled, noticing aborts on the way. Returns True when
+        the lease was lost or is about to expire unrenewed, after cancelling the work: it
+        may not write any more (fencing would refuse it), and an effect still in flight must
+        not overlap the next owner's run (DESIGN §9: a heartbeat that dies quietly is a split
+        brain)."""
         while True:
             await asyncio.sleep(self._settings.heartbeat_s)
             try:
-                await durable(j.heartbeat, fence, ttl_s=self._settings.lease_ttl_s)
+                renewed = await self._renew(fence, held_until)
             except LeaseLostError:
                 log.warning("lease on %s lost; stopping this worker's run", fence.session_id)
                 work.cancel()
                 return True
-            unsettled = await durable(j.read, lambda v: v.unsettled_submissions(fence.session_id))
-            if box and unsettled and unsettled[0].abort_requested:
-                box[0].abort_requested()
+            if renewed is None:
+                log.error(
+                    "lease on %s could not be renewed before it expires; stopping this "
+                    "worker's run (another worker recovers the session once the store answers)",
+                    fence.session_id,
+                )
+                work.cancel()
+                return True
+            held_until = renewed
+            await self._notice_abort(fence, box)
+
+    async def _renew(self, fence: Fence, held_until: float) -> float | None:
+        """Extend the lease, retrying failures with backoff while it still holds. Returns its
+        new expiry, or None when no renewal succeeded in time.
+
+        Gives up half a heartbeat before ``held_until``, so that the work is cancelled before
+        another worker may claim the session. A renewal still hanging then (a store that
+        does not answer) is abandoned in its thread; should it land later, it only extends a
+        lease nobody uses, which then expires. A late beat (a clock that jumped, a loop that
+        stalled) still tries once: the fence, not our estimate, says whether the lease is
+        still ours."""
+        ttl = self._settings.lease_ttl_s
+        give_up_at = held_until - self._settings.heartbeat_s / 2
+        pause = self._settings.heartbeat_s / 4
+        failures = 0
+        while True:
+            started = self._clock.now()
+            try:
+                # asyncio.timeout, not wait_for: in 3.11 wait_for swallows a cancellation that
+                # lands as the call completes, and the heartbeat would then never stop.
+                async with asyncio.timeout(
+                    max(give_up_at - started, self._settings.heartbeat_s / 2)
+                ):
+                    await durable(self._journal.heartbeat, fence, ttl_s=ttl)
+            except LeaseLostError:
+                raise
+            except Exception as exc:  # any failure is retried: renewal must not stop quietly
+                failures += 1
+                left = give_up_at - self._clock.now()
+                log.warning(
+                    "lease renewal for session %s failed (%s); %s",
+                    fence.session_id,
+                    _describe(exc),
+                    f"retrying for {left:.1f}s more" if left > 0 else "giving up",
+                )
+                if left <= 0:
+                    return None
+                await asyncio.sleep(min(pause, left))
+                pause = min(pause * 2, self._settings.heartbeat_s)
+                continue
+            if failures:
+                log.warning(
+                    "lease on %s renewed after %d failed attempts", fence.session_id, failures
+                )
+            return started + ttl
+
+    async def _notice_abort(self, fence: Fence, box: list[TurnDriver]) -> None:
+        """Tell the running turn of an abort recorded by another process."""
+        try:
+            unsettled = await durable(
+                self._journal.read, lambda v: v.unsettled_submissions(fence.session_id)
+            )
+        except Exception as exc:  # noticed at the next beat, or at the turn's next boundary
+            log.debug("abort check for %s failed: %s", fence.session_id, exc)
+            return
+        if box and unsettled and unsettled[0].abort_requested:
+            box[0].abort_requested()
 
     async def _continue_later(self, fence: Fence, reason: str) -> None:
         """Deadline or shutdown at a step boundary: commit, enqueue a continuation, let go."""
@@ -222,6 +316,19 @@ class WakeHandler:
             # Another worker may have taken the continuation wake while we still held the
             # lease and dropped it: wake again now that the lease is free (DESIGN §9).
             await self._queue.enqueue(fence.session_id, reason=f"continuation ({reason})")
+
+
+async def _stop(beat: asyncio.Future[bool]) -> bool:
+    """Stop the heartbeat; True if it had ended on a lost or expiring lease."""
+    if not beat.done():
+        beat.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        return await beat
+    return False
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _interrupted_work(view: ReadView, session_id: str) -> bool:

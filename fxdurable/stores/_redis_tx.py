@@ -31,7 +31,7 @@ from fxdurable.core.records import (
     TurnRecord,
 )
 from fxdurable.core.states import SessionStatus, SubmissionStatus
-from fxdurable.errors import ConflictError, StoreError
+from fxdurable.errors import ConflictError, StoreError, StoreUnavailableError
 
 __all__ = [
     "SCRIPT",
@@ -191,17 +191,21 @@ class Link:
                     replies.append(exc)
         except redis.TimeoutError as exc:
             self.broken = True
-            raise StoreError(
+            raise StoreUnavailableError(
                 f"redis at {self.where} did not answer in time ({exc}); raise "
                 "?socket_timeout= if the server is slow"
-                + (": the commit may or may not have been applied" if committing else "")
+                + (": the commit may or may not have been applied" if committing else ""),
+                where=self.where,
+                cause=exc,
             ) from exc
         except redis.ConnectionError as exc:
             self.broken = True
             if committing:
-                raise StoreError(
+                raise StoreUnavailableError(
                     f"lost the connection to redis at {self.where} during a commit ({exc}): "
-                    "it may or may not have been applied"
+                    "it may or may not have been applied",
+                    where=self.where,
+                    cause=exc,
                 ) from exc
             raise Disconnected(exc) from exc
         except BaseException:

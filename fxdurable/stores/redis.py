@@ -52,16 +52,28 @@ with an empty ``MULTI``/``EXEC`` that validates it, running again if anything ch
 ``fxdurable check`` on a store under heavy writes may need a quieter moment.
 
 Durability is Redis persistence: run it with ``appendonly yes`` (and the default
-``maxmemory-policy noeviction``). With ``appendfsync everysec``, Redis's default, the AOF is
+``maxmemory-policy noeviction``). Opening a store to write checks this (``INFO persistence``
+and, where allowed, ``CONFIG GET appendfsync``) and refuses, with
+:class:`~fxdurable.errors.ConfigurationError` saying how to enable the AOF, a server without
+an append-only file, with ``appendfsync no``, or whose ``INFO`` is refused: a restart of such a
+server silently loses committed steps. RDB snapshots alone are refused too, because they lose
+every write since the last snapshot (minutes). ``?durability=none`` in the URL skips the
+check, for tests and caches whose loss is acceptable; read-only opens (``create=False``)
+write nothing and do not check.
+
+With ``appendfsync everysec``, Redis's default, the AOF is
 written before a commit is acknowledged but fsynced once a second, so a power cut may lose
 about the last second of commits; ``appendfsync always`` matches SQLite's
 ``synchronous=FULL``. A connection lost while reading runs the transaction again on a new
 connection (a restarting server gets about three seconds); one lost during the commit raises
-StoreError, because the commit may or may not have been applied.
+:class:`~fxdurable.errors.StoreUnavailableError`, because the commit may or may not have been
+applied. A server that cannot be reached, or does not answer within ``socket_timeout``, raises
+that same error (a :class:`~fxdurable.errors.StoreError`), never a redis-py exception.
 
-URL options: ``prefix``, ``socket_timeout`` and ``socket_connect_timeout`` (seconds, default
-10 and 5), and with ``rediss://`` ``ssl_cert_reqs`` (none|optional|required) and
-``ssl_ca_certs``. A password in the URL never appears in messages or in ``store.url``.
+URL options: ``prefix``, ``durability`` (``aof``, the default, or ``none``),
+``socket_timeout`` and ``socket_connect_timeout`` (seconds, default 10 and 5), and with
+``rediss://`` ``ssl_cert_reqs`` (none|optional|required) and ``ssl_ca_certs``. A password in
+the URL never appears in messages or in ``store.url``.
 """
 
 from __future__ import annotations
@@ -69,26 +81,27 @@ from __future__ import annotations
 import contextlib
 import inspect
 import random
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 from fxdurable.core.store import ReadView, Tx
-from fxdurable.errors import ConfigurationError, StoreError
+from fxdurable.errors import ConfigurationError, StoreError, StoreUnavailableError
 
 try:
     import redis
-    from redis.backoff import NoBackoff
-    from redis.retry import Retry
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ConfigurationError(
         "the Redis store needs the redis package: pip install 'fxdurable[redis]'"
     ) from exc
 
+from fxdurable.stores._redis_setup import (
+    check_eviction,
+    check_persistence,
+    parse_url,
+    redact,
+)
 from fxdurable.stores._redis_tx import (
     SCRIPT,
     SCRIPT_SHA,
@@ -110,98 +123,21 @@ T = TypeVar("T")
 SCHEMA_VERSION = 1
 _MAX_RUNS = 50  # runs of one body before giving up on concurrent writers
 _RECONNECT_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)  # ~3 s for a restarting server
-_PREFIX = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
-
-
-@dataclass(frozen=True, slots=True)
-class _Target:
-    host: str
-    port: int
-    db: int
-    prefix: str
-
-    @property
-    def where(self) -> str:
-        return f"{self.host}:{self.port}/{self.db} (prefix {self.prefix!r})"
-
-
-def _redact(url: str) -> str:
-    """The URL without its password, for messages and ``store.url``."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-    except ValueError:  # unparseable: hide whatever precedes an "@" in the authority
-        return re.sub(r"^([^:/]*://)[^/@]*@", r"\1***@", url)
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
-
-
-def _parse(url: str) -> tuple[_Target, dict[str, Any]]:
-    shown = _redact(url)
-    try:
-        parts = urlsplit(url)
-        port = parts.port or 6379
-    except ValueError as exc:
-        raise ConfigurationError(f"not a Redis URL: {shown!r} ({exc})") from exc
-    if parts.scheme not in ("redis", "rediss") or not parts.hostname:
-        raise ConfigurationError(
-            f"not a Redis URL: {shown!r} (expected redis://host:port/db or rediss://...)"
-        )
-    path = parts.path.strip("/")
-    if not path.isdigit() and path:
-        raise ConfigurationError(f"the Redis database must be a number in {shown!r}")
-    options = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-    prefix = options.pop("prefix", "fxd")
-    if not _PREFIX.fullmatch(prefix):
-        raise ConfigurationError(
-            f"prefix {prefix!r} in {shown!r}: use 1 to 64 letters, digits, '.', '_' or '-'"
-        )
-    kwargs: dict[str, Any] = {
-        "host": parts.hostname,
-        "port": port,
-        "db": int(path or 0),
-        "username": unquote(parts.username) if parts.username else None,
-        "password": unquote(parts.password) if parts.password is not None else None,
-        "socket_timeout": 10.0,
-        "socket_connect_timeout": 5.0,
-        "protocol": 2,  # replies are parsed here as RESP2
-        "retry": Retry(NoBackoff(), 0),  # never re-send a command behind a WATCH's back
-        "health_check_interval": 0,
-    }
-    for name in ("socket_timeout", "socket_connect_timeout"):
-        if name in options:
-            try:
-                kwargs[name] = float(options.pop(name))
-            except ValueError as exc:
-                raise ConfigurationError(f"{name} must be seconds in {shown!r}") from exc
-    if parts.scheme == "rediss":
-        kwargs["connection_class"] = redis.SSLConnection
-        if "ssl_cert_reqs" in options:
-            reqs = options.pop("ssl_cert_reqs")
-            if reqs not in ("none", "optional", "required"):
-                raise ConfigurationError(
-                    f"ssl_cert_reqs must be none, optional or required in {shown!r}"
-                )
-            kwargs["ssl_cert_reqs"] = reqs
-        if "ssl_ca_certs" in options:
-            kwargs["ssl_ca_certs"] = options.pop("ssl_ca_certs")
-    if options:
-        raise ConfigurationError(f"unknown Redis URL options {sorted(options)} in {shown!r}")
-    target = _Target(parts.hostname, port, kwargs["db"], prefix)
-    return target, kwargs
 
 
 class RedisStore:
     """``redis://[user:password@]host:port/db[?prefix=fxd]``; ``rediss://`` for TLS.
+
+    Refuses (ConfigurationError) to write to a server without an append-only file unless the
+    URL says ``?durability=none``.
 
     ``create=False`` (read-only tools) refuses a database and prefix that hold no fxdurable
     data (no ``<prefix>:schema`` key) and writes nothing.
     """
 
     def __init__(self, url: str, *, create: bool = True) -> None:
-        self._target, kwargs = _parse(url)
-        self.url = _redact(url)
+        self._target, kwargs = parse_url(url)
+        self.url = redact(url)
         self._keys = Keys(self._target.prefix)
         self._pool = redis.ConnectionPool(**kwargs)
         self._cv = threading.Condition()
@@ -232,8 +168,14 @@ class RedisStore:
                 conn = self._pool.get_connection()
             except (redis.AuthenticationError, redis.exceptions.AuthorizationError) as exc:
                 raise StoreError(f"redis at {self.where} refused the credentials: {exc}") from exc
-            except redis.ConnectionError as exc:
+            except redis.ConnectionError as exc:  # refused or reset: run again, or give up
                 raise Disconnected(exc) from exc
+            except redis.TimeoutError as exc:  # a silent host: waiting again would not help
+                raise StoreUnavailableError(
+                    f"redis at {self.where} did not accept a connection in time ({exc})",
+                    where=self.where,
+                    cause=exc,
+                ) from exc
             except redis.RedisError as exc:
                 raise StoreError(
                     f"cannot open a connection to redis at {self.where}: {exc}"
@@ -248,16 +190,17 @@ class RedisStore:
                 self._cv.notify_all()
 
     def _release(self, link: Link) -> None:
-        if link.watched and not link.broken:
-            try:
-                link.call([("UNWATCH",)])
-            except BaseException:
-                link.broken = True
-        if link.broken:
-            link.conn.disconnect()
-        with self._cv:
-            self._round_trips += link.trips
-        self._pool.release(link.conn)
+        try:
+            if link.watched and not link.broken:
+                # A failed UNWATCH marks the link broken: it is disconnected below.
+                with contextlib.suppress(Disconnected, StoreError):
+                    link.call([("UNWATCH",)])
+        finally:  # a KeyboardInterrupt mid-UNWATCH still returns the connection, then stands
+            if link.broken:
+                link.conn.disconnect()
+            with self._cv:
+                self._round_trips += link.trips
+            self._pool.release(link.conn)
 
     def _run(self, body: Callable[[Link], T], what: str) -> T:
         """Run ``body`` on a fresh link until it neither reruns nor loses its connection."""
@@ -280,7 +223,11 @@ class RedisStore:
             except Disconnected as exc:
                 delay = next(delays, None)
                 if delay is None:
-                    raise StoreError(f"cannot reach redis at {self.where}: {exc.cause}") from None
+                    raise StoreUnavailableError(
+                        f"cannot reach redis at {self.where}: {exc.cause}",
+                        where=self.where,
+                        cause=exc.cause,
+                    ) from None
                 time.sleep(delay)
         raise StoreError(
             f"{what} on redis at {self.where} kept meeting concurrent writes: gave up after "
@@ -302,17 +249,24 @@ class RedisStore:
 
     def _open(self, create: bool) -> None:
         key = self._keys.schema
-        commands: list[Command] = [("GET", key), ("INFO", "memory")]
+        # A reader (create=False) writes nothing, so the server's persistence is not its
+        # concern; a writer checks it unless the URL says durability=none.
+        checks: list[Command] = [("INFO", "memory")]
+        if create and self._target.durability == "aof":
+            checks += [("INFO", "persistence"), ("CONFIG", "GET", "appendfsync")]
+        commands: list[Command] = [("GET", key), *checks]
         if create:
             commands = [("SETNX", key, SCHEMA_VERSION), *commands, ("SCRIPT", "LOAD", SCRIPT)]
+        first = commands.index(checks[0])
 
-        def body(link: Link) -> list[Any]:
+        def body(link: Link) -> tuple[Any, list[Any]]:
             replies = link.call(commands)
-            info = replies[-2] if create else replies[-1]
-            raise_errors([r for r in replies if r is not info], link.where)  # INFO may fail
-            return [replies[-3] if create else replies[0], info]
+            answers = replies[first : first + len(checks)]
+            # INFO and CONFIG may be refused (an ACL, a renamed command): judged below
+            raise_errors(replies[:first] + replies[first + len(checks) :], link.where)
+            return replies[first - 1], answers
 
-        raw, info = self._run(body, "opening the store")
+        raw, answers = self._run(body, "opening the store")
         if raw is None:
             raise StoreError(
                 f"no fxdurable store at redis {self.where}: no {key!r} key (check the "
@@ -327,15 +281,9 @@ class RedisStore:
                 f"redis {self.where} holds fxdurable layout version {version}, this fxdurable "
                 f"uses version {SCHEMA_VERSION}: open it with a matching fxdurable"
             )
-        if isinstance(info, bytes):  # INFO may be refused by an ACL: then we cannot tell
-            policy = re.search(rb"^maxmemory_policy:(\S+)", info, re.MULTILINE)
-            if policy is not None and policy.group(1).startswith(b"allkeys-"):
-                raise StoreError(
-                    f"redis at {self.where} evicts keys under memory pressure "
-                    f"(maxmemory-policy {text(policy.group(1))}): fxdurable's records must "
-                    "never be evicted; use noeviction (or a volatile-* policy: fxdurable's "
-                    "keys have no TTL)"
-                )
+        check_eviction(answers[0], self.where)
+        if len(answers) > 1:
+            check_persistence(answers[1], answers[2], self.where)
 
     # -- the Store protocol -------------------------------------------------------------------
 

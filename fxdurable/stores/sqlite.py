@@ -5,6 +5,12 @@ SIGKILL; ``?synchronous=NORMAL`` in the URL trades that for speed (a power cut m
 the last commits, never corrupt the file). Each thread gets its own connection; writers are
 serialised by ``BEGIN IMMEDIATE``, which also gives each transaction a consistent view.
 
+SQLite's own errors never leave this module: a full disk raises
+:class:`~fxdurable.errors.StoreFullError`, a lock held past the busy timeout or an I/O error
+:class:`~fxdurable.errors.StoreUnavailableError`, anything else :class:`StoreError`; each names
+the file and keeps SQLite's error as its cause. SQLite rolls a failed transaction back, so the
+file stays as it was before the call.
+
 Each record is one row: key and query columns beside the record's JSON (``data``), so the
 schema changes only when a query needs a new column. Migrations are forward-only and numbered.
 """
@@ -34,7 +40,13 @@ from fxdurable.core.records import (
     TurnRecord,
 )
 from fxdurable.core.store import ReadView, Tx
-from fxdurable.errors import ConfigurationError, ConflictError, StoreError
+from fxdurable.errors import (
+    ConfigurationError,
+    ConflictError,
+    StoreError,
+    StoreFullError,
+    StoreUnavailableError,
+)
 
 __all__ = ["SqliteStore"]
 
@@ -81,6 +93,48 @@ _MIGRATIONS: tuple[str, ...] = (
 )
 
 _UNSETTLED = "('queued', 'running')"
+
+# Primary result codes (https://sqlite.org/rescode.html); extended codes keep them in the low
+# byte (SQLITE_IOERR_WRITE is SQLITE_IOERR | 3<<8).
+_BUSY, _LOCKED, _IOERR, _FULL, _CANTOPEN, _PROTOCOL = 5, 6, 10, 13, 14, 15
+
+
+def _fault(exc: sqlite3.Error, path: Path, doing: str, busy_timeout_ms: int) -> StoreError:
+    """SQLite's error as the store's: what happened, to which file, and what to do."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = None if code is None else code & 0xFF
+    where = str(path)
+    if primary == _FULL or (primary is None and "full" in str(exc)):
+        return StoreFullError(
+            f"SQLite store {path} is full while {doing} ({exc}): nothing was written and what "
+            "was committed before is intact; free space on its disk, then retry",
+            where=where,
+            cause=exc,
+        )
+    if primary in (_BUSY, _LOCKED) or (primary is None and "locked" in str(exc)):
+        return StoreUnavailableError(
+            f"SQLite store {path} stayed locked by another connection past the busy timeout "
+            f"({busy_timeout_ms} ms) while {doing} ({exc}): nothing was written; retry, and "
+            "raise ?busy_timeout_ms= if another process holds it this long on purpose",
+            where=where,
+            cause=exc,
+        )
+    if primary in (_IOERR, _CANTOPEN, _PROTOCOL):
+        return StoreUnavailableError(
+            f"SQLite store {path} failed with an I/O error while {doing} ({exc}): nothing was "
+            "written; check its disk and the file's permissions, then retry",
+            where=where,
+            cause=exc,
+        )
+    return StoreError(f"SQLite store {path} failed while {doing}: {exc}")
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    """Roll back what is open. After a full disk or an I/O error SQLite has often rolled back
+    already, and a failing ROLLBACK must not hide the error that says why."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
 class _SqliteTx:
@@ -384,17 +438,25 @@ class SqliteStore:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(f"PRAGMA synchronous={self._synchronous}")
                 return conn
-            except sqlite3.OperationalError as exc:
-                if conn is not None:
-                    conn.close()
-                if "locked" not in str(exc) or time.monotonic() >= deadline:
-                    raise StoreError(f"cannot open SQLite store at {self.path}: {exc}") from exc
-                time.sleep(pause)
-                pause = min(pause * 2, 0.1)
             except sqlite3.Error as exc:
                 if conn is not None:
                     conn.close()
-                raise StoreError(f"cannot open SQLite store at {self.path}: {exc}") from exc
+                locked = isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+                if not locked or time.monotonic() >= deadline:
+                    raise self._fault(exc, "opening it") from exc
+                time.sleep(pause)
+                pause = min(pause * 2, 0.1)
+
+    def _fault(self, exc: sqlite3.Error, doing: str) -> StoreError:
+        return _fault(exc, self.path, doing, self._busy_timeout_ms)
+
+    @contextlib.contextmanager
+    def _faults(self, doing: str) -> Iterator[None]:
+        """Raise SQLite's errors in the body as the store's (see the module's docstring)."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise self._fault(exc, doing) from exc
 
     @contextlib.contextmanager
     def _using(self) -> Iterator[sqlite3.Connection]:
@@ -423,7 +485,10 @@ class SqliteStore:
             )
 
     def _migrate(self) -> None:
-        conn = self._conn()
+        with self._faults("migrating its schema"):
+            self._migrate_on(self._conn())
+
+    def _migrate_on(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
@@ -441,15 +506,12 @@ class SqliteStore:
                 conn.execute("INSERT INTO schema_version (version) VALUES (?)", (number,))
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _roll_back(conn)
             raise
 
     def transact(self, body: Callable[[Tx], T]) -> T:
-        with self._using() as conn:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                raise StoreError(f"SQLite store {self.path} is unavailable: {exc}") from exc
+        with self._using() as conn, self._faults("writing"):
+            conn.execute("BEGIN IMMEDIATE")
             try:
                 result = body(_SqliteTx(conn))
                 if inspect.isawaitable(result):
@@ -462,21 +524,16 @@ class SqliteStore:
                 conn.execute("COMMIT")
                 return result
             except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                _roll_back(conn)
                 raise
 
     def read(self, body: Callable[[ReadView], T]) -> T:
-        with self._using() as conn:
-            try:
-                conn.execute("BEGIN")
-            except sqlite3.OperationalError as exc:
-                raise StoreError(f"SQLite store {self.path}: cannot read: {exc}") from exc
+        with self._using() as conn, self._faults("reading"):
+            conn.execute("BEGIN")
             try:
                 return body(_SqliteTx(conn))
             finally:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                _roll_back(conn)
 
     def close(self) -> None:
         """Close every connection, waiting for each one's transaction in flight."""

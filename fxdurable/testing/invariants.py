@@ -10,6 +10,12 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from fxdurable.core.events import (
+    SETTLED_EVENTS,
+    SETTLED_OUTCOME,
+    TOOL_SETTLED_EVENTS,
+    EventType,
+)
 from fxdurable.core.records import EventRecord, SessionRecord, SubmissionRecord
 from fxdurable.core.states import (
     AttemptStatus,
@@ -23,6 +29,10 @@ from fxdurable.core.store import ReadView
 __all__ = ["Effect", "StoreSummary", "Violation", "check_effects", "check_store"]
 
 _SETTLED = {SubmissionStatus.COMPLETED, SubmissionStatus.FAILED, SubmissionStatus.ABORTED}
+# Each carries the ``count`` of pending steering entries it resolved.
+_STEERING_RESOLVED = frozenset(
+    {EventType.STEER_DELIVERED, EventType.STEER_DROPPED, EventType.STEER_REQUEUED}
+)
 _TURN_FOR = {
     SubmissionStatus.COMPLETED: TurnStatus.COMPLETED,
     SubmissionStatus.FAILED: TurnStatus.FAILED,
@@ -94,13 +104,11 @@ def check_store(view: ReadView, *, now: float, at_rest: bool = False) -> StoreSu
 def _check_steering(session: SessionRecord, events: Sequence[EventRecord]) -> list[Violation]:
     """Nothing typed is lost: each steering entry is pending, delivered, dropped by an abort,
     or requeued as a submission, exactly once."""
-    recorded = sum(1 for e in events if e.type == "steer.recorded")
+    recorded = sum(1 for e in events if e.type == EventType.STEER_RECORDED)
     resolved = 0
     for e in events:
         count = e.data.get("count")
-        if e.type in ("steer.delivered", "steer.dropped", "steer.requeued") and isinstance(
-            count, int
-        ):
+        if e.type in _STEERING_RESOLVED and isinstance(count, int):
             resolved += count
     if recorded != resolved + len(session.steering):
         return [
@@ -146,8 +154,9 @@ def _check_submissions(
     out = []
     settle_events: dict[str, list[str]] = defaultdict(list)
     for event in events:
-        if event.type in ("submission.completed", "submission.failed", "submission.aborted"):
-            settle_events[str(event.data.get("submission"))].append(event.type.split(".")[1])
+        if event.type in SETTLED_EVENTS:
+            outcome = SETTLED_OUTCOME[EventType(event.type)]
+            settle_events[str(event.data.get("submission"))].append(outcome)
     unsettled = [s for s in subs if s.status not in _SETTLED]
     for sub in subs:
         outcomes = settle_events.get(sub.id, [])
@@ -208,18 +217,27 @@ def _check_steps(
     now: float,
     at_rest: bool,
 ) -> list[Violation]:
-    out = []
+    out: list[Violation] = []
     model_events: Counter[tuple[str, int]] = Counter()
     task_events: dict[str, Counter[str]] = defaultdict(Counter)
     refreshes: Counter[str] = Counter()
+    # A cut stream is closed out at most once per round, however many crashes hit it.
+    interrupted: Counter[tuple[str, int]] = Counter()
     for event in events:
-        if event.type == "model.completed" and event.turn_id is not None:
+        if event.type == EventType.MODEL_COMPLETED and event.turn_id is not None:
             model_events[(event.turn_id, int(str(event.data.get("round"))))] += 1
-        elif event.type.startswith("tool."):
+        elif event.type == EventType.MODEL_INTERRUPTED and event.turn_id is not None:
+            interrupted[(event.turn_id, int(str(event.data.get("round"))))] += 1
+        elif event.type == EventType.TOOL_STARTED or event.type in TOOL_SETTLED_EVENTS:
             task_id = str(event.data.get("task"))
             task_events[task_id][event.type] += 1
-            if event.type == "tool.started" and event.data.get("reason") == "refresh":
+            if event.type == EventType.TOOL_STARTED and event.data.get("reason") == "refresh":
                 refreshes[task_id] += 1
+    out.extend(
+        Violation("interrupted-not-once", session.id, f"model round {key} closed out x{count}")
+        for key, count in interrupted.items()
+        if count > 1
+    )
     for sub in subs:
         calls = view.model_calls(sub.id)
         for call in calls:
@@ -248,7 +266,8 @@ def _check_steps(
                         f"tool task {task.id} ({task.tool}) is running with no live owner",
                     )
                 )
-            if task.status == ToolTaskStatus.OUTCOME_UNKNOWN and not seen["tool.outcome_unknown"]:
+            unknown_events = seen[EventType.TOOL_OUTCOME_UNKNOWN]
+            if task.status == ToolTaskStatus.OUTCOME_UNKNOWN and not unknown_events:
                 out.append(
                     Violation(
                         "unknown-without-event",
@@ -256,12 +275,12 @@ def _check_steps(
                         f"tool task {task.id} ({task.tool}) is outcome_unknown with no event",
                     )
                 )
-            if seen["tool.completed"] > 1 + refreshes[task.id]:
+            if seen[EventType.TOOL_COMPLETED] > 1 + refreshes[task.id]:
                 out.append(
                     Violation(
                         "step-recorded-not-once",
                         session.id,
-                        f"tool task {task.id} completed {seen['tool.completed']} times",
+                        f"tool task {task.id} completed {seen[EventType.TOOL_COMPLETED]} times",
                     )
                 )
     return out

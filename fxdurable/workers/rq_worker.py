@@ -1,26 +1,25 @@
 """``fxdurable worker``: an RQ worker for fxdurable wakes, plus the reconciliation scan.
 
-It is stock RQ (a forked work horse per job) with one hook changed: a warm shutdown (the
-first SIGTERM or SIGINT) is forwarded to the running job as SIGUSR1, so the turn stops at its
-next step boundary, commits, enqueues a continuation and releases the lease, instead of RQ
-waiting for the whole job. Stock ``rq worker`` runs our jobs too; run ``fxdurable scan``
-beside it, because RQ alone never re-enqueues a wake for a session whose worker was killed.
+It is stock RQ (a forked work horse per job) with a few hooks changed
+(:mod:`fxdurable.workers.rq_worker_class`): a warm shutdown (the first SIGTERM or SIGINT) is
+forwarded to the running job as SIGUSR1, so the turn stops at its next step boundary, commits,
+enqueues a continuation and releases the lease, instead of RQ waiting for the whole job; and a
+Redis outage is ridden out with retries and log lines, by busy and idle workers alike. Stock
+``rq worker`` runs our jobs too; run ``fxdurable scan`` beside it, because RQ alone never
+re-enqueues a wake for a session whose worker was killed.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import signal
 import threading
 import time
-from types import FrameType
 from typing import Any
 
 from fxdurable.backends import open_rq_queue, open_store
 from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Journal
+from fxdurable.errors import StoreError
 from fxdurable.queues.rq import RqQueue
 from fxdurable.runtime.agent_spec import load_agents
 from fxdurable.runtime.reconcile import orphaned_sessions
@@ -48,44 +47,26 @@ def scan_once(config: WorkerConfig, queue: RqQueue, *, quiet_s: float = 0.0) -> 
 
 
 def _scan_forever(
-    config: WorkerConfig, queue: RqQueue, every_s: float, quiet_s: float, stop: threading.Event
+    config: WorkerConfig,
+    queue: RqQueue,
+    every_s: float,
+    quiet_s: float,
+    stop: threading.Event,
+    no_fork: threading.Lock,
 ) -> None:
+    from fxdurable.workers.rq_worker_class import REDIS_DOWN  # needs the redis extra
+
     while not stop.wait(every_s):
         try:
-            found = scan_once(config, queue, quiet_s=quiet_s)
+            with no_fork:  # see run_worker
+                found = scan_once(config, queue, quiet_s=quiet_s)
             if found:
                 log.info("reconciliation scan woke %d session(s)", found)
-        except Exception:  # keep scanning: a store hiccup must not end recovery
-            log.exception("reconciliation scan failed; retrying in %.1fs", every_s)
-
-
-def _worker_class() -> type[Any]:
-    import rq
-
-    class FxdWorker(rq.Worker):
-        """RQ's worker, forwarding a warm shutdown to the job so it stops at a boundary."""
-
-        def setup_work_horse_signals(self) -> None:
-            # Right after the fork: a forwarded stop must not kill a horse that has not yet
-            # reached run_wake (SIGUSR1's default action is to terminate).
-            super().setup_work_horse_signals()  # type: ignore[no-untyped-call]
-            from fxdurable.workers.rq_job import note_early_stop
-
-            signal.signal(signal.SIGUSR1, note_early_stop)
-            signal.signal(signal.SIGTERM, note_early_stop)
-
-        def request_stop(self, signum: int, frame: FrameType | None) -> None:
-            # RQ stops an idle worker by raising StopRequested from this signal handler; if
-            # the signal lands inside a logging call, logging swallows it and RQ would block
-            # in its next dequeue. The flag makes the loop stop after that (short) dequeue.
-            self._stop_requested = True
-            super().request_stop(signum, frame)  # type: ignore[no-untyped-call]
-            pid = self.horse_pid
-            if pid:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGUSR1)
-
-    return FxdWorker
+        except Exception as exc:  # keep scanning: a store hiccup must not end recovery
+            if isinstance(exc, (StoreError, *REDIS_DOWN)):  # an outage: one line, no traceback
+                log.warning("reconciliation scan failed (%s); retrying in %.1fs", exc, every_s)
+            else:
+                log.exception("reconciliation scan failed; retrying in %.1fs", every_s)
 
 
 def run_worker(
@@ -106,23 +87,32 @@ def run_worker(
     if found:
         log.info("startup reconciliation woke %d session(s)", found)
     stop = threading.Event()
+    # The scan thread and RQ's fork of a work horse take turns. A fork while the scan is inside
+    # the store's C library (SQLite's open and allocator take process-wide mutexes) gives the
+    # horse a copy of a locked mutex that no thread of its own will ever unlock: it hangs in its
+    # first store call until RQ kills it, job timeout + 60 s later. Every store call of the scan
+    # is bounded (busy_timeout, socket timeouts), so a fork waits at most that long.
+    no_fork = threading.Lock()
     scanner = threading.Thread(
         target=_scan_forever,
-        args=(config, queue, scan_interval_s, settings.scan_quiet_s, stop),
+        args=(config, queue, scan_interval_s, settings.scan_quiet_s, stop, no_fork),
         daemon=True,
         name="fxd-scan",
     )
     scanner.start()
+    from fxdurable.workers.rq_worker_class import FxdWorker  # needs the redis extra
+
     worker: Any = None
     try:
         # worker_ttl bounds RQ's blocking dequeue (ttl - 15 s), so a stop is noticed within
         # 5 s; the job monitor beats well inside that TTL while a long job runs.
-        worker = _worker_class()(
+        worker = FxdWorker(
             [queue.queue],
             connection=queue.queue.connection,
             name=name,
             worker_ttl=20,
             job_monitoring_interval=5,
+            no_fork=no_fork,
         )
         worker.work(burst=burst, with_scheduler=False)
     except Exception:

@@ -1,7 +1,11 @@
-"""The trace marks text streamed by a call whose process died as an aborted partial."""
+"""The trace marks text streamed by a call whose process died as an aborted partial, and
+shows the advisory of a submission that failed after interruptions."""
 
 from __future__ import annotations
 
+import io
+
+from fxdurable.cli.render import Style, describe
 from fxdurable.cli.trace import aborted_partials
 from fxdurable.core.codec import JsonValue
 from fxdurable.core.records import EventRecord
@@ -29,3 +33,26 @@ def test_partials_of_a_finished_call_are_not_aborted() -> None:
         ev(4, "model.partial", round=1, text="x", turn="t2"),
     ]
     assert aborted_partials(events) == set(), "another turn's interruption is not this one's"
+
+
+def test_the_trace_shows_the_interrupted_advisory() -> None:
+    style = Style(io.StringIO())  # not a terminal: plain text
+    advisory = ev(
+        5,
+        "submission.interrupted",
+        submission="sub-1",
+        interruptions=2,
+        unknown_calls=["deploy (t1:0:0)"],
+        reason="attempts_exhausted",
+    )
+    line = describe(advisory, style)
+    assert line is not None
+    assert "interrupted 2 times" in line and "attempts_exhausted" in line
+    assert "deploy (t1:0:0)" in line
+
+
+def test_the_trace_shows_a_cut_reply_closed_out() -> None:
+    line = describe(
+        ev(4, "model.interrupted", round=0, text="Roses are red,"), Style(io.StringIO())
+    )
+    assert line is not None and "cut off in round 0" in line and "Roses are red," in line

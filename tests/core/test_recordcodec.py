@@ -102,6 +102,8 @@ SAMPLES: list[object] = [
         text="calling tools",
         tool_calls=CALLS,
         usage=Usage(input_tokens=100, output_tokens=20),
+        stop_reason="max_tokens",
+        truncated=True,
         created_at=3.0,
     ),
     ModelCallRecord(

@@ -26,6 +26,9 @@ from typing import Any, TypeVar
 
 import pytest
 
+from fxdurable.core.clock import RandomIds, SystemClock
+from fxdurable.core.journal import Journal
+from fxdurable.stores import open_store
 from tests.kit.story import NEXT_REQUEST, STORY_REQUEST
 from tests.kit.world import World, assert_invariants, read_store, read_world
 
@@ -224,3 +227,12 @@ class CrashHarness:
 
     def read(self, body: Callable[[Any], T]) -> T:
         return read_store(self.store_url, body)
+
+    def abort(self, session_id: str) -> list[str]:
+        """Record an abort intent while no process runs the session (as ``POST /abort`` to
+        another server would): the next run must honour it."""
+        store = open_store(self.store_url)
+        try:
+            return Journal(store, SystemClock(), RandomIds()).request_abort(session_id)
+        finally:
+            store.close()

@@ -78,7 +78,10 @@ API_KEY = "sk-test-crash-SECRET-1234"
 WRONG_KEY = "sk-test-crash-WRONG-5678"
 KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 TEXT_CHUNK_CHARS = 16  # the server streams text in deltas of this many characters
-HOLD_OPEN_S = 2.0  # the server keeps each response open this long after its last event
+# The server keeps each response open this long after its last event: far longer than a whole
+# prompt recovery takes on a loaded machine (process start included), so a client that waited
+# for the close is told apart from a prompt one by a wide margin, not by a few hundred ms.
+HOLD_OPEN_S = 15.0
 # What real models and gateways do (fxdurable.testing.Quirks): the client must cope with all.
 HTTP_QUIRKS = Quirks(
     text_chunk_chars=TEXT_CHUNK_CHARS,

@@ -25,6 +25,7 @@ subagents, so nothing can reach it): ``subagent.in-child``.
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from collections.abc import Callable
@@ -33,7 +34,18 @@ from pathlib import Path
 import pytest
 from crash_harness import CrashHarness, assert_clean, assert_crashed, run_process
 
-from tests.kit.story import DONE_TEXT, NEXT_REQUEST, STORY, STORY_REQUEST, UNKNOWN_MARK
+from fxdurable.runtime.history import conversation
+from fxdurable.runtime.models.base import INTERRUPTED_NOTE
+from tests.kit.story import (
+    DONE_TEXT,
+    NEXT_REQUEST,
+    OPENING,
+    SESSION,
+    STORY,
+    STORY_REQUEST,
+    UNKNOWN_MARK,
+    read_lines,
+)
 from tests.kit.world import World, assert_invariants, assert_model_requests
 
 pytestmark = pytest.mark.crash
@@ -263,6 +275,35 @@ def test_crash_point(
     check(world)
 
 
+def check_partial_closed_out(crash: CrashHarness, world: World, partial: str) -> None:
+    """Recovery closed the cut stream's partial out as an interrupted assistant entry
+    (``model.interrupted``, once); every request of the turn from then on showed the model
+    that text and the note exactly once, in place; the session's history shows the cut reply
+    for what it is, followed by the round's answer."""
+    sub = world.submission()
+    interrupted = world.events_of("model.interrupted")
+    assert [(e.turn_id, e.data) for e in interrupted] == [(sub.id, {"round": 0, "text": partial})]
+    shown = [json.loads(line) for line in read_lines(crash.workdir / "interruptions.log")]
+    assert [(s["prompt"], s["round"]) for s in shown] == [(STORY, r) for r in range(4)], shown
+    assert all(s["cut"] == [partial] and s["notes"] == 1 for s in shown), shown
+    history = crash.read(lambda view: conversation(view, SESSION))
+    cut = [m for m in history if m.interrupted]
+    assert [(m.role, m.text) for m in cut] == [("assistant", partial)]
+    assert history[history.index(cut[0]) + 1].text == OPENING
+    assert not [m for m in history if m.text == INTERRUPTED_NOTE], "the note is for the model"
+
+
+def test_a_cut_stream_continues_from_its_partial(crash: CrashHarness) -> None:
+    """Killed after the first streamed delta, with every delta written as a partial: the
+    model is shown what it had said and told it was cut off, so it can continue."""
+    crash.partial_every = 0.0
+    crash.crash("model.mid-stream")
+    world = crash.recover()
+    check_model_cut_off(world)
+    check_partial_closed_out(crash, world, OPENING[:16])  # the scripted model's first chunk
+    crash.follow_up()
+
+
 def test_recovery_after_claim(crash: CrashHarness) -> None:
     """Three runs: crash mid-deploy, crash again right after the recovery claims the session,
     then a clean run."""
@@ -320,8 +361,40 @@ def test_attempt_budget_exhausted_by_crashes(crash: CrashHarness) -> None:
     deploy = world.task("deploy")
     assert deploy.status == "outcome_unknown"
     assert len(sub.error.unknown_calls) == 1 and deploy.id in sub.error.unknown_calls[0]
+    # The timeline says so too: the advisory just before the failure names the unknown call.
+    settled = [e for e in world.events if e.type.startswith("submission.") and e.turn_id == sub.id]
+    advisory, failed = settled[-2:]
+    assert (advisory.type, failed.type) == ("submission.interrupted", "submission.failed")
+    assert failed.seq == advisory.seq + 1
+    assert advisory.data == {
+        "submission": sub.id,
+        "interruptions": 2,
+        "unknown_calls": list(sub.error.unknown_calls),
+        "reason": "attempts_exhausted",
+    }
     assert len(world.effects_of("deploy")) == 1
     assert not world.tasks_of("check_deploy")
+
+
+def test_a_recorded_answer_completes_with_the_attempt_budget_spent(crash: CrashHarness) -> None:
+    """DESIGN §4: the final answer was recorded and only the settling transaction died. With
+    one attempt allowed, that crash spends the budget; the answer is finished work all the
+    same, so the submission settles ``completed`` with it, not ``attempts_exhausted``."""
+    crash.max_attempts = 1
+    world = crash.crash_and_recover("turn.in-commit")
+    check_turn_commit(world)
+
+
+def test_an_abort_after_the_recorded_answer_completes(crash: CrashHarness) -> None:
+    """An abort that arrives after the final answer was recorded (here: while the process that
+    recorded it lies dead in the settling transaction) finds the work finished: ``completed``
+    with the answer, never ``aborted``."""
+    crash.crash("turn.in-commit")
+    assert crash.abort(SESSION) == [crash.read(lambda v: v.submissions(SESSION))[0].id]
+    world = crash.recover()
+    assert world.submission().abort_requested
+    check_turn_commit(world)
+    crash.follow_up()
 
 
 def test_every_invocation_makes_progress(crash: CrashHarness) -> None:

@@ -1,18 +1,36 @@
-"""Reading chat streams in the HTTP tests: one JSON object per line, each with its cursor."""
+"""Reading chat streams in the HTTP tests: one JSON object per line, each with its cursor.
+
+Every line read here is validated against the published line schema (``fxdurable.http.lines``,
+the OpenAPI ``Line``), so each HTTP test also checks that what the server sent is in the
+vocabulary.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import httpx
 
+from fxdurable.http.lines import line_adapter
+
 Line = dict[str, Any]
 
 
+def line_of(raw: str | bytes) -> Line:
+    """One line, parsed; raises (pydantic ValidationError) if it is not in the vocabulary."""
+    line_adapter().validate_json(raw)
+    line: Line = json.loads(raw)
+    return line
+
+
+def lines_of(raws: Iterable[str]) -> list[Line]:
+    return [line_of(raw) for raw in raws if raw]
+
+
 def parsed(response: httpx.Response) -> Iterator[Line]:
-    return (json.loads(raw) for raw in response.iter_lines() if raw)
+    return (line_of(raw) for raw in response.iter_lines() if raw)
 
 
 def take_until(lines: Iterator[Line], stop: Callable[[Line], bool]) -> list[Line]:

@@ -40,6 +40,7 @@ class ServedApp:
         scenario: str = "story",
         extra_env: dict[str, str] | None = None,
         args: list[str] | None = None,
+        verbose: bool = False,
     ) -> None:
         self.workdir = tmp_path / "world"
         self.workdir.mkdir(exist_ok=True)
@@ -47,6 +48,7 @@ class ServedApp:
         self.scenario = scenario
         self.extra_env = extra_env or {}
         self.args = args or []
+        self.verbose = verbose  # -v: the log has the debug and info lines too
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tmp_path / "serve.log"
@@ -76,6 +78,7 @@ class ServedApp:
             sys.executable,
             "-m",
             "fxdurable.cli.main",
+            *(["--verbose"] if self.verbose else []),
             "serve",
             "--port",
             str(self.port),

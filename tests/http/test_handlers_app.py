@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import json
 import sys
 
 import httpx
 import pytest
+from http_lines import lines_of
 
 from fxdurable.errors import ConfigurationError
 
@@ -41,7 +41,7 @@ def test_the_deployable_app_serves_with_tokens_from_the_environment(monkeypatch,
                     timeout=20,
                 )
                 assert response.status_code == 200
-                return [json.loads(line)["type"] for line in response.text.splitlines()]
+                return [line["type"] for line in lines_of(response.text.splitlines())]
 
     types = asyncio.run(main())
     assert types[0] == "turn_start" and types[-1] == "turn_end"

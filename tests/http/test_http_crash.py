@@ -20,10 +20,12 @@ from typing import Any
 
 import httpx
 import pytest
+from http_lines import line_of, lines_of
 from http_server import ALICE, ServedApp
 
 from fxdurable.http.app import _request_id
-from fxdurable.http.stream import line_for
+from fxdurable.http.lines import line_for
+from fxdurable.http.scoping import session_key
 from tests.kit.story import DONE_TEXT, FOLLOW_UP, STORY, UNKNOWN_MARK
 from tests.kit.world import World, assert_invariants, assert_model_requests, read_world
 
@@ -73,7 +75,7 @@ def read_stream(response: httpx.Response, read: Read, submission: str | None = N
     try:
         for raw in response.iter_lines():
             if raw:
-                read.lines.append(json.loads(raw))
+                read.lines.append(line_of(raw))
                 if ends_turn(read.lines[-1], submission):
                     return
     except httpx.TransportError as exc:  # the server died under the stream
@@ -143,8 +145,10 @@ def assert_whole_turn(lines: list[dict[str, Any]], world: World, submission: str
     assert cursors == list(range(cursors[0], cursors[0] + len(cursors))), cursors
     assert lines[0]["type"] == "turn_start" and lines[0]["turnId"] == submission, lines[0]
     assert ends_turn(lines[-1], submission), lines[-1]
+    # The journal keys the session by alice's namespace; her lines name it as she does.
+    assert {e.session_id for e in world.events} == {session_key("alice", SESSION)}
     journal = [
-        json.loads(json.dumps(line_for(e)))
+        json.loads(json.dumps({**line_for(e), "sessionId": SESSION}))
         for e in world.events
         if cursors[0] <= e.seq <= cursors[-1]
     ]
@@ -162,7 +166,7 @@ def assert_idles_out(app: ServedApp, cursor: int) -> None:
     )
     elapsed = time.monotonic() - started
     assert response.status_code == 200, response.text
-    lines = [json.loads(raw) for raw in response.text.splitlines() if raw]
+    lines = lines_of(response.text.splitlines())
     assert [(line["type"], line["cursor"], line["data"]) for line in lines] == [
         ("stream_end", cursor, {"reason": "idle"})
     ], lines
@@ -286,7 +290,7 @@ def test_steering_recorded_just_before_a_crash_reaches_the_model_once(served):
         lines = response.iter_lines()
         for raw in lines:
             if raw:
-                first.lines.append(json.loads(raw))
+                first.lines.append(line_of(raw))
                 if first.lines[-1]["type"] == "tool.started":
                     break
         assert first.lines[-1]["data"].get("tool") == "read_state", first.lines
@@ -297,7 +301,7 @@ def test_steering_recorded_just_before_a_crash_reaches_the_model_once(served):
         try:
             for raw in lines:
                 if raw:
-                    first.lines.append(json.loads(raw))
+                    first.lines.append(line_of(raw))
         except httpx.TransportError as exc:
             first.error = exc
     assert_killed_at(app, spec)
@@ -345,7 +349,7 @@ def test_a_stream_cut_by_a_sigkill_at_a_random_moment_resumes_from_its_cursor(se
         try:
             for raw in response.iter_lines():
                 if raw:
-                    first.lines.append(json.loads(raw))
+                    first.lines.append(line_of(raw))
                 if len(first.lines) == kill_after and app.proc and app.proc.poll() is None:
                     time.sleep(jitter_s)
                     app.kill()

@@ -4,9 +4,11 @@
 Every answer must be below 500, every 4xx a JSON ``{"code", "message"}`` of strings, every
 response must match what the document says (status, content type, body schema), invalid input
 must be refused, and the server log must show no traceback. A second, schema-blind test posts
-arbitrary bytes and JSON to every POST route. Both are derandomized (CI sees the same cases
-every run) and bounded (well under a minute on two cores); ``test_regressions`` keeps the
-inputs that once made the server answer 500.
+arbitrary bytes and JSON to every POST route. Below HTTP clients' manners, raw sockets send
+header values that are not ASCII (httpx refuses to) and bodies cut short by a client that hangs
+up, on every route. All are derandomized (CI sees the same cases every run) and bounded (well
+under a minute on two cores); ``test_regressions`` keeps the inputs that once made the server
+answer 500.
 
 schemathesis's own pytest plugin (``schemathesis.pytest.from_fixture``) does not run under
 pytest 9.2 (it sets ``request.node._nodeid``, which pytest no longer has), so the cases are
@@ -17,14 +19,18 @@ phase (hand-picked boundary values) is only reachable through that plugin or its
 from __future__ import annotations
 
 import json
+import re
+import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import schemathesis
-from http_server import ALICE, WAKE_SECRET, ServedApp
+from http_lines import parsed
+from http_server import ALICE, ALICE_TOKEN, WAKE_SECRET, ServedApp
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
+from raw_http import Header, exchange, hang_up_mid_body
 from schemathesis import Case, GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -69,10 +75,10 @@ SETTINGS = settings(
 )
 
 
-def _serve(served: Callable[..., ServedApp]) -> ServedApp:
+def _serve(served: Callable[..., ServedApp], **kwargs: Any) -> ServedApp:
     # A reconnecting GET /chat of an existing session waits this long for a new line: short,
     # so that each such case costs a fraction of a second, not the default minute.
-    app = served(extra_env={"FXD_HTTP_IDLE_TIMEOUT_S": "0.2"})
+    app = served(extra_env={"FXD_HTTP_IDLE_TIMEOUT_S": "0.2"}, **kwargs)
     app.start()
     with httpx.stream(
         "POST",
@@ -82,7 +88,7 @@ def _serve(served: Callable[..., ServedApp]) -> ServedApp:
         timeout=REQUEST_TIMEOUT_S,
     ) as response:
         assert response.status_code == 200, response.read()
-        lines = [json.loads(line) for line in response.iter_lines() if line]
+        lines = list(parsed(response))
     assert lines[-1]["type"] == "turn_end", lines
     return app
 
@@ -245,6 +251,111 @@ def test_arbitrary_bodies_never_answer_5xx(served):
     _check_log(app)
 
 
+# -- below the clients' manners: raw bytes on a socket ------------------------------------------
+
+# Every route, with a body that gets it past validation cheaply (an unknown agent: no turn
+# runs; a session nobody has: nothing changes), so that the headers are what is tried.
+RAW_ROUTES: list[tuple[str, str, bytes]] = [
+    ("POST", "/chat", json.dumps({"sessionId": SESSION, "prompt": "x", "agent": "nope"}).encode()),
+    ("GET", f"/chat?sessionId={SESSION}", b""),
+    ("POST", "/steer", json.dumps({"sessionId": "nobody-s", "text": "x"}).encode()),
+    ("POST", "/abort", json.dumps({"sessionId": "nobody-s"}).encode()),
+    ("GET", f"/sessions/{SESSION}", b""),
+    ("GET", f"/sessions/{SESSION}/history", b""),
+    ("POST", "/wake", json.dumps({"sessionId": "nobody-s"}).encode()),
+    ("GET", "/openapi.json", b""),
+    ("GET", "/healthz", b""),
+]
+# Headers the routes read, and one they do not. Not Content-Length or Transfer-Encoding: a bad
+# one never reaches the app (uvicorn answers 400 itself, as the HTTP parser must).
+RAW_HEADERS = (b"authorization", SIGNATURE_HEADER.lower().encode(), b"idempotency-key")
+FUZZED_HEADERS = (*RAW_HEADERS, b"content-type", b"x-anything")
+# What h11 (uvicorn's parser) accepts in a header value: no NUL, no line breaks, blanks only
+# between other bytes. Everything else (controls, DEL, bytes 0x80-0xFF, UTF-8) goes.
+_BLANKS = frozenset(b" \t\n\r\x0b\x0c\x00")
+_TOKEN = st.binary(min_size=1, max_size=12).map(
+    lambda raw: bytes(b for b in raw if b not in _BLANKS) or b"\xe9"
+)
+_NON_ASCII = (
+    st.lists(_TOKEN, min_size=1, max_size=3)
+    .map(b" ".join)
+    .map(lambda value: value if not value.isascii() else value + "é".encode())
+)
+# A prefix that gets the value past the first check of the header that carries it.
+_PREFIXES = (b"", b"Bearer ", b"t={now},v1=", b"t=", f"Bearer {ALICE_TOKEN}".encode())
+
+
+def _raw_headers(body: bytes, name: bytes, value: bytes) -> list[Header]:
+    """Alice's credentials, a signature valid for ``body``, JSON; ``name`` set to ``value``."""
+    headers = {
+        b"authorization": f"Bearer {ALICE_TOKEN}".encode(),
+        SIGNATURE_HEADER.lower().encode(): sign_wake(WAKE_SECRET, body).encode(),
+        b"content-type": b"application/json",
+    }
+    headers[name] = value.replace(b"{now}", str(int(time.time())).encode())
+    return list(headers.items())
+
+
+def test_non_ascii_header_values_never_answer_5xx(served):
+    app = _serve(served)
+
+    @settings(SETTINGS, max_examples=150)
+    @given(
+        route=st.sampled_from(RAW_ROUTES),
+        name=st.sampled_from(FUZZED_HEADERS),
+        prefix=st.sampled_from(_PREFIXES),
+        value=_NON_ASCII,
+    )
+    # Each of these once answered 500 (see test_regressions).
+    @example(route=RAW_ROUTES[6], name=RAW_HEADERS[1], prefix=b"t={now},v1=", value=b"\xc3\xa9")
+    @example(route=RAW_ROUTES[6], name=RAW_HEADERS[1], prefix=b"t={now},v1=", value=b"\xff")
+    def send(route: tuple[str, str, bytes], name: bytes, prefix: bytes, value: bytes) -> None:
+        method, target, body = route
+        answer = exchange(
+            app.port,
+            method,
+            target,
+            _raw_headers(body, name, prefix + value),
+            body,
+            timeout_s=REQUEST_TIMEOUT_S,
+        )
+        _check_answer(
+            answer.status,
+            answer.headers.get("content-type", ""),
+            answer.body,
+            f"{method} {target} {name.decode()}: {prefix + value!r}",
+        )
+
+    send()
+    _check_log(app)
+
+
+# What the server logs when a client hangs up before its body is read: no traceback, no error.
+HUNG_UP = re.compile(r"INFO fxdurable\.http: the client hung up before its body was read")
+
+
+def test_a_client_that_hangs_up_mid_body_is_no_error(served):
+    app = _serve(served, verbose=True)  # -v: the log shows the server noticing each hang-up
+    reading = 0  # requests whose route reads the body before answering
+    for method, target, body in RAW_ROUTES:
+        for credentials in (True, False):
+            headers = _raw_headers(body or b"{}", b"content-type", b"application/json")
+            if not credentials:
+                headers = [h for h in headers if h[0] not in RAW_HEADERS]
+            hang_up_mid_body(app.port, method, target, headers, body or b"{}")
+            # POST /wake reads the body before it checks the signature; the rest after the
+            # credentials, and GETs never.
+            reading += method == "POST" and (credentials or target == "/wake")
+    assert reading == 5
+    deadline = time.monotonic() + REQUEST_TIMEOUT_S
+    while len(HUNG_UP.findall(app.output())) < reading:
+        _check_log(app)
+        assert time.monotonic() < deadline, f"{reading} hang-ups not all seen:\n{app.output()}"
+        time.sleep(0.05)
+    _check_log(app)
+    assert httpx.get(f"{app.url}/healthz", timeout=REQUEST_TIMEOUT_S).status_code == 200
+
+
 def test_regressions(served):
     """Inputs that once answered 500 (or, the Arabic-Indic cursor, 200 against the document's
     ``^[0-9]+$``), each now a 4xx with a stable code."""
@@ -306,5 +417,21 @@ def test_regressions(served):
         assert (response.status_code, response.json()["code"]) == (status, code), (
             what,
             response.text,
+        )
+    # hmac.compare_digest refuses str with non-ASCII characters (TypeError): 500, unsigned.
+    body = json.dumps({"sessionId": SESSION}).encode()
+    for value in ("é".encode(), b"\xff"):
+        signature = f"t={int(time.time())},v1=".encode() + value
+        answer = exchange(
+            app.port,
+            "POST",
+            "/wake",
+            [(SIGNATURE_HEADER.encode(), signature)],
+            body,
+            timeout_s=REQUEST_TIMEOUT_S,
+        )
+        assert (answer.status, json.loads(answer.body)["code"]) == (401, "bad_signature"), (
+            signature,
+            answer,
         )
     _check_log(app)

@@ -1,8 +1,10 @@
 """Every route of the HTTP API against a real ``fxdurable serve`` over a real socket: who may
-see a session, idempotent and busy admission, steering and abort, and what bad input gets."""
+see a session (ids are scoped per principal), idempotent and busy admission, steering and abort,
+and what bad input gets."""
 
 from __future__ import annotations
 
+import io
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -14,9 +16,14 @@ import pytest
 from http_lines import Line, is_turn_end, parsed, take_until, tool_started
 from http_server import ALICE, ALICE_TOKEN, BOB, WAKE_SECRET, ServedApp
 
+from fxdurable.cli.trace import print_trace
+from fxdurable.core.clock import RandomIds, SystemClock
+from fxdurable.core.journal import Journal
 from fxdurable.http.app import _request_id
+from fxdurable.http.scoping import session_key
 from fxdurable.http.signing import SIGNATURE_HEADER, sign_wake
-from tests.kit.story import FOLLOW_UP, STORY
+from fxdurable.stores import open_store
+from tests.kit.story import AGENT, FOLLOW_UP, STORY
 from tests.kit.world import assert_invariants
 from tests.kit.world import read_store as kit_read_store
 
@@ -24,6 +31,8 @@ TIMEOUT = httpx.Timeout(30.0)
 # One client for the module: a new one per call costs ~80 ms (it builds an SSL context).
 HTTP = httpx.Client(timeout=TIMEOUT)
 T = TypeVar("T")
+# Alice's session "s" as the store keys it: in her namespace (fxdurable.http.scoping).
+ALICES_S = session_key("alice", "s")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -66,7 +75,7 @@ def read_store(app: ServedApp, body: Callable[[Any], T]) -> T:
     return kit_read_store(app.store_url, body)
 
 
-def event_types(app: ServedApp, session_id: str = "s") -> list[str]:
+def event_types(app: ServedApp, session_id: str = ALICES_S) -> list[str]:
     return read_store(app, lambda v: [e.type for e in v.events(session_id)])
 
 
@@ -117,7 +126,7 @@ def session_requests(app: ServedApp, headers: dict[str, str]) -> dict[str, httpx
     }
 
 
-def test_another_users_session_is_404_on_every_route_and_reads_as_a_missing_one(served):
+def test_an_id_the_caller_does_not_hold_is_404_on_every_route_like_a_missing_one(served):
     app = served(scenario="abort")  # read_state takes 1 s: bob tries while alice's turn runs
     app.start()
     before = session_requests(app, BOB)  # no session "s" yet
@@ -132,16 +141,13 @@ def test_another_users_session_is_404_on_every_route_and_reads_as_a_missing_one(
         lines = parsed(alices)
         take_until(lines, tool_started("read_state"))
 
+        # Alice's "s" is not bob's: to him it is as absent as before it existed.
         foreign = session_requests(app, BOB)
-        foreign["POST /chat"] = chat(app, "mine now", headers=BOB)[0]
-        foreign["POST /chat reject"] = chat(app, "x", headers=BOB, whenBusy="reject")[0]
-        foreign["POST /chat with a key"] = chat(app, "x", headers=BOB, key="bob-1")[0]
         for name, r in foreign.items():
             assert_error(r, 404, "session_not_found")
             # Byte for byte what a session that does not exist gets: an id reveals nothing.
             assert (r.status_code, r.json()) == next(iter(missing.values())), name
-        for name in before:
-            assert foreign[name].text == before[name].text, name
+            assert r.text == before[name].text, name
 
         rest = take_until(lines, is_turn_end)
 
@@ -150,13 +156,10 @@ def test_another_users_session_is_404_on_every_route_and_reads_as_a_missing_one(
     types = event_types(app)
     assert types.count("submission.admitted") == 1
     assert "steer.recorded" not in types and "abort.requested" not in types
-    subs = read_store(app, lambda v: v.submissions("s"))
+    subs = read_store(app, lambda v: v.submissions(ALICES_S))
     assert [(s.prompt, str(s.status)) for s in subs] == [(STORY, "completed")]
-    assert (
-        read_store(app, lambda v: v.get_submission_by_request(_request_id("bob", "bob-1"))) is None
-    )
     owners = read_store(app, lambda v: [(s.id, s.owner) for s in v.list_sessions()])
-    assert owners == [("s", "alice")]
+    assert owners == [(ALICES_S, "alice")]
 
     # Alice, by contrast, sees all of it.
     for name, r in session_requests(app, ALICE).items():
@@ -164,6 +167,115 @@ def test_another_users_session_is_404_on_every_route_and_reads_as_a_missing_one(
             assert_error(r, 400, "bad_cursor")
         else:
             assert r.status_code == 200, (name, r.text)
+
+
+def _signed_wake(app: ServedApp, key: str) -> httpx.Response:
+    body = json.dumps({"sessionId": key}).encode()
+    headers = {SIGNATURE_HEADER: sign_wake(WAKE_SECRET, body)}
+    return HTTP.post(f"{app.url}/wake", headers=headers, content=body, timeout=TIMEOUT)
+
+
+def _reconnect_until_turn_end(app: ServedApp, headers: dict[str, str]) -> list[Line]:
+    with HTTP.stream(
+        "GET",
+        f"{app.url}/chat",
+        params={"sessionId": "ops-1", "cursor": "0"},
+        headers=headers,
+        timeout=TIMEOUT,
+    ) as r:
+        assert r.status_code == 200, r.read()
+        return take_until(parsed(r), is_turn_end)
+
+
+def test_two_users_with_the_same_session_id_have_two_sessions_on_every_route(served):
+    """Session ids are scoped per principal: alice's ops-1 and bob's ops-1 are two sessions,
+    and every route shows each of them only their own, under the id they chose."""
+    app = served(scenario="abort")  # read_state takes 1 s: time to steer and to abort
+    app.start()
+    users = {"alice": ALICE, "bob": BOB}
+    prompts = {"alice": STORY, "bob": "story bob"}
+    streams = {
+        who: chat_stream(app, prompts[who], session_id="ops-1", headers=users[who]) for who in users
+    }
+    seen: dict[str, list[Line]] = {}
+    subs: dict[str, str] = {}
+    with streams["alice"] as alices:
+        assert alices.status_code == 200 and alices.headers["X-Fxd-Session-Id"] == "ops-1"
+        subs["alice"] = alices.headers["X-Fxd-Submission-Id"]
+        alice_lines = parsed(alices)
+        seen["alice"] = take_until(alice_lines, tool_started("read_state"))
+        steer = HTTP.post(
+            f"{app.url}/steer",
+            headers=ALICE,
+            json={"sessionId": "ops-1", "text": STEER_TEXT},
+            timeout=TIMEOUT,
+        ).json()
+        assert (steer["sessionId"], steer["steered"]) == ("ops-1", True), steer
+        assert steer["submissionId"] == subs["alice"]
+
+        # Bob picks the same id: a session of his own, not a 404 and not alice's.
+        with streams["bob"] as bobs:
+            assert bobs.status_code == 200 and bobs.headers["X-Fxd-Session-Id"] == "ops-1"
+            subs["bob"] = bobs.headers["X-Fxd-Submission-Id"]
+            assert subs["bob"] != subs["alice"]
+            bob_lines = parsed(bobs)
+            seen["bob"] = take_until(bob_lines, tool_started("read_state"))
+            abort = HTTP.post(
+                f"{app.url}/abort", headers=BOB, json={"sessionId": "ops-1"}, timeout=TIMEOUT
+            )
+            assert abort.json() == {"sessionId": "ops-1", "aborted": [subs["bob"]]}
+            seen["bob"] += take_until(bob_lines, is_turn_end)
+        seen["alice"] += take_until(alice_lines, is_turn_end)
+
+    # Alice's turn took her steer and completed; bob's was aborted; neither saw the other.
+    assert seen["alice"][-1]["data"]["outcome"] == "completed"
+    assert seen["bob"][-1]["data"]["outcome"] == "aborted"
+    types = {who: [line["type"] for line in lines] for who, lines in seen.items()}
+    assert "steer.recorded" in types["alice"] and "abort.requested" not in types["alice"]
+    assert "abort.requested" in types["bob"] and "steer.recorded" not in types["bob"]
+    for who, headers in users.items():
+        other = subs["bob" if who == "alice" else "alice"]
+        assert {line["sessionId"] for line in seen[who]} == {"ops-1"}
+        assert other not in json.dumps(seen[who])
+        # GET /chat replays their own turn, line for line, after the session's creation.
+        replay = _reconnect_until_turn_end(app, headers)
+        assert replay[0]["type"] == "session.created" and replay[1:] == seen[who], who
+        state = HTTP.get(f"{app.url}/sessions/ops-1", headers=headers, timeout=TIMEOUT).json()
+        assert state["sessionId"] == "ops-1"
+        assert [(s["id"], s["prompt"]) for s in state["submissions"]] == [(subs[who], prompts[who])]
+        history = HTTP.get(f"{app.url}/sessions/ops-1/history", headers=headers, timeout=TIMEOUT)
+        users_said = [m["text"] for m in history.json()["messages"] if m["role"] == "user"]
+        assert users_said == ([STORY, STEER_TEXT] if who == "alice" else [prompts["bob"]])
+
+    # Below HTTP the two are keyed by principal: what wakes, traces and workers name.
+    owners = read_store(app, lambda v: {s.id: s.owner for s in v.list_sessions()})
+    assert owners == {"alice/ops-1": "alice", "bob/ops-1": "bob"}
+    timeline = io.StringIO()
+    store = open_store(app.store_url)
+    try:
+        assert print_trace(store, "alice/ops-1", timeline) == 0
+    finally:
+        store.close()
+    assert "session alice/ops-1" in timeline.getvalue(), timeline.getvalue()
+    woken = _signed_wake(app, "alice/ops-1")
+    assert woken.json() == {"sessionId": "alice/ops-1", "status": "idle"}, woken.text
+    assert_error(_signed_wake(app, "ops-1"), 404, "session_not_found")  # nobody's, yet
+
+    # An in-process session (owner None) keeps its plain id, out of every HTTP caller's reach.
+    store = open_store(app.store_url)
+    try:
+        journal = Journal(store, SystemClock(), RandomIds())
+        in_process = journal.admit("ops-1", agent=AGENT, prompt=FOLLOW_UP).submission
+    finally:
+        store.close()
+    assert in_process.session_id == "ops-1"
+    assert _signed_wake(app, "ops-1").json()["sessionId"] == "ops-1"
+    state = HTTP.get(f"{app.url}/sessions/ops-1", headers=ALICE, timeout=TIMEOUT).json()
+    assert [s["id"] for s in state["submissions"]] == [subs["alice"]]
+    # Alice's story charged and deployed once; bob's was aborted before either.
+    world = app.world_at_rest()
+    assert [e.tool for e in world.effects] == ["charge", "deploy"]
+    assert "Traceback" not in app.output()
 
 
 BAD_CREDENTIALS = {
@@ -197,7 +309,7 @@ def test_every_authenticated_route_answers_401_without_valid_credentials(served)
 
     # Nothing was admitted, steered, aborted or created.
     assert event_types(app) == before
-    assert [s.id for s in read_store(app, lambda v: v.list_sessions())] == ["s"]
+    assert [s.id for s in read_store(app, lambda v: v.list_sessions())] == [ALICES_S]
     # The public routes stay public.
     assert HTTP.get(f"{app.url}/healthz", timeout=TIMEOUT).status_code == 200
     assert "/chat" in HTTP.get(f"{app.url}/openapi.json", timeout=TIMEOUT).json()["paths"]
@@ -231,7 +343,7 @@ def test_a_post_retried_with_its_idempotency_key_is_one_submission(served):
     conflict, _ = chat(app, STORY, session_id="elsewhere", key="order-42")
     assert_error(conflict, 409, "idempotency_conflict")
     assert event_types(app).count("submission.admitted") == 1
-    assert [s.id for s in read_store(app, lambda v: v.list_sessions())] == ["s"]
+    assert [s.id for s in read_store(app, lambda v: v.list_sessions())] == [ALICES_S]
 
 
 def test_a_key_without_a_session_id_finds_the_session_its_first_try_created(served):
@@ -252,7 +364,10 @@ def test_a_key_without_a_session_id_finds_the_session_its_first_try_created(serv
     assert bobs.headers["X-Fxd-Session-Id"] != session_id
     assert bobs.headers["X-Fxd-Submission-Id"] != first.headers["X-Fxd-Submission-Id"]
     owners = read_store(app, lambda v: {s.id: s.owner for s in v.list_sessions()})
-    assert owners == {session_id: "alice", bobs.headers["X-Fxd-Session-Id"]: "bob"}
+    assert owners == {
+        session_key("alice", session_id): "alice",
+        session_key("bob", bobs.headers["X-Fxd-Session-Id"]): "bob",
+    }
 
     # The longest key allowed is a key like any other.
     longest, _ = chat(app, FOLLOW_UP, session_id=None, key="k" * 200)
@@ -293,7 +408,8 @@ def test_concurrent_tries_of_one_request_without_a_session_id_are_one_submission
             assert len(set(answers)) == 1, answers
             status, session_id, submission_id, outcome = answers[0]
             assert (status, outcome) == (200, "completed")
-            subs = read_store(app, lambda v, s=session_id: v.submissions(s))
+            key = session_key("alice", session_id)
+            subs = read_store(app, lambda v, key=key: v.submissions(key))
             assert [s.id for s in subs] == [submission_id]
     assert len(read_store(app, lambda v: v.list_sessions())) == rounds
 
@@ -310,7 +426,7 @@ def test_when_busy_reject_answers_409_agent_busy_and_admits_nothing(served):
         refused, _ = chat(app, FOLLOW_UP, key="busy-1", whenBusy="reject")
         body = assert_error(refused, 409, "agent_busy")
         assert body["error"] == "AgentBusyError"
-        assert read_store(app, lambda v: len(v.submissions("s"))) == 1
+        assert read_store(app, lambda v: len(v.submissions(ALICES_S))) == 1
         rest = take_until(lines, is_turn_end)
     assert rest[-1]["data"]["outcome"] == "completed"
     assert event_types(app).count("submission.admitted") == 1
@@ -362,7 +478,7 @@ def test_steering_a_running_turn_reaches_its_next_model_call(served):
     assert messages[at - 1]["toolName"] == "read_state"
     assert roles[at + 1] == "assistant"
     assert [line["type"] for line in seen].count("turn_start") == 1
-    assert read_store(app, lambda v: len(v.submissions("s"))) == 1
+    assert read_store(app, lambda v: len(v.submissions(ALICES_S))) == 1
 
 
 def test_steering_beyond_what_a_turn_can_hold_is_refused_with_429(served):
@@ -511,6 +627,11 @@ def _post_cases() -> list[Any]:
             for sid in BAD_SESSION_IDS
             if sid is not None or route != "/chat"  # a chat without a session starts one
         ]
+        if route == "/wake":
+            # /wake names a session by its store key: "../etc/passwd" is one, of a principal
+            # "../etc" (a key is never a path); a key without a public id is not.
+            raw = [case for case in raw if case[0] != "session-id-'../etc/pass"]
+            raw.append(("session-key-alice/", {"sessionId": "alice/"}, 422, "invalid_request"))
         cases += [pytest.param(route, *case, id=f"POST {route} {case[0]}") for case in raw]
     chat_cases = [
         ("empty-prompt", {"sessionId": "s", "prompt": ""}, 422, "invalid_request"),
@@ -543,8 +664,8 @@ def _send(app: ServedApp, route: str, body: Any, headers: dict[str, str]) -> htt
 
 def _assert_nothing_changed(app: ServedApp) -> None:
     assert "Traceback" not in app.output()
-    assert [s.id for s in read_store(app, lambda v: v.list_sessions())] == ["s"]
-    subs = read_store(app, lambda v: v.submissions("s"))
+    assert [s.id for s in read_store(app, lambda v: v.list_sessions())] == [ALICES_S]
+    subs = read_store(app, lambda v: v.submissions(ALICES_S))
     assert [(s.prompt, str(s.status)) for s in subs] == [(FOLLOW_UP, "completed")]
     assert "steer.recorded" not in event_types(app)
 
@@ -620,7 +741,7 @@ def test_wrong_methods_and_long_texts_get_json_errors(served):
     )
     assert_error(r, 413, "prompt_too_long")
     assert "steer.recorded" not in event_types(app)
-    assert read_store(app, lambda v: len(v.submissions("s"))) == 1
+    assert read_store(app, lambda v: len(v.submissions(ALICES_S))) == 1
     assert "Traceback" not in app.output()
 
 

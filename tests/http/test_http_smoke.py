@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 import httpx
+from http_lines import parsed
 from http_server import ALICE
 
 
@@ -23,7 +22,7 @@ def test_a_turn_streams_from_turn_start_to_turn_end(served):
     ) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("application/x-ndjson")
-        lines = [json.loads(line) for line in response.iter_lines() if line]
+        lines = list(parsed(response))
     assert lines[0]["type"] == "turn_start" and lines[0]["sessionId"] == "s"
     assert lines[-1]["type"] == "turn_end" and lines[-1]["data"]["outcome"] == "completed"
     cursors = [line["cursor"] for line in lines]

@@ -1,10 +1,12 @@
-"""The HTTP layer's pure parts: wake signatures, token parsing, settings, the line format and
-the OpenAPI document. The routes themselves are tested against a real server (beside this)."""
+"""The HTTP layer's pure parts: wake signatures, token parsing, settings, session keys, the
+line format and the OpenAPI document. The routes themselves are tested against a real server
+(beside this)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pytest
 from starlette.requests import Request
@@ -14,8 +16,15 @@ from fxdurable.errors import ConfigurationError
 from fxdurable.http import BearerTokens, HttpSettings, SignatureError, sign_wake, verify_wake
 from fxdurable.http.auth import parse_tokens, tokens_from_env
 from fxdurable.http.env import app_from_env
+from fxdurable.http.lines import line_for
 from fxdurable.http.openapi import openapi_document
-from fxdurable.http.stream import line_for, tail
+from fxdurable.http.scoping import (
+    SESSION_ID_PATTERN,
+    SESSION_KEY_PATTERN,
+    public_session_id,
+    session_key,
+)
+from fxdurable.http.stream import tail
 
 SECRET = "s3cret-s3cret-s3cret"
 BODY = b'{"sessionId":"s"}'
@@ -45,7 +54,10 @@ def test_forged_tampered_and_stale_signatures_are_refused(secret, body, now, why
         verify_wake(secret, body, header, window_s=300, now=now)
 
 
-@pytest.mark.parametrize("header", [None, "", "v1=abc", "t=abc,v1=00", "t=1000000", "garbage"])
+@pytest.mark.parametrize(
+    "header",
+    [None, "", "v1=abc", "t=abc,v1=00", "t=1000000", "garbage", "t=1000000,v1=é", "t=١,v1=00"],
+)
 def test_malformed_signature_headers_are_refused(header):
     with pytest.raises(SignatureError):
         verify_wake(SECRET, BODY, header, window_s=300, now=1_000_000)
@@ -106,6 +118,29 @@ def test_settings_refuse_nonsense():
         HttpSettings(poll_min_s=1, poll_max_s=0.5)
     with pytest.raises(ConfigurationError, match="16 characters"):
         HttpSettings(wake_secret="short")
+    with pytest.raises(ConfigurationError, match="body_timeout_s"):
+        HttpSettings(body_timeout_s=0)
+
+
+# -- session keys ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("principal", ["alice", "dev", "auth0|42", "org/alice", "ali ce", "é"])
+@pytest.mark.parametrize("public", ["ops-1", "s", "a:b.c_d", "x" * 128])
+def test_a_session_key_names_its_principal_and_gives_back_the_public_id(principal, public):
+    key = session_key(principal, public)
+    assert public_session_id(key) == public
+    assert re.fullmatch(SESSION_KEY_PATTERN, key)
+    assert key != session_key(principal + "x", public)  # another principal, another session
+    # Public ids never contain "/": no caller can name another caller's key.
+    assert not re.fullmatch(SESSION_ID_PATTERN, key)
+
+
+def test_an_in_process_id_is_a_key_of_its_own():
+    assert public_session_id("ops-1") == "ops-1"
+    assert re.fullmatch(SESSION_KEY_PATTERN, "ops-1")
+    for bad in ("", "alice/", "/", "-s", "alice/-s", "alice/s s", "a\nb/s"):
+        assert not re.fullmatch(SESSION_KEY_PATTERN, bad), bad
 
 
 # -- lines -----------------------------------------------------------------------------------
@@ -168,3 +203,13 @@ def test_the_openapi_document_is_valid_and_names_every_route():
     }
     chat = document["components"]["schemas"]["ChatRequest"]
     assert chat["required"] == ["prompt"] and chat["additionalProperties"] is False
+
+
+def test_history_marks_a_reply_a_crash_cut_off():
+    from fxdurable.http.app import history_message
+    from fxdurable.runtime.models.base import ChatMessage
+
+    cut = history_message(ChatMessage(role="assistant", text="Once upon", interrupted=True))
+    whole = history_message(ChatMessage(role="assistant", text="Once upon a time."))
+    assert cut.model_dump(by_alias=True)["interrupted"] is True
+    assert whole.model_dump(by_alias=True)["interrupted"] is False

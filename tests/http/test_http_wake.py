@@ -15,13 +15,16 @@ from http_server import ALICE, WAKE_SECRET, ServedApp
 from fxdurable.backends import open_store
 from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Journal
+from fxdurable.http.scoping import session_key
 from fxdurable.http.signing import SIGNATURE_HEADER, sign_wake
 from tests.kit.story import AGENT, DONE_TEXT, STORY, STORY_REQUEST
 from tests.kit.world import assert_invariants
 
 TIMEOUT = httpx.Timeout(30.0)
 HTTP = httpx.Client(timeout=TIMEOUT)
-BODY = json.dumps({"sessionId": "s", "reason": "test"}).encode()
+# A wake names the session by its store key: alice's "s" (fxdurable.http.scoping).
+ALICES_S = session_key("alice", "s")
+BODY = json.dumps({"sessionId": ALICES_S, "reason": "test"}).encode()
 T = TypeVar("T")
 
 
@@ -49,12 +52,13 @@ def with_store(app: ServedApp, body: Callable[[Any], T]) -> T:
 
 
 def admit_behind_the_servers_back(app: ServedApp) -> str:
-    """Admit the story straight into the store: no wake is enqueued for it."""
+    """Admit the story into alice's session "s" straight in the store: no wake is enqueued
+    for it."""
 
     def admit(store: Any) -> str:
         journal = Journal(store, SystemClock(), RandomIds())
         admission = journal.admit(
-            "s", agent=AGENT, prompt=STORY, request_id=STORY_REQUEST, owner="alice"
+            ALICES_S, agent=AGENT, prompt=STORY, request_id=STORY_REQUEST, owner="alice"
         )
         return admission.submission.id
 
@@ -110,7 +114,7 @@ def test_only_a_fresh_signature_over_the_exact_body_wakes_a_session(served):
     # A signed wake runs it to rest before it answers.
     r = wake(app, BODY, sign_wake(WAKE_SECRET, BODY))
     assert r.status_code == 200, r.text
-    assert r.json() == {"sessionId": "s", "status": "idle"}
+    assert r.json() == {"sessionId": ALICES_S, "status": "idle"}
     assert status(app, submission_id) == "completed"
     world = app.world_at_rest()
     assert_invariants(world, [STORY_REQUEST], sessions=1)
@@ -136,9 +140,12 @@ def test_a_signed_wake_for_an_unknown_session_or_a_bad_body_is_refused(served):
         return wake(app, body, sign_wake(WAKE_SECRET, body))
 
     assert_refused(signed(b'{"sessionId": "nope"}'), 404, "session_not_found")
+    assert_refused(signed(b'{"sessionId": "alice/nope"}'), 404, "session_not_found")
     assert_refused(signed(b'{"sessionId": "s"'), 400, "malformed_json")
     assert_refused(signed(b'{"sessionId": "s", "extra": 1}'), 422, "invalid_request")
-    assert_refused(signed(b'{"sessionId": "../s"}'), 422, "invalid_request")
+    assert_refused(signed(b'{"sessionId": "-s"}'), 422, "invalid_request")
+    assert_refused(signed(b'{"sessionId": "alice/"}'), 422, "invalid_request")
+    assert_refused(signed(b'{"sessionId": "alice/s s"}'), 422, "invalid_request")
     assert with_store(app, lambda s: s.read(lambda v: v.list_sessions())) == []
     assert "Traceback" not in app.output()
 

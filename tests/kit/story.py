@@ -15,7 +15,9 @@ The outside world lives in one directory, every line written with ``O_APPEND`` a
 - ``calls.log``: ``<tool> <execution_id> <run> <pid>`` for every execution of every tool;
 - ``hooks.log``: ``<tool>`` for every call of a logging ``before_tool`` hook (the crash
   driver's ``hook`` scenario);
-- ``model.log``: ``[prompt, round, pid]`` (JSON) for every request the scripted model serves.
+- ``model.log``: ``[prompt, round, pid]`` (JSON) for every request the scripted model serves;
+- ``interruptions.log``: a line for every request showing the model a reply a crash cut off
+  (:func:`log_interruptions`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import pydantic
 
 import fxdurable as fx
 from fxdurable.runtime.agent import BeforeTool
-from fxdurable.runtime.models.base import Model
+from fxdurable.runtime.models.base import INTERRUPTED_NOTE, Model, without_interruptions
 
 AGENT = "crash-agent"
 SESSION = "s"
@@ -203,8 +205,9 @@ def story_tools(world: Path, timings: Timings) -> list[fx.Tool]:
 
 
 def current_turn(messages: Sequence[Any]) -> list[Any]:
-    """The messages since the last user message: the current turn, as the model sees it."""
-    items = list(messages)
+    """The messages since the last user message: the current turn, as the model sees it. A
+    reply a crash cut off and its note are left out (``interruptions.log`` records them)."""
+    items = without_interruptions(messages)
     for i in range(len(items) - 1, -1, -1):
         if getattr(items[i], "role", None) == "user":
             return items[i:]
@@ -255,6 +258,18 @@ def policy(request: fx.ModelRequest) -> fx.ModelResponse:
     return fx.reply(f"Unexpected result from {last.tool_name}: {last.text}")
 
 
+def log_interruptions(world: Path, request: fx.ModelRequest, prompt: str, round_: int) -> None:
+    """For a request that shows the model a reply a crash cut off, append to
+    ``interruptions.log`` (JSON) ``{"prompt", "round", "cut": [the text of each message
+    just before a note], "notes": how many notes}``."""
+    messages = list(request.messages)
+    notes = [i for i, m in enumerate(messages) if m.role == "user" and m.text == INTERRUPTED_NOTE]
+    if notes:
+        cut = [messages[i - 1].text for i in notes if i > 0]
+        line = {"prompt": prompt, "round": round_, "cut": cut, "notes": len(notes)}
+        append_line(world / "interruptions.log", json.dumps(line))
+
+
 def logged_policy(world: Path) -> Callable[[fx.ModelRequest], fx.ModelResponse]:
     """The policy, logging each request it serves to ``model.log``: a step served from its
     record never shows up twice."""
@@ -264,6 +279,7 @@ def logged_policy(world: Path) -> Callable[[fx.ModelRequest], fx.ModelResponse]:
         turn = current_turn(request.messages)
         round_ = sum(1 for m in turn if getattr(m, "role", None) == "assistant")
         append_line(requests, json.dumps([asked(turn), round_, os.getpid()]))
+        log_interruptions(world, request, asked(turn), round_)
         return policy(request)
 
     return logged

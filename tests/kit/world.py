@@ -31,6 +31,8 @@ from fxdurable.testing.invariants import StoreSummary
 from tests.kit.story import STORY_REQUEST, is_story, read_lines
 
 SETTLED = ("completed", "failed", "aborted")
+# The terminal outcomes (the submission.interrupted advisory before a failure is not one).
+SETTLE_EVENTS = tuple(f"submission.{outcome}" for outcome in SETTLED)
 
 T = TypeVar("T")
 
@@ -170,9 +172,7 @@ def assert_invariants(
         settles = [
             e.type
             for e in world.session_events(sub.session_id)
-            if e.type.startswith("submission.")
-            and e.type != "submission.admitted"
-            and e.data.get("submission") == sub.id
+            if e.type in SETTLE_EVENTS and e.data.get("submission") == sub.id
         ]
         assert settles == [f"submission.{sub.status}"], f"{sub.request_id} settled as {settles}"
         assert not [a for a in world.attempts[sub.id] if a.status == "running"]

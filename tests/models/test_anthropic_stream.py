@@ -29,13 +29,15 @@ def model(provider: FakeProvider, **kwargs) -> AnthropicModel:
     )
 
 
+# The arguments as the model streamed them, byte for byte (pretty-printed; empty for a call
+# whose input had no deltas).
 EXPECTED_CALLS = (
     ToolCallRequest(
         name="get_weather",
-        arguments='{"city":"San Francisco"}',
+        arguments='{\n  "city": "San Francisco"\n}',
         provider_id="toolu_01T1x1fJ34qAmk2tNTrN7Up6",
     ),
-    ToolCallRequest(name="get_time", arguments="{}", provider_id="toolu_02"),
+    ToolCallRequest(name="get_time", arguments="", provider_id="toolu_02"),
 )
 
 
@@ -104,7 +106,8 @@ def test_broken_connection_after_stop_reason_still_finishes():
 
 
 def test_no_stop_is_retryable():
-    body = first_events(ANTHROPIC_TEXT, 5)  # closed before message_delta
+    # closed before message_delta: the Messages API always sends it, so this is a cut
+    body = first_events(ANTHROPIC_TEXT, 5)
     with pytest.raises(ModelRetryableError, match="before the response finished"):
         run(collect(model(FakeProvider(Reply(body))), request()))
 
@@ -179,3 +182,15 @@ def test_server_that_ignores_stream_true():
         ToolCallRequest(name="get_weather", arguments='{"city":"Rome"}', provider_id="toolu_1"),
     )
     assert response.usage == Usage(input_tokens=9, output_tokens=3)
+    assert (response.stop_reason, response.stop_inferred) == ("tool_use", False)
+
+
+def test_a_whole_message_without_a_stop_reason_has_it_inferred():
+    message = {"type": "message", "content": [{"type": "text", "text": "Hi."}]}
+    provider = FakeProvider(Reply(json.dumps(message), content_type="application/json"))
+    _, response = run(collect(model(provider), request()))
+    assert (response.text, response.stop_reason, response.stop_inferred) == (
+        "Hi.",
+        "end_turn",
+        True,
+    )

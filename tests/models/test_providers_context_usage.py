@@ -115,7 +115,8 @@ def test_a_turn_too_long_by_itself_fails_with_context_length(
     for failed in (alone, after):
         assert failed.error is not None and failed.error["code"] == "context_length"
         assert (
-            "the current turn alone exceeds the model's context window" in (failed.error["message"])
+            "the current turn alone is too large for the model and nothing earlier is left to "
+            "compact" in failed.error["message"]
         )
     assert [r.status for r in server.requests] == [400, 200, 200, 400, 200, 400]
     assert len(of_type(events, "context.compacted")) == 1, "compacted once, then gave up"

@@ -113,12 +113,13 @@ def test_demo_story_runs_end_to_end_through_a_model_string_with_every_stream_qui
     assert f"release={RELEASE}" in deploys[0]
 
     # Tool-call arguments arrived pretty-printed in 3-character fragments of one-byte HTTP
-    # chunks; recorded, they are compact and parse to what the in-process model asked for.
+    # chunks; recorded, they are the model's text as sent and parse to what the in-process
+    # model asked for.
     assert [c.name for c in calls] == [c.name for c in expected_calls]
     assert [c.name for c in calls] == ["run_tests", "deploy", "check_deployment"]
     for got, want in zip(calls, expected_calls, strict=True):
         assert json.loads(got.arguments) == json.loads(want.arguments)
-        assert "\n" not in got.arguments and "  " not in got.arguments, got.arguments
+        assert got.arguments == json.dumps(json.loads(want.arguments), indent=2), got.arguments
         assert got.provider_id, "the provider's call id is kept"
 
     # Every request went through the provider's wire with the model string's model name.

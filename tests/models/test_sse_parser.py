@@ -112,3 +112,32 @@ def test_aiter_sse():
         return [event async for event in aiter_sse(chunks())]
 
     assert asyncio.run(main()) == [SSEEvent("1", event="e"), SSEEvent("2")]
+
+
+def _is_done(event: SSEEvent) -> bool:
+    return event.data == "[DONE]"
+
+
+@pytest.mark.parametrize("tail", ["data: [DONE]\n", "data: [DONE]", "data: [DONE]\r"])
+def test_a_terminal_event_without_its_blank_line_can_be_taken(tail: str) -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed('data: {"x": 1}\n\n' + tail) == [SSEEvent(data='{"x": 1}')]
+    assert decoder.take_pending(_is_done) == SSEEvent(data="[DONE]")
+    # What still comes for it (the rest of its line ending, the blank line) dispatches nothing.
+    assert decoder.feed("\n\n") == []
+    assert decoder.close() == []
+
+
+def test_an_unfinished_event_not_recognised_as_last_is_left_alone() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed("data: [DO") == []
+    assert decoder.take_pending(_is_done) is None
+    assert decoder.feed("NE]x\n") == []
+    assert decoder.take_pending(_is_done) is None
+    assert decoder.feed("data: more\n\n") == [SSEEvent(data="[DONE]x\nmore")]
+
+
+def test_only_short_events_are_looked_at_as_possibly_last() -> None:
+    decoder = SSEDecoder()
+    decoder.feed("data: " + "x" * 300 + "\n")
+    assert decoder.take_pending(lambda event: True) is None

@@ -9,12 +9,14 @@ from fxrt_support import (
     check_invariants,
     db_url,
     event_types,
+    events,
     fresh_store,
     last_user_text,
     leave_crashed_turn,
     owned_store,
     rounds_done,
     run,
+    submission,
     tasks,
 )
 
@@ -47,6 +49,27 @@ def _deploy_tool(executed: list[str]) -> fx.Tool:
     return deploy
 
 
+def assert_advisory(rt: fx.Runtime, sub: fx.SubmissionRecord, reason: str | None) -> None:
+    """``submission.interrupted`` comes just before ``submission.failed`` when crashes
+    interrupted the submission (``reason``: the budget spent), and not otherwise (None)."""
+    evs = events(rt, sub.session_id)
+    types = [e.type for e in evs]
+    failed = types.index("submission.failed")
+    if reason is None:
+        assert "submission.interrupted" not in types
+        return
+    assert types.count("submission.interrupted") == 1
+    advisory = evs[failed - 1]
+    assert advisory.type == "submission.interrupted"
+    assert sub.error is not None
+    assert advisory.data == {
+        "submission": sub.id,
+        "interruptions": sub.interruptions,
+        "unknown_calls": list(sub.error.unknown_calls),
+        "reason": reason,
+    }
+
+
 def test_attempts_exhausted_fails_naming_unknown_calls_and_session_rests(tmp_path):
     url = db_url(tmp_path)
     executed: list[str] = []
@@ -71,6 +94,7 @@ def test_attempts_exhausted_fails_naming_unknown_calls_and_session_rests(tmp_pat
             assert "deploy" in sub.error.unknown_calls[0]
             assert crashed.tasks[0].id in sub.error.unknown_calls[0]
             assert "deploy" in sub.error.message
+            assert_advisory(rt, sub, "attempts_exhausted")
             assert executed == []
             (task,) = tasks(rt, crashed.turn_id)
             assert task.status.value == "outcome_unknown"
@@ -148,6 +172,7 @@ def test_timeout_fails_the_submission_and_the_session_rests(tmp_path):
             (task,) = tasks(rt, sub_id)
             assert task.status.value == "completed"  # finished work is kept
             assert event_types(rt, "s1").count("submission.failed") == 1
+            assert_advisory(rt, submission(rt, sub_id), None)  # no crash interrupted it
             state = await s.state()
             assert state is not None and state.status.value == "idle"
             assert await s.run("next", timeout=10) == "fine"
@@ -184,6 +209,7 @@ def test_timeout_after_a_crash_resolves_the_running_call_and_names_it(tmp_path):
             assert sub.status.value == "failed"
             assert sub.error is not None and sub.error.code == "timeout"
             assert len(sub.error.unknown_calls) == 1 and "deploy" in sub.error.unknown_calls[0]
+            assert_advisory(rt, sub, "time_exhausted")
             assert executed == []
             assert tasks(rt, crashed.turn_id)[0].status.value == "outcome_unknown"
             await check_invariants(rt, "s1")
@@ -221,6 +247,51 @@ def test_abort_intent_wins_over_an_exhausted_attempt_budget(tmp_path):
             assert tasks(rt, crashed.turn_id)[0].status.value == "outcome_unknown"
             assert executed == []
             assert sub.status.value == "aborted", (sub.status, sub.error)
+            await check_invariants(rt, "s1")
+
+    run(main())
+
+
+@pytest.mark.parametrize(
+    ("abort", "max_attempts", "down_s"),
+    [(False, 1, 0), (True, 10, 0), (True, 1, 3600), (False, 10, 3600)],
+    ids=["attempts-spent", "abort-after-answer", "abort-and-budgets-spent", "time-spent"],
+)
+def test_a_recorded_final_answer_settles_completed_whatever_came_after(
+    tmp_path, abort, max_attempts, down_s
+):
+    """DESIGN §4: the final answer was recorded, then the process died before settling (the
+    crash suite's ``turn.in-commit``). Finished work is never discarded: not by an abort that
+    came after the answer, not by an attempt or time budget spent by the crash."""
+    clock = FakeClock()
+    url = db_url(tmp_path)
+
+    def no_second_answer(request: fx.ModelRequest) -> fx.ModelResponse:
+        raise AssertionError("the recorded answer is served from the record")
+
+    agent = fx.Agent(
+        "eng",
+        fx.ScriptedModel(no_second_answer),
+        durability=fx.Durability(max_attempts=max_attempts, timeout_s=60),
+    )
+    crashed = leave_crashed_turn(  # round 0 recorded "on it" with no tool call: the answer
+        url,
+        agent="eng",
+        clock=clock,
+        after=(lambda journal, fence: journal.request_abort("s1")) if abort else None,
+    )
+    clock.advance(down_s)
+
+    async def main():
+        async with fx.Runtime(
+            [agent], store=owned_store(url), settings=SLOW_LEASES, clock=clock
+        ) as rt:
+            sub = await rt.session("s1").wait(crashed.submission.id, timeout=10)
+            assert (sub.status.value, sub.error) == ("completed", None)
+            assert sub.result_text == "on it"
+            assert sub.interruptions == 1
+            types = event_types(rt, "s1")
+            assert "submission.failed" not in types and "submission.aborted" not in types
             await check_invariants(rt, "s1")
 
     run(main())

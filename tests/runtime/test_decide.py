@@ -220,3 +220,16 @@ def test_canonical_arguments():
     assert canonical_arguments('{"b": 1, "a": {"d": 2, "c": 3}}') == '{"a":{"c":3,"d":2},"b":1}'
     assert canonical_arguments("  not json  ") == "not json"
     assert canonical_arguments("{}") == canonical_arguments(" { } ")
+
+
+def test_the_tool_decides_what_counts_as_the_same_input():
+    """``canonical`` stands for the tool's validated input: two texts it maps to one value are
+    one call, whatever their spelling."""
+    unknown = numbered(K.OUTCOME_UNKNOWN, 0, arguments='{"tag": "x", "hold_s": 0.0}')
+    new, history = repeat(unknown, arguments='{"tag": "x"}')
+    assert not is_blind_repeat(new, history)  # as raw JSON they differ
+
+    def with_defaults(arguments: str) -> str:
+        return canonical_arguments(arguments.replace('"x"}', '"x", "hold_s": 0.0}'))
+
+    assert is_blind_repeat(new, history, with_defaults)

@@ -23,7 +23,7 @@ class Empty(pydantic.BaseModel):
     pass
 
 
-class FlakyModel:
+class FailingFirstModel:
     """Raises the queued errors first, then answers like the wrapped scripted model."""
 
     def __init__(self, inner: ScriptedModel, errors: list[Exception]) -> None:
@@ -33,7 +33,7 @@ class FlakyModel:
 
     @property
     def name(self) -> str:
-        return "flaky"
+        return "failing-first"
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | Finish]:
         self.requests.append(request)
@@ -63,7 +63,7 @@ def runtime(tmp_path: Path, agent: fx.Agent, sleeps: Sleeps, **kw: object) -> fx
 
 
 def test_transient_errors_are_retried_with_backoff_honouring_retry_after(tmp_path: Path) -> None:
-    model = FlakyModel(
+    model = FailingFirstModel(
         ScriptedModel([fx.reply("done")]),
         [ModelRetryableError("429", retry_after_s=7.5), ModelRetryableError("503")],
     )
@@ -86,7 +86,7 @@ def test_transient_errors_are_retried_with_backoff_honouring_retry_after(tmp_pat
 
 def test_error_budget_fails_the_submission_and_the_session_rests(tmp_path: Path) -> None:
     retries = fx.Durability(model_retries=fx.ModelRetries(budget=2, base_s=0.01, max_s=0.01))
-    model = FlakyModel(ScriptedModel([fx.reply("fine")]), [ModelRetryableError("500")] * 3)
+    model = FailingFirstModel(ScriptedModel([fx.reply("fine")]), [ModelRetryableError("500")] * 3)
     agent = fx.Agent("a", model, durability=retries)
 
     async def go() -> None:
@@ -102,7 +102,7 @@ def test_error_budget_fails_the_submission_and_the_session_rests(tmp_path: Path)
 
 
 def test_a_fatal_model_error_fails_at_once(tmp_path: Path) -> None:
-    model = FlakyModel(ScriptedModel([fx.reply("x")]), [ModelError("401 invalid api key")])
+    model = FailingFirstModel(ScriptedModel([fx.reply("x")]), [ModelError("401 invalid api key")])
     sleeps = Sleeps()
 
     async def go() -> None:
@@ -116,7 +116,7 @@ def test_a_fatal_model_error_fails_at_once(tmp_path: Path) -> None:
 
 
 def test_backoff_that_does_not_fit_the_invocation_continues_later(tmp_path: Path) -> None:
-    model = FlakyModel(
+    model = FailingFirstModel(
         ScriptedModel([fx.reply("later")]), [ModelRetryableError("429", retry_after_s=3600)]
     )
     sleeps = Sleeps()
@@ -142,7 +142,7 @@ def test_backoff_delay_grows_and_is_capped() -> None:
     assert backoff_delay(1, 30.0, policy, rng) == 30.0
 
 
-def _long_context_model(limit: int) -> tuple[FlakyModel, Callable[[], int]]:
+def _long_context_model(limit: int) -> tuple[FailingFirstModel, Callable[[], int]]:
     summaries = 0
 
     def policy(request: ModelRequest) -> ModelResponse:
@@ -155,7 +155,7 @@ def _long_context_model(limit: int) -> tuple[FlakyModel, Callable[[], int]]:
             raise ContextLengthError(f"prompt is too long: {size} > {limit}")
         return fx.reply(f"answer {len(request.messages)}")
 
-    return FlakyModel(ScriptedModel(policy), []), lambda: summaries
+    return FailingFirstModel(ScriptedModel(policy), []), lambda: summaries
 
 
 def test_context_length_error_compacts_older_turns_and_retries(tmp_path: Path) -> None:

@@ -209,27 +209,44 @@ def test_repeat_of_an_unknown_call_is_refused_once_then_runs(tmp_path):
     _recover_and_check(url, agent, crashed, check)
 
 
-def test_repeat_with_different_arguments_is_not_refused(tmp_path):
+class Hold(pydantic.BaseModel):
+    tag: str
+    hold_s: float = 0.0
+
+
+@pytest.mark.parametrize(
+    ("repeat", "statuses", "executed"),
+    [
+        # A different input is a new call: it runs.
+        ({"tag": "y"}, ["outcome_unknown", "completed"], ["y"]),
+        # The same input spelled without the field at its default: the same call, refused
+        # like a byte-equal repeat would be.
+        ({"tag": "x"}, ["outcome_unknown", "refused"], []),
+    ],
+    ids=["different-input", "defaults-left-out"],
+)
+def test_a_repeat_is_the_same_input_not_the_same_text(tmp_path, repeat, statuses, executed):
     url = db_url(tmp_path)
-    executed: list[str] = []
+    ran: list[str] = []
 
     @fx.tool(replay="unsafe")
-    def deploy(inp: Deploy, ctx: fx.ToolContext) -> str:
-        "Deploy."
-        executed.append(inp.version)
-        return "ok"
+    def hold(inp: Hold, ctx: fx.ToolContext) -> str:
+        "Hold."
+        ran.append(inp.tag)
+        return "held"
 
-    model = fx.ScriptedModel(
-        [fx.reply("unused"), fx.reply("", fx.call("deploy", version="1.5")), fx.reply("done")]
-    )
-    agent = fx.Agent("eng", model, tools=[deploy])
-    crashed = leave_crashed_turn(
-        url, agent="eng", calls=[fx.call("deploy", version="1.4")], policies=["unsafe"], running=[0]
-    )
+    again = fx.call("hold", **repeat)
+    model = fx.ScriptedModel([fx.reply("unused"), fx.reply("", again), fx.reply("done")])
+    agent = fx.Agent("eng", model, tools=[hold])
+    first = fx.call("hold", hold_s=0.0, tag="x")
+    crashed = leave_crashed_turn(url, agent="eng", calls=[first], policies=["unsafe"], running=[0])
 
     def check(rt, sub, recorded, evs):
-        assert executed == ["1.5"]
-        assert [t.status.value for t in recorded] == ["outcome_unknown", "completed"]
+        assert ran == executed
+        assert [t.status.value for t in recorded] == statuses
+        assert recorded[1].arguments == again.arguments  # the model's text, as it wrote it
+        if "refused" in statuses:
+            assert recorded[1].result == refusal_message("hold")
 
     _recover_and_check(url, agent, crashed, check)
 

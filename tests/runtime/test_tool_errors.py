@@ -78,22 +78,22 @@ def test_invalid_arguments_and_unknown_tools_become_readable_errors(tmp_path):
 
 def test_raising_tool_fails_the_task_not_the_turn(tmp_path):
     @fx.tool
-    def flaky(inp: Deploy, ctx: fx.ToolContext) -> str:
+    def failing(inp: Deploy, ctx: fx.ToolContext) -> str:
         "Fails."
         raise RuntimeError(f"boom {inp.version}")
 
     @fx.tool
-    async def aflaky(inp: Deploy, ctx: fx.ToolContext) -> str:
+    async def afailing(inp: Deploy, ctx: fx.ToolContext) -> str:
         "Fails too."
         raise ValueError("async boom")
 
     model = fx.ScriptedModel(
         [
-            fx.reply("", fx.call("flaky", version="1"), fx.call("aflaky", version="2")),
+            fx.reply("", fx.call("failing", version="1"), fx.call("afailing", version="2")),
             fx.reply("recovered from errors"),
         ]
     )
-    agent = fx.Agent("eng", model, tools=[flaky, aflaky])
+    agent = fx.Agent("eng", model, tools=[failing, afailing])
 
     async def main():
         async with fx.Runtime([agent], store=fresh_store(tmp_path), settings=FAST) as rt:

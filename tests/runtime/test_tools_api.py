@@ -131,6 +131,9 @@ def test_parse_validates_the_models_json():
     optional = fx.define_tool("o", description="o", input_model=Optional_, execute=lambda i, c: "")
     assert optional.parse("") == Optional_()  # no arguments at all
     assert optional.parse("   ") == Optional_()
+    # Arguments encoded twice (a JSON string holding the object), which some models send: the
+    # recorded text stays as it was, so parsing is where they are unwrapped.
+    assert tool.parse('"{\\"version\\": \\"2.0\\"}"') == Deploy(version="2.0")
 
 
 def test_run_renders_results_as_text():
@@ -237,3 +240,18 @@ def test_tool_context_cancelled_is_an_event():
         await asyncio.wait_for(ctx.cancelled.wait(), 1)
 
     run(main())
+
+
+def test_canonical_input_fills_defaults_and_falls_back_to_canonical_json():
+    class Hold(pydantic.BaseModel):
+        tag: str
+        hold_s: float = 0.0
+
+    hold = fx.define_tool(
+        "hold", description="Hold.", input_model=Hold, execute=lambda inp, ctx: "held"
+    )
+    assert hold.canonical_input('{"tag": "x"}') == hold.canonical_input('{"hold_s": 0, "tag": "x"}')
+    assert hold.canonical_input('{"tag": "x"}') != hold.canonical_input('{"tag": "y"}')
+    # Arguments that do not validate are compared as canonical JSON (or stripped text).
+    assert hold.canonical_input('{"b": 1, "a": 2}') == hold.canonical_input('{"a":2,"b":1}')
+    assert hold.canonical_input(" not json ") == "not json"

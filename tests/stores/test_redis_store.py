@@ -34,6 +34,8 @@ from fxdurable.errors import (
     LeaseLostError,
     RecordNotFoundError,
     StoreError,
+    StoreUnavailableError,
+    Suspend,
 )
 from fxdurable.stores.redis import RedisStore
 from fxdurable.testing import FakeClock, check_store
@@ -543,8 +545,8 @@ def test_version_conflicts_between_stores(redis_url: str) -> None:
 
 
 @pytest.mark.redis
-def test_a_body_reruns_when_what_it_read_changes(store: RedisStore, redis_url: str) -> None:
-    """The first run reads, another client writes the key, the commit fails, the body reruns
+def test_a_body_runs_again_when_what_it_read_changes(store: RedisStore, redis_url: str) -> None:
+    """The first run reads, another client writes the key, the commit fails, the body runs again
     on fresh data: the WATCH turns a lost race into a retry, not a lost update."""
     v1 = SessionRecord(id="s1", agent="a", status=SessionStatus.IDLE, created_at=1.0)
     store.transact(lambda tx: tx.put_session(v1, expected_version=None))
@@ -648,12 +650,63 @@ def test_committed_data_survives_a_server_restart(
 @pytest.mark.redis
 def test_a_server_that_stays_down_is_a_store_error(redis_factory: Callable[..., Any]) -> None:
     server = redis_factory()
-    store = RedisStore(f"{server.url}/0?prefix=down")
+    url = f"{server.url}/0?prefix=down"
+    store = RedisStore(url)
     try:
         server.stop(signal.SIGKILL)
-        with pytest.raises(StoreError, match=f"127.0.0.1:{server.port}"):
+        with pytest.raises(StoreUnavailableError, match=f"127.0.0.1:{server.port}"):
             store.read(lambda r: r.get_session("s1"))
+        with pytest.raises(StoreUnavailableError, match="cannot reach"):
+            RedisStore(url)
     finally:
+        store.close()
+
+
+@pytest.mark.redis
+def test_a_server_that_does_not_answer_in_time_is_unavailable(
+    redis_factory: Callable[..., Any],
+) -> None:
+    """A paused server (as one stuck in a long command) times out as StoreUnavailableError,
+    not redis-py's TimeoutError."""
+    server = redis_factory()
+    store = RedisStore(f"{server.url}/0?prefix=slow&socket_timeout=0.3")
+    journal = Journal(store, FakeClock(T0), CountingIds())
+    admin = redis.Redis.from_url(server.url)
+    try:
+        admin.client_pause(2000, all=True)
+        with pytest.raises(StoreUnavailableError, match="did not answer in time"):
+            journal.admit("s1", agent="a", prompt="hello")
+    finally:
+        admin.client_unpause()
+        admin.close()
+        store.close()
+
+
+@pytest.mark.redis
+def test_ctrl_c_while_letting_go_of_a_connection_is_not_swallowed(
+    redis_factory: Callable[..., Any],
+) -> None:
+    """A KeyboardInterrupt that lands while the store UNWATCHes the connection of a body that
+    ended by a control-flow signal propagates (it used to be swallowed, and the signal raised
+    instead); the connection is not reused and the store carries on."""
+    server = redis_factory()
+    store = RedisStore(f"{server.url}/0?prefix=ctrlc")
+    admin = redis.Redis.from_url(server.url)
+
+    def body(tx: Any) -> None:
+        tx.get_session("s1")  # WATCHed: letting go of the connection sends UNWATCH
+        admin.client_pause(3000, all=True)  # ... which then waits for the pause to end
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        raise Suspend("stop here")
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            store.transact(body)
+        admin.client_unpause()
+        assert store.read(lambda r: r.get_session("s1")) is None
+    finally:
+        admin.client_unpause()
+        admin.close()
         store.close()
 
 
@@ -727,7 +780,7 @@ def test_the_runtime_runs_a_turn_on_redis_and_the_cli_reads_it(redis_url: str) -
 
 
 @pytest.mark.redis
-def test_an_error_drawn_from_a_torn_view_reruns_the_body(store: RedisStore, redis_url: str) -> None:
+def test_a_torn_view_error_runs_the_body_again(store: RedisStore, redis_url: str) -> None:
     """A body that raises because two of its reads disagree (another client committed
     between them) is run again, not reported: a serial run could never have seen that."""
     v1 = a_session(status=SessionStatus.ACTIVE)
@@ -769,6 +822,58 @@ def test_an_evicting_server_is_refused(redis_factory: Callable[..., Any]) -> Non
         RedisStore(f"{server.url}/0").close()
     finally:
         client.close()
+
+
+@pytest.mark.redis
+def test_a_server_without_an_append_only_file_is_refused(
+    redis_factory: Callable[..., Any],
+) -> None:
+    """Started with --appendonly no: a restart would lose committed steps, so opening a store
+    to write is refused with how to enable the AOF, unless the URL opts out."""
+    server = redis_factory(appendonly=False)
+    url = f"{server.url}/0?prefix=p"
+    with pytest.raises(ConfigurationError, match="appendonly no") as info:
+        RedisStore(url)
+    for advice in ("appendonly yes", "appendfsync everysec", "redis-server --appendonly yes"):
+        assert advice in str(info.value)
+    assert "?durability=none" in str(info.value)
+    RedisStore(f"{url}&durability=none").close()  # the explicit opt-out opens it
+    RedisStore(url, create=False).close()  # a reader writes nothing: not its concern
+    client = redis.Redis.from_url(server.url)
+    try:
+        client.config_set("save", "60 1")  # RDB snapshots alone lose the last minutes
+        with pytest.raises(ConfigurationError, match="RDB snapshots alone"):
+            RedisStore(url)
+        client.config_set("appendonly", "yes")
+        RedisStore(url).close()  # with the AOF it opens
+        client.config_set("appendfsync", "no")
+        with pytest.raises(ConfigurationError, match="appendfsync no"):
+            RedisStore(url)
+    finally:
+        client.close()
+
+
+@pytest.mark.redis
+def test_a_user_who_may_not_read_info_cannot_open_a_store_to_write(
+    redis_factory: Callable[..., Any],
+) -> None:
+    """Without INFO the store cannot tell whether the server persists: refused, saying so."""
+    server = redis_factory()
+    client = redis.Redis.from_url(server.url)
+    try:
+        client.acl_setuser("noinfo", enabled=True, passwords=["+secret"], keys=["*"],
+                           commands=["+@all", "-info"])  # fmt: skip
+        url = f"redis://noinfo:secret@127.0.0.1:{server.port}/0?prefix=p"
+        with pytest.raises(ConfigurationError, match="INFO persistence was refused"):
+            RedisStore(url)
+        RedisStore(f"{url}&durability=none").close()
+    finally:
+        client.close()
+
+
+def test_durability_takes_aof_or_none() -> None:
+    with pytest.raises(ConfigurationError, match="durability must be aof"):
+        RedisStore("redis://127.0.0.1:1/0?durability=rdb")
 
 
 @pytest.mark.redis

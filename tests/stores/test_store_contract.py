@@ -503,6 +503,9 @@ def test_records_round_trip_exactly(store: Store) -> None:
         text="two calls",
         tool_calls=CALLS,
         usage=Usage(input_tokens=11, output_tokens=22),
+        stop_reason="tool_calls",
+        stop_inferred=True,
+        truncated=False,
         created_at=4.0,
     )
     task = a_task(provider_id="c1", status=ToolTaskStatus.OUTCOME_UNKNOWN, runs=3, result="unknown")

@@ -1,9 +1,11 @@
 """Fixtures of the RQ worker tests: a Redis of their own, a fresh database per test, a store
 per backend, and :class:`~rq_support.RqHarness` (real ``fxdurable worker`` processes).
 
-``rq_redis`` starts one ``redis-server`` for the session (``--save "" --appendonly no``: the
-queue's Redis needs no persistence here; the Redis *store* tests restart theirs with AOF). It is
-skipped when ``redis-server`` is not installed, except with ``CI=true``, where that fails.
+``rq_redis`` starts one ``redis-server`` for the session, with its append-only file on
+(``--appendonly yes --appendfsync everysec``, no RDB snapshots): it holds the Redis stores of
+these tests too, and the Redis store refuses a server that would lose its commits on a
+restart. It is skipped when ``redis-server`` is not installed, except with ``CI=true``, where
+that fails.
 
 ``store_url`` is parametrised by backend, like the crash suite's: every test runs on SQLite
 (workers on one host sharing a file) and on the Redis store (a database of its own per test on
@@ -80,7 +82,8 @@ def rq_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
                 "--port", str(port),
                 "--bind", "127.0.0.1",
                 "--save", "",
-                "--appendonly", "no",
+                "--appendonly", "yes",
+                "--appendfsync", "everysec",
                 "--databases", str(DATABASES),
                 "--dir", str(directory),
                 "--logfile", "redis.log",
@@ -176,20 +179,3 @@ def rq_harness(make_harness: Callable[..., RqHarness]) -> RqHarness:
     """A harness with the defaults: job timeout 60 s, lease TTL 3 s, heartbeat 0.5 s, scan
     every 0.5 s."""
     return make_harness()
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """One rerun for these tests, and only these: they race real RQ worker processes, forked
-    work horses and signals on two shared cores. Most of their flakes were one bug, now fixed
-    (workers started together failed to open a new SQLite file: "database is locked"). One
-    remains unexplained: in about one run of tests/workers + tests/crash in four, the late
-    duplicate wakes of test_rq_races were not all taken within 20 s; it never reproduced
-    alone, and its failure now prints RQ's queue state and the worker logs. A real bug fails
-    both runs; the rerun shows as "R" in the report, so a flake stays visible.
-    ``FXD_TEST_NO_RERUN=1`` turns the rerun off, to chase the flake."""
-    if os.environ.get("FXD_TEST_NO_RERUN") == "1":
-        return  # to chase the flake itself
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.flaky(reruns=1, reruns_delay=1))

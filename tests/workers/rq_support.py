@@ -83,6 +83,14 @@ def proc_identity(pid: int) -> tuple[int, int] | None:
     return None if fields is None else (pid, int(fields[19]))
 
 
+def proc_wchan(pid: int) -> str:
+    """Where in the kernel ``pid`` waits (``futex_wait_queue`` for a lock), for diagnostics."""
+    try:
+        return Path(f"/proc/{pid}/wchan").read_text() or "running"
+    except OSError:
+        return "gone"
+
+
 def pid_alive(pid: int) -> bool:
     """Alive and not a zombie."""
     stat = proc_stat(pid)

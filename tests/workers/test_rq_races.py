@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
-from rq_support import RqHarness, wait_until
+from rq_support import RqHarness, proc_wchan, wait_until
 
 import fxdurable as fx
 from tests.kit.story import done_text
@@ -171,3 +172,40 @@ def test_no_wake_is_lost_between_the_last_check_and_the_release(rq_harness: RqHa
     assert sum(jobs_run_by(h, "s", "reconcile")) == 0, "a scan ran"
     more = sum(jobs_run_by(h, "s", "more work"))
     print(f"MEASURE wakes re-enqueued by a release that found more work: {more} of {n}")
+
+
+def test_a_work_horse_forked_during_a_reconciliation_scan_does_not_hang(
+    make_harness: Callable[..., RqHarness],
+) -> None:
+    """RQ forks a work horse per job while the worker's scan thread may be inside the store's C
+    library (SQLite's allocator and open hold process-wide mutexes). A horse forked at that
+    moment inherits the mutex locked, with no thread left to unlock it, and hangs in its first
+    store call until RQ kills it (job timeout + 60 s): its wake, and every wake queued behind
+    it on that worker, waits. This was the late-duplicate-wake flake of the race test above.
+
+    The scan runs back to back here (every millisecond), so nearly every fork lands in one."""
+    h = make_harness(job_timeout=10)
+    worker = h.start_worker(scan_interval_s=0.001)
+    from fxdurable.queues.rq import RqQueue
+
+    wakes = 40
+    queue = RqQueue(h.queue_url)
+    try:
+        for _ in range(wakes):
+            queue.enqueue_now("nobody", reason="dup")
+    finally:
+        asyncio.run(queue.aclose())
+
+    def done() -> bool:
+        return worker.log().count("wake for unknown session nobody ignored") == wakes
+
+    try:
+        # Each wake is a fork and one read (well under a second even on a loaded machine); a
+        # hung horse never finishes before RQ kills it, 70 s after its start.
+        wait_until(done, 60, f"{wakes} wakes to be taken")
+    except AssertionError as exc:
+        stuck = {pid: proc_wchan(pid) for pid in worker.horses()}
+        raise AssertionError(
+            f"{exc}; horses alive (pid: kernel wait) {stuck}\n{h.diagnostics()}"
+        ) from None
+    assert h.stop_workers() == [0], h.diagnostics()

@@ -1,4 +1,5 @@
-"""Redis restarted mid-run with AOF on: no admitted submission is lost (issue 4).
+"""Redis restarted mid-run with AOF on: no admitted submission is lost (issue 4), and busy
+workers ride an outage out without exiting or orphaning a work horse (issue 9).
 
 One dedicated redis-server (``appendfsync always``) holds both the store and the RQ queue. It is
 SIGKILLed while workers run turns, restarted from its AOF on the same port, and every
@@ -8,17 +9,20 @@ submission admitted before the kill must still settle exactly once, with the inv
 from __future__ import annotations
 
 import signal
+import threading
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from rq_support import RqHarness
+from rq_support import RqHarness, WorkerProc, proc_identity, wait_until
 
 from tests.kit.world import SETTLED, assert_invariants, read_world
 
 pytestmark = [pytest.mark.redis, pytest.mark.crash]
+
+OUTAGE_S = 10.0
 
 
 def test_redis_killed_and_restarted_mid_run_loses_no_submission(
@@ -43,17 +47,94 @@ def test_redis_killed_and_restarted_mid_run_loses_no_submission(
             "every turn finished before the kill: the test would prove nothing"
         )
         server.restart(signal.SIGKILL)  # type: ignore[attr-defined]
-        # Workers whose Redis connection broke may have exited: start fresh ones as a deploy
-        # would, and let the reconciliation scan find whatever the crash left behind.
-        for worker in harness.workers:
-            if not worker.alive():
-                worker.kill()
-        harness.start_workers(2)
+        # The workers ride the restart out; their reconciliation scan finds whatever the
+        # crash left behind.
+        assert all(w.alive() for w in harness.workers), harness.diagnostics()
         subs = harness.wait_settled(ids, timeout=90)
         assert all(s.status in SETTLED for s in subs)
         harness.stop_workers()
         world = read_world(harness.store_url, harness.world_dir)
         assert {s.request_id for s in world.submissions} == {r for _, _, r in items}
+        assert_invariants(world, [r for _, _, r in items])
+    finally:
+        harness.cleanup()
+
+
+class HorseWatch:
+    """Samples every worker's horses from /proc until stopped, so a horse seen once is known
+    by identity (pid, start time) even if it outlives its worker."""
+
+    def __init__(self, harness: RqHarness) -> None:
+        self._harness = harness
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="horse-watch")
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            for worker in list(self._harness.workers):
+                worker.horses()
+
+    def __enter__(self) -> HorseWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def living_horses(workers: list[WorkerProc]) -> dict[str, list[int]]:
+    """The horses ever seen that still run (the very process: pid and start time)."""
+    return {
+        w.name: alive
+        for w in workers
+        if (alive := [pid for pid, start in w.horses_seen if proc_identity(pid) == (pid, start)])
+    }
+
+
+@pytest.mark.timeout(180)  # a 10 s outage, then recovery, on two loaded cores
+@pytest.mark.parametrize("store", ["redis", "sqlite"])
+def test_busy_workers_ride_out_a_redis_outage(
+    tmp_path: Path, redis_factory: Callable[..., object], store: str
+) -> None:
+    """Redis (the queue, and with ``store=redis`` the store too) SIGKILLed for 10 s while three
+    workers run turns, then restarted from its AOF: every worker stays up, every submission
+    settles once, and no work horse outlives its worker."""
+    server = redis_factory(fsync="always")
+    store_url = (
+        f"{server.url}/0?prefix=t{uuid.uuid4().hex[:8]}"  # type: ignore[attr-defined]
+        if store == "redis"
+        else f"sqlite:///{tmp_path.resolve()}/store.db"
+    )
+    harness = RqHarness(
+        tmp_path / "h",
+        store_url=store_url,
+        redis_port=server.port,  # type: ignore[attr-defined]
+        redis_db=1,
+    )
+    try:
+        # Each worker first takes a turn of 8 ticks of 2 s: every horse outlasts the outage
+        # and meets RQ's job monitor (every 5 s) in it. Story turns queue behind them.
+        env = {"FXD_TEST_TOOL_S": "0.3", "FXD_TEST_TICK_S": "2.0"}
+        workers = harness.start_workers(3, env=env)
+        items = [(f"t{n}", f"ticks 8 long-{n}", f"outage-t{n}") for n in range(3)]
+        items += [(f"s{n}", f"story {n}", f"outage-s{n}") for n in range(3)]
+        with HorseWatch(harness):
+            ids = harness.submit(items)
+            wait_until(lambda: all(w.horses() for w in workers), 30, "every worker to run a turn")
+            server.stop(signal.SIGKILL)  # type: ignore[attr-defined]
+            time.sleep(OUTAGE_S)
+            port = server.port  # type: ignore[attr-defined]
+            server.start()  # type: ignore[attr-defined]
+            assert server.port == port  # type: ignore[attr-defined]
+            exited = [w.name for w in workers if not w.alive()]
+            assert not exited, f"workers {exited} exited in the outage:\n{harness.diagnostics()}"
+            subs = harness.wait_settled(ids, timeout=90)
+        assert all(s.status in SETTLED for s in subs)
+        assert all(w.alive() for w in workers), harness.diagnostics()
+        assert harness.stop_workers() == [0, 0, 0], harness.diagnostics()
+        assert not living_horses(workers), harness.diagnostics()
+        world = read_world(harness.store_url, harness.world_dir)
         assert_invariants(world, [r for _, _, r in items])
     finally:
         harness.cleanup()

@@ -1,10 +1,12 @@
 """Anthropic Messages, streaming.
 
-The response is complete at ``message_stop``, or at the ``message_delta`` carrying a
-``stop_reason`` followed by at most ``finish_grace_s`` of waiting for ``message_stop``. Tool
-input arrives as ``input_json_delta`` fragments per content block and is normalised to compact
-JSON. ``ping`` and unknown event types are ignored; an ``error`` event (``overloaded_error``,
-say) after the 200 is retryable unless it says the prompt is too long.
+The response is complete at ``message_stop`` (even when no blank line follows it), or at the
+``message_delta`` carrying a ``stop_reason`` followed by at most ``finish_grace_s`` of waiting
+for ``message_stop``. Tool input arrives as ``input_json_delta`` fragments per content block
+and is kept as the text the model produced. ``ping`` and unknown event types are ignored; an
+``error`` event, before or after the ``stop_reason``, fails the call: retryable when transient
+(``overloaded_error``, ``api_error``), permanent for ``invalid_request_error``, a
+``ContextLengthError`` when the prompt is too long.
 """
 
 from __future__ import annotations
@@ -18,13 +20,21 @@ from typing import Any
 import httpx
 
 from fxdurable.core.records import Usage
-from fxdurable.errors import ModelError
+from fxdurable.errors import ModelError, ModelRetryableError
 from fxdurable.runtime.models.base import ChatMessage, ModelRequest, ModelResponse, ToolSpec
 from fxdurable.runtime.models.errors import redact, stream_error
 from fxdurable.runtime.models.http import Timeouts
 from fxdurable.runtime.models.httpmodel import HttpModel, StreamParser
 from fxdurable.runtime.models.sse import SSEEvent
-from fxdurable.runtime.models.wire import CallIds, as_dict, as_int, as_str, finish_calls
+from fxdurable.runtime.models.wire import (
+    CallIds,
+    as_dict,
+    as_int,
+    as_str,
+    decode_arguments,
+    finish_calls,
+    infer_stop,
+)
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicModel", "build_anthropic_body"]
 
@@ -145,7 +155,7 @@ def _input(arguments: str) -> dict[str, Any]:
     JSON object (the model's own mistake, already answered with a tool error) are shown back
     to the model as they were, under ``_raw_arguments``."""
     try:
-        value = json.loads(arguments) if arguments.strip() else {}
+        value = decode_arguments(arguments)
     except ValueError:
         value = None
     if isinstance(value, dict):
@@ -173,15 +183,40 @@ class _AnthropicParser:
         self._blocks: dict[int, _Block] = {}
         self._usage: dict[str, int] = {}
         self._stop_reason: str | None = None
+        self._stop_inferred = False
         self._stopped = False  # message_stop seen
 
     @property
     def finished(self) -> bool:
-        return self._stopped or self._stop_reason is not None
+        return self._stop_reason is not None
 
     @property
     def complete(self) -> bool:
         return self._stopped
+
+    def is_last(self, event: SSEEvent) -> bool:
+        try:
+            payload = json.loads(event.data)
+        except ValueError:
+            return False
+        return isinstance(payload, dict) and payload.get("type") == "message_stop"
+
+    def end_of_stream(self) -> None:
+        # The Messages API always ends with message_delta and message_stop: a close before
+        # both is a cut, however clean, not an answer.
+        raise ModelRetryableError(
+            f"{AnthropicModel.provider} closed the stream before the response finished"
+        )
+
+    def _infer_stop(self) -> None:
+        self._stop_reason = infer_stop(
+            AnthropicModel.provider,
+            "".join(self._text),
+            [(block.name, self._input_text(block)) for block in self._tool_blocks()],
+            tool_stop="tool_use",
+            text_stop="end_turn",
+        )
+        self._stop_inferred = True
 
     def feed(self, event: SSEEvent) -> str:
         payload = self._decode(event)
@@ -200,6 +235,8 @@ class _AnthropicParser:
             self._message_delta(payload)
         elif kind == "message_stop":
             self._stopped = True
+            if self._stop_reason is None:  # a gateway that dropped the message_delta
+                self._infer_stop()
         elif kind == "message":
             return self._whole_message(payload)
         # ping, content_block_stop and event types added later need nothing
@@ -214,22 +251,35 @@ class _AnthropicParser:
         if payload is None:
             return
         kind = as_str(payload.get("type")) or event.event
+        if kind == "error":
+            raise stream_error(AnthropicModel.provider, payload, secret=self._secret)
         if kind == "message_delta":
             self._message_delta(payload)
-        elif kind in ("message_stop", "error"):
+        elif kind == "message_stop":
             self._stopped = True
 
     def response(self) -> ModelResponse:
         calls = finish_calls(
-            (block.id, block.name, "".join(block.parts) or block.start_input)
-            for _, block in sorted(self._blocks.items())
-            if block.kind == "tool_use"
+            (block.id, block.name, self._input_text(block)) for block in self._tool_blocks()
         )
         usage = Usage(
             input_tokens=sum(self._usage.get(name, 0) for name in _INPUT_FIELDS),
             output_tokens=self._usage.get("output_tokens", 0),
         )
-        return ModelResponse(text="".join(self._text), tool_calls=calls, usage=usage)
+        return ModelResponse(
+            text="".join(self._text),
+            tool_calls=calls,
+            usage=usage,
+            stop_reason=self._stop_reason,
+            stop_inferred=self._stop_inferred,
+        )
+
+    def _tool_blocks(self) -> list[_Block]:
+        return [block for _, block in sorted(self._blocks.items()) if block.kind == "tool_use"]
+
+    @staticmethod
+    def _input_text(block: _Block) -> str:
+        return "".join(block.parts) or block.start_input
 
     def _decode(self, event: SSEEvent) -> dict[str, Any] | None:
         data = event.data.strip()
@@ -261,7 +311,8 @@ class _AnthropicParser:
             block.name = as_str(content.get("name")) or ""
             start = content.get("input")
             if isinstance(start, dict) and start:
-                block.start_input = json.dumps(start)
+                # Not text the model streamed (a whole message): compact, as the API shows it.
+                block.start_input = json.dumps(start, separators=(",", ":"), ensure_ascii=False)
             return ""
         if kind == "text":
             return self._add_text(as_str(content.get("text")) or "")
@@ -293,7 +344,9 @@ class _AnthropicParser:
         for index, content in enumerate(message.get("content") or ()):
             added.append(self._start_block({"index": index, "content_block": content}))
         self._take_usage(as_dict(message.get("usage")))
-        self._stop_reason = as_str(message.get("stop_reason")) or "end_turn"
+        self._stop_reason = as_str(message.get("stop_reason")) or None
+        if self._stop_reason is None:
+            self._infer_stop()
         self._stopped = True
         return "".join(added)
 

@@ -13,6 +13,8 @@ from typing import Any, Literal, Protocol, TypeAlias
 from fxdurable.core.records import ToolCallRequest, Usage
 
 __all__ = [
+    "INTERRUPTED_NOTE",
+    "TRUNCATING_STOPS",
     "ChatMessage",
     "Finish",
     "Model",
@@ -21,7 +23,33 @@ __all__ = [
     "StreamPart",
     "TextDelta",
     "ToolSpec",
+    "without_interruptions",
 ]
+
+# Stop reasons that mean "cut by the output limit": OpenAI-compatible ``length``, Anthropic
+# ``max_tokens`` and ``model_context_window_exceeded`` (the context filled up mid-answer).
+TRUNCATING_STOPS = frozenset({"length", "max_tokens", "model_context_window_exceeded"})
+
+
+# The user message the model reads right after a reply of its own that a crash cut off
+# mid-stream (an ``interrupted`` assistant message): one short note, so it continues.
+INTERRUPTED_NOTE = (
+    "[Your previous reply was interrupted after the text shown above. Continue from where it "
+    "stopped; do not start over.]"
+)
+
+
+def without_interruptions(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """``messages`` without the replies a crash cut off and the notes after them: the
+    conversation as if no stream had been cut (what a scripted policy answers)."""
+    out: list[ChatMessage] = []
+    for message in messages:
+        if message.role == "user" and message.text == INTERRUPTED_NOTE:
+            if out and out[-1].role == "assistant":
+                out.pop()
+            continue
+        out.append(message)
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,6 +59,9 @@ class ChatMessage:
     tool_calls: tuple[ToolCallRequest, ...] = ()
     tool_call_id: str | None = None  # for role="tool": which call this answers
     tool_name: str | None = None
+    # For role="assistant": a reply a crash cut off mid-stream (its text is what had been
+    # streamed). Providers send it as an ordinary assistant message.
+    interrupted: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,9 +80,21 @@ class ModelRequest:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelResponse:
+    """``stop_reason`` is the provider's own value, verbatim (``None`` when a model has no
+    such notion); ``stop_inferred`` says the provider sent none and it was inferred from the
+    content (``tool_calls`` when calls came, else ``stop``)."""
+
     text: str = ""
     tool_calls: tuple[ToolCallRequest, ...] = ()
     usage: Usage = field(default_factory=Usage)
+    stop_reason: str | None = None
+    stop_inferred: bool = False
+
+    @property
+    def truncated(self) -> bool:
+        """Cut by the output limit: the text may stop mid-sentence, the last tool call's
+        arguments mid-value."""
+        return self.stop_reason is not None and self.stop_reason.lower() in TRUNCATING_STOPS
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ __all__ = [
     "ERROR_BODY_LIMIT",
     "ProviderError",
     "is_context_length",
+    "is_request_too_large",
     "parse_error_body",
     "parse_retry_after",
     "redact",
@@ -41,6 +43,21 @@ _QUOTE_LIMIT = 500  # characters of provider text quoted in a message
 # timeout, 409 lock conflict, 429 rate limit, 5xx and Anthropic's 529 "overloaded").
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _RETRYABLE_TYPES = frozenset({"overloaded_error", "rate_limit_error", "api_error", "server_error"})
+# Errors that say the request itself is wrong (Anthropic's and OpenAI's types and codes): a
+# mid-stream error of these kinds is not retried.
+_PERMANENT_TYPES = frozenset(
+    {
+        "invalid_request_error",
+        "authentication_error",
+        "permission_error",
+        "not_found_error",
+        "request_too_large",
+        "billing_error",
+        "invalid_api_key",
+        "model_not_found",
+    }
+)
+_LIMIT_REQUESTED = re.compile(r"Limit:?\s*([\d,]+),\s*Requested:?\s*([\d,]+)", re.IGNORECASE)
 _CONTEXT_MARKERS = (
     "context_length_exceeded",  # OpenAI's error code
     "context length",  # OpenAI, vLLM: "maximum context length is 8192 tokens"
@@ -143,17 +160,10 @@ def status_error(
     """The error for a non-2xx response; ``body`` is the (capped) error body text."""
     error = parse_error_body(body)
     said = _quote(error.message, secret) or "(no error message)"
-    if status in (400, 413, 422) and is_context_length(error):
-        return ContextLengthError(
-            f"{provider}: the conversation does not fit the model's context window "
-            f"(HTTP {status}): {said}"
-        )
-    if status == 413:  # the request body itself is too large: compaction helps here too
-        return ContextLengthError(f"{provider}: the request is too large (HTTP 413): {said}")
-    if error.code == "insufficient_quota" or error.type == "insufficient_quota":
-        # OpenAI sends this as a 429, but waiting does not refill an account
-        return ModelError(f"{provider} refused the request: the account is out of quota: {said}")
-    if status in _RETRYABLE_STATUS or status >= 500 or error.type in _RETRYABLE_TYPES:
+    permanent = _permanent(provider, status, error, said, where=f"HTTP {status}")
+    if permanent is not None:
+        return permanent
+    if _transient(status, error):
         retry_after = parse_retry_after(headers, now=now)
         what = {
             429: "rate-limited the request",
@@ -179,19 +189,78 @@ def status_error(
 
 
 def stream_error(provider: str, payload: object, *, secret: str | None) -> ModelError:
-    """An error the provider sent inside a stream that had started with a 200.
+    """An error the provider sent inside a stream that had started with a 200 (a ``data:``
+    event with an ``error`` object, or an ``error`` event), before or after its finish.
 
-    From our side it is transient (the request was accepted), unless it says the
-    conversation is too long.
+    It is classified by the same table as an HTTP status, from the status the payload carries
+    (OpenRouter and LiteLLM put it in ``code``) or else from its ``type``/``code``: 429, 5xx,
+    overloaded and unknown errors are transient (the request itself was accepted), 400-class
+    ones permanent, a conversation too long is :class:`ContextLengthError`.
     """
     error = parse_error_body(payload)
     said = _quote(error.message, secret) or "(no error message)"
-    kind = f" [{error.type}]" if error.type else ""
-    if is_context_length(error):
+    kind = f" [{error.type or error.code}]" if error.type or error.code else ""
+    status = _status_of(error)
+    permanent = _permanent(provider, status, error, said, where=f"mid-stream{kind}")
+    if permanent is not None:
+        return permanent
+    if status is None or _transient(status, error):
+        return ModelRetryableError(f"{provider} sent an error mid-stream{kind}: {said}")
+    return ModelError(f"{provider} failed the request mid-stream{kind}: {said}")
+
+
+def is_request_too_large(error: ProviderError) -> bool:
+    """The request alone exceeds a per-minute token limit, so no wait can let it through:
+    OpenAI's 429 and Groq's 413 "Request too large for … on tokens per min(ute) (TPM): Limit
+    L, Requested R", where R > L. (A "Rate limit reached … Used U, Requested R" passes once
+    the minute has gone by: that one is transient.)"""
+    message = error.message.lower()
+    if "request too large" in message and "per min" in message:
+        return True
+    numbers = _LIMIT_REQUESTED.search(error.message)
+    if numbers is None or "used" in message:
+        return False
+    limit, requested = (int(n.replace(",", "")) for n in numbers.groups())
+    return requested > limit
+
+
+def _permanent(
+    provider: str, status: int | None, error: ProviderError, said: str, *, where: str
+) -> ModelError | None:
+    """The failures no retry of this request can fix, whatever the status says."""
+    if is_context_length(error) and status in (None, 400, 413, 422):
         return ContextLengthError(
-            f"{provider}: the conversation does not fit the model's context window{kind}: {said}"
+            f"{provider}: the conversation does not fit the model's context window "
+            f"({where}): {said}"
         )
-    return ModelRetryableError(f"{provider} sent an error mid-stream{kind}: {said}")
+    if is_request_too_large(error):
+        # Compaction can make the request fit; waiting cannot.
+        return ContextLengthError(
+            f"{provider}: the request alone exceeds the tokens-per-minute limit, so it cannot "
+            f"succeed as it is ({where}): {said}; reduce the conversation or max_tokens, or "
+            "raise the account's limit"
+        )
+    if status == 413:  # the request body itself is too large: compaction helps here too
+        return ContextLengthError(f"{provider}: the request is too large ({where}): {said}")
+    if "insufficient_quota" in (error.code, error.type):
+        # OpenAI sends this as a 429, but waiting does not refill an account
+        return ModelError(
+            f"{provider} refused the request: the account is out of quota ({where}): {said}"
+        )
+    if status is None and (error.type in _PERMANENT_TYPES or error.code in _PERMANENT_TYPES):
+        return ModelError(f"{provider} rejected the request ({where}): {said}")
+    return None
+
+
+def _transient(status: int, error: ProviderError) -> bool:
+    return status in _RETRYABLE_STATUS or status >= 500 or error.type in _RETRYABLE_TYPES
+
+
+def _status_of(error: ProviderError) -> int | None:
+    """The HTTP status a mid-stream error carries in its ``code``, if it is one."""
+    if error.code is not None and error.code.isdigit() and 100 <= int(error.code) <= 599:
+        return int(error.code)
+    return None
 
 
 def transport_error(

@@ -18,7 +18,7 @@ import json
 import threading
 import weakref
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -104,9 +104,17 @@ class _StreamEvents:
     """The SSE events of a streaming response; every read honours the total deadline."""
 
     def __init__(
-        self, response: httpx.Response, *, provider: str, url: str, deadline: float, total: float
+        self,
+        response: httpx.Response,
+        *,
+        provider: str,
+        url: str,
+        deadline: float,
+        total: float,
+        is_last: Callable[[SSEEvent], bool],
     ) -> None:
         self._chunks = response.aiter_bytes()
+        self._is_last = is_last
         self._decoder = SSEDecoder()
         self._queue: deque[SSEEvent] = deque()
         self._ended = False
@@ -141,6 +149,11 @@ class _StreamEvents:
                 self._queue.extend(self._decoder.close())
             else:
                 self._queue.extend(self._decoder.feed(chunk))
+                # The provider's last event may come without its blank line on a stream held
+                # open: it ends the response now, not when a timer runs out.
+                last = self._decoder.take_pending(self._is_last)
+                if last is not None:
+                    self._queue.append(last)
         return self._queue.popleft()
 
 
@@ -155,8 +168,11 @@ async def open_event_stream(
     transport: httpx.AsyncBaseTransport | None,
     secret: str | None,
     key_env: str,
+    is_last: Callable[[SSEEvent], bool] = lambda event: False,
 ) -> AsyncIterator[EventSource]:
     """POST ``body`` as JSON and yield the response's events; the response is closed on exit.
+    ``is_last`` recognises the provider's terminal event, which is delivered even when no
+    blank line follows it.
 
     A non-2xx status raises the mapped error (see :mod:`fxdurable.runtime.models.errors`).
     """
@@ -196,7 +212,12 @@ async def open_event_stream(
             yield _OneEvent(text)
             return
         yield _StreamEvents(
-            response, provider=provider, url=shown, deadline=deadline, total=timeouts.total
+            response,
+            provider=provider,
+            url=shown,
+            deadline=deadline,
+            total=timeouts.total,
+            is_last=is_last,
         )
     finally:
         await response.aclose()

@@ -4,6 +4,8 @@ each provider fills in the request (URL, headers, body) and a parser of its even
 The stream's end is decided by the parser, never by the connection: once the parser has seen
 the finish, at most ``finish_grace_s`` more is spent on what may follow (usage, the final
 event), and then exactly one :class:`Finish` is yielded after the response has been closed.
+The provider's terminal event ends the wait at once, even without its blank line; a stream
+that ends cleanly without any finish is complete if its content is (the parser infers it).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any, ClassVar, Protocol
 
 import httpx
 
-from fxdurable.errors import ConfigurationError, ModelError, ModelRetryableError
+from fxdurable.errors import ConfigurationError, ModelError
 from fxdurable.runtime.models.base import Finish, ModelRequest, ModelResponse, StreamPart, TextDelta
 from fxdurable.runtime.models.http import Timeouts, display_url, open_event_stream
 from fxdurable.runtime.models.sse import SSEEvent
@@ -42,7 +44,17 @@ class StreamParser(Protocol):
         ...
 
     def feed_after_finish(self, event: SSEEvent) -> None:
-        """Take an event that came after the finish; never raises."""
+        """Take an event that came after the finish. Raises only for an error the provider
+        sent there: a response followed by an error is a failed call, not a success."""
+        ...
+
+    def is_last(self, event: SSEEvent) -> bool:
+        """``event`` is the provider's terminal event (``[DONE]``, ``message_stop``)."""
+        ...
+
+    def end_of_stream(self) -> None:
+        """The stream ended cleanly before the finish: infer it from a whole-looking content
+        (the parser is then ``finished``) or raise :class:`ModelRetryableError`."""
         ...
 
     def response(self) -> ModelResponse: ...
@@ -118,8 +130,9 @@ class HttpModel(ABC):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
         """Text deltas, then one :class:`Finish`. Raises ``ModelRetryableError`` (429, 5xx,
-        overloaded, timeouts, broken connections, a stream cut or errored before its finish),
-        ``ContextLengthError``, or ``ModelError`` (other 4xx, malformed events)."""
+        overloaded, timeouts, broken connections, a stream cut, a transient error event before
+        or after the finish), ``ContextLengthError``, or ``ModelError`` (other 4xx, permanent
+        error events, malformed events)."""
         key = self._key()
         parser = self._parser(key)
         async with open_event_stream(
@@ -131,13 +144,13 @@ class HttpModel(ABC):
             transport=self._transport,
             secret=key,
             key_env=self.key_env,
+            is_last=parser.is_last,
         ) as events:
             while not parser.finished:
                 event = await events.next()
                 if event is None:
-                    raise ModelRetryableError(
-                        f"{self.provider} closed the stream before the response finished"
-                    )
+                    parser.end_of_stream()
+                    break
                 text = parser.feed(event)
                 if text:
                     yield TextDelta(text)

@@ -2,9 +2,10 @@
 
 What the parser survives: tool-call argument fragments accumulated per ``index`` (parallel
 calls interleave; the id and name may come only in the first fragment, and ids may repeat or
-be missing), pretty-printed arguments (normalised to compact JSON), ``usage`` in a chunk after
-the finish with empty ``choices``, streams that stay open after the finish or end without
-``[DONE]``, and ``error`` payloads after a 200.
+be missing), pretty-printed arguments (kept as sent), ``usage`` in a chunk after the finish
+with empty ``choices``, streams that stay open after the finish or end without ``[DONE]``,
+streams that never set ``finish_reason`` (inferred, and recorded as inferred), and ``error``
+payloads after a 200, before or after the finish (a failed call, never an empty success).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import httpx
 
 from fxdurable.core.records import Usage
-from fxdurable.errors import ModelError, ModelRetryableError
+from fxdurable.errors import ModelError
 from fxdurable.runtime.models.base import ChatMessage, ModelRequest, ModelResponse, ToolSpec
 from fxdurable.runtime.models.errors import redact, stream_error
 from fxdurable.runtime.models.http import Timeouts
@@ -29,6 +30,7 @@ from fxdurable.runtime.models.wire import (
     as_int,
     as_str,
     finish_calls,
+    infer_stop,
     short_id,
 )
 
@@ -164,16 +166,20 @@ class _OpenAIParser:
         # Usage sent before the finish may be partial (prompt tokens only, say): only usage
         # at or after the finish ends the wait for it.
         self._final_usage = False
-        self._finished = False
+        self._stop_reason: str | None = None
+        self._stop_inferred = False
         self._done = False  # [DONE], or nothing more is worth waiting for
 
     @property
     def finished(self) -> bool:
-        return self._finished
+        return self._stop_reason is not None
 
     @property
     def complete(self) -> bool:
-        return self._finished and (self._done or self._final_usage)
+        return self.finished and (self._done or self._final_usage)
+
+    def is_last(self, event: SSEEvent) -> bool:
+        return event.data.strip() == "[DONE]"
 
     def feed(self, event: SSEEvent) -> str:
         if event.event == "error":
@@ -182,9 +188,11 @@ class _OpenAIParser:
         if not data:
             return ""
         if data == "[DONE]":
-            raise ModelRetryableError(
-                f"{OpenAIModel.provider} ended the stream ([DONE]) without a finish_reason"
-            )
+            # Some servers (gateways, local runtimes) never set finish_reason: [DONE] after
+            # whole content is the end of a complete response.
+            self.end_of_stream()
+            self._done = True
+            return ""
         payload = self._decode(data)
         if payload.get("error"):
             raise stream_error(OpenAIModel.provider, payload, secret=self._secret)
@@ -202,16 +210,21 @@ class _OpenAIParser:
                     added.append(text)
             for fragment in delta.get("tool_calls") or ():
                 self._take_fragment(as_dict(fragment))
-            if choice.get("finish_reason"):
-                self._finished = True
+            finish_reason = choice.get("finish_reason")
+            if finish_reason == "error":  # OpenRouter: the generation failed mid-way
+                raise stream_error(OpenAIModel.provider, choice, secret=self._secret)
+            if finish_reason:
+                self._stop_reason = str(finish_reason)
                 self._final_usage = has_usage
         text = "".join(added)
         self._text.append(text)
         return text
 
     def feed_after_finish(self, event: SSEEvent) -> None:
+        if event.event == "error":
+            raise stream_error(OpenAIModel.provider, event.data, secret=self._secret)
         data = event.data.strip()
-        if event.event == "error" or data == "[DONE]":
+        if data == "[DONE]":
             self._done = True
             return
         if not data:
@@ -221,15 +234,32 @@ class _OpenAIParser:
         except ValueError:
             self._done = True
             return
+        if payload.get("error"):
+            raise stream_error(OpenAIModel.provider, payload, secret=self._secret)
         if self._take_usage(payload):
             self._final_usage = True
+
+    def end_of_stream(self) -> None:
+        calls = [(call.name, "".join(call.parts)) for _, call in sorted(self._calls.items())]
+        self._stop_reason = infer_stop(
+            OpenAIModel.provider,
+            "".join(self._text),
+            calls,
+            tool_stop="tool_calls",
+            text_stop="stop",
+        )
+        self._stop_inferred = True
 
     def response(self) -> ModelResponse:
         calls = finish_calls(
             (call.id, call.name, "".join(call.parts)) for _, call in sorted(self._calls.items())
         )
         return ModelResponse(
-            text="".join(self._text), tool_calls=calls, usage=self._usage or Usage()
+            text="".join(self._text),
+            tool_calls=calls,
+            usage=self._usage or Usage(),
+            stop_reason=self._stop_reason,
+            stop_inferred=self._stop_inferred,
         )
 
     def _decode(self, data: str) -> dict[str, Any]:

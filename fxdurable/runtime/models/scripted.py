@@ -19,6 +19,7 @@ from fxdurable.runtime.models.base import (
     ModelResponse,
     StreamPart,
     TextDelta,
+    without_interruptions,
 )
 
 __all__ = ["ScriptedModel", "call", "reply"]
@@ -76,8 +77,10 @@ class ScriptedModel:
 
 
 def turn_messages(request: ModelRequest) -> list[ChatMessage]:
-    """The messages since the last user message: the current turn, as a policy sees it."""
-    messages = list(request.messages)
+    """The messages since the last user message: the current turn, as a policy sees it. A
+    reply a crash cut off and the note after it are left out: the policy answers the round
+    as if the stream had never been cut."""
+    messages = without_interruptions(request.messages)
     for i in range(len(messages) - 1, -1, -1):
         if messages[i].role == "user":
             return messages[i:]

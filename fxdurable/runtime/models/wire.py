@@ -1,4 +1,4 @@
-"""Pieces both provider formats share: tool-argument normalisation, call ids, JSON access.
+"""Pieces both provider formats share: tool arguments, inferred stops, call ids, JSON access.
 
 Pure functions over plain data; no I/O.
 """
@@ -8,47 +8,81 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from fxdurable.core.records import ToolCallRequest
+from fxdurable.errors import ModelRetryableError
 
 __all__ = [
     "CallIds",
     "as_dict",
     "as_int",
     "as_str",
+    "decode_arguments",
     "finish_calls",
-    "normalize_arguments",
+    "infer_stop",
+    "is_complete_arguments",
     "short_id",
 ]
 
 
-def normalize_arguments(raw: str) -> str:
-    """Tool arguments as compact JSON, whatever whitespace the model wrapped them in.
+def decode_arguments(raw: str) -> Any:
+    """The value of a tool call's argument text, whatever whitespace the model wrapped it in.
 
-    Empty arguments are ``"{}"``; a JSON string that itself holds a JSON object (arguments
-    encoded twice, which some models do) is unwrapped; text that is not JSON is returned
-    unchanged, so the runtime can hand the model a tool error it can read and correct.
+    Empty arguments are ``{}``; a JSON string that itself holds a JSON object (arguments
+    encoded twice, which some models do) is unwrapped. Raises ``ValueError`` for text that is
+    not JSON. The text itself is never rewritten: it is recorded and sent back as the model
+    produced it (a re-serialised prompt prefix defeats provider-side prompt caching).
     """
     if not raw.strip():
-        return "{}"
-    try:
-        value: Any = json.loads(raw)
-    except ValueError:
-        return raw
+        return {}
+    value: Any = json.loads(raw)
     if isinstance(value, str):
         try:
             inner: Any = json.loads(value)
         except ValueError:
-            inner = None
+            return value
         if isinstance(inner, dict):
-            value = inner
-    return json.dumps(value, separators=(",", ":"))
+            return inner
+    return value
+
+
+def is_complete_arguments(raw: str) -> bool:
+    """The argument text is a whole JSON object: the model closed it. A stream cut by the
+    output limit leaves it open (or, cut right after the call began, empty)."""
+    if not raw.strip():
+        return False
+    try:
+        return isinstance(decode_arguments(raw), dict)
+    except ValueError:
+        return False
+
+
+def infer_stop(
+    provider: str, text: str, calls: Sequence[tuple[str, str]], *, tool_stop: str, text_stop: str
+) -> str:
+    """The stop reason of a response whose stream ended without one (``[DONE]`` or a clean
+    close right after the content, as some compatible servers do): ``tool_stop`` when it asked
+    for tools, else ``text_stop``. ``calls`` are ``(name, raw arguments)``. Raises
+    :class:`ModelRetryableError` when the content does not look whole (nothing at all, or a
+    tool call without a name or with unfinished arguments): that stream was cut."""
+    if not text and not calls:
+        raise ModelRetryableError(
+            f"{provider} ended the stream without a finish reason and without any content"
+        )
+    for name, raw in calls:
+        if not name or (raw.strip() and not is_complete_arguments(raw)):
+            raise ModelRetryableError(
+                f"{provider} ended the stream without a finish reason in the middle of a tool "
+                f"call ({name or 'unnamed'})"
+            )
+    return tool_stop if calls else text_stop
 
 
 def finish_calls(calls: Iterable[tuple[str | None, str, str]]) -> tuple[ToolCallRequest, ...]:
-    """Tool calls from accumulated ``(provider id, name, raw arguments)``, in order.
+    """Tool calls from accumulated ``(provider id, name, raw arguments)``, in order; the
+    arguments are kept byte for byte.
 
     Provider ids are kept as given but never relied on: an id repeated within one response is
     dropped from the later call, so the runtime names that call itself.
@@ -60,9 +94,7 @@ def finish_calls(calls: Iterable[tuple[str | None, str, str]]) -> tuple[ToolCall
             provider_id = None
         if provider_id is not None:
             seen.add(provider_id)
-        out.append(
-            ToolCallRequest(name=name, arguments=normalize_arguments(raw), provider_id=provider_id)
-        )
+        out.append(ToolCallRequest(name=name, arguments=raw, provider_id=provider_id))
     return tuple(out)
 
 
