@@ -26,9 +26,9 @@ from typing import Any, TypeVar
 
 import pytest
 
+from fxdurable.backends import open_store
 from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Journal
-from fxdurable.stores import open_store
 from tests.kit.story import NEXT_REQUEST, STORY_REQUEST
 from tests.kit.world import World, assert_invariants, read_store, read_world
 

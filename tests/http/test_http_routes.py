@@ -16,13 +16,13 @@ import pytest
 from http_lines import Line, is_turn_end, parsed, take_until, tool_started
 from http_server import ALICE, ALICE_TOKEN, BOB, WAKE_SECRET, ServedApp
 
+from fxdurable.backends import open_store
 from fxdurable.cli.trace import print_trace
 from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Journal
 from fxdurable.http.app import _request_id
 from fxdurable.http.scoping import session_key
 from fxdurable.http.signing import SIGNATURE_HEADER, sign_wake
-from fxdurable.stores import open_store
 from tests.kit.story import AGENT, FOLLOW_UP, STORY
 from tests.kit.world import assert_invariants
 from tests.kit.world import read_store as kit_read_store
