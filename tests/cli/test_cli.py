@@ -22,6 +22,7 @@ import pytest
 from fxdurable import __version__
 from fxdurable.backends import open_store
 from fxdurable.core.crash import CRASH_POINTS
+from fxdurable.http.scoping import session_key
 from fxdurable.testing.net import free_port, wait_healthy
 
 ANSI = re.compile(r"\x1b\[")
@@ -280,7 +281,8 @@ def test_serve_dev_mode_from_the_flag_or_the_environment(
         proc.communicate(timeout=30)
     store = open_store(f"sqlite:///{tmp_path / '.fxd' / 'fxd.db'}", create=False)
     try:
-        session = store.read(lambda view: view.get_session("ops-1"))
+        # Over HTTP a session is stored under its principal's key (fxdurable.http.scoping).
+        session = store.read(lambda view: view.get_session(session_key("dev", "ops-1")))
     finally:
         store.close()
     assert session is not None and session.owner == "dev"

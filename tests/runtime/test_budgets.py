@@ -288,7 +288,7 @@ def test_a_recorded_final_answer_settles_completed_whatever_came_after(
         ) as rt:
             sub = await rt.session("s1").wait(crashed.submission.id, timeout=10)
             assert (sub.status.value, sub.error) == ("completed", None)
-            assert sub.result_text == "on it"
+            assert sub.result == "on it"
             assert sub.interruptions == 1
             types = event_types(rt, "s1")
             assert "submission.failed" not in types and "submission.aborted" not in types

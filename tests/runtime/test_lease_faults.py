@@ -202,7 +202,7 @@ def test_an_outage_shorter_than_the_lease_is_ridden_out(store_trouble, caplog):
     the call ``outcome_unknown`` while the first still ran it)."""
     outside = Outside(hold_s=SETTINGS.lease_ttl_s + 1.5)  # outlives an unrenewed lease
     after = _through_outage(store_trouble, outside, SHORT_OUTAGE_S, caplog)
-    assert (after.settled.status.value, after.settled.result_text) == ("completed", "done")
+    assert (after.settled.status.value, after.settled.result) == ("completed", "done")
     assert (after.settled.interruptions, after.settled.attempts) == (0, 1)
     assert (after.task.status.value, after.task.runs) == ("completed", 1)
     assert after.lease_token == 1  # claimed once: nobody took over
@@ -224,7 +224,7 @@ def test_an_outage_longer_than_the_lease_stops_the_first_worker_before_it_expire
     assert outside.cancelled[0] < after.store_back_at, "... while the store was still away"
     stopped = [r for r in caplog.records if "could not be renewed before it expires" in r.message]
     assert stopped and "s1" in stopped[0].getMessage()
-    assert (after.settled.status.value, after.settled.result_text) == ("completed", "done")
+    assert (after.settled.status.value, after.settled.result) == ("completed", "done")
     assert after.settled.interruptions == 1
     assert (after.task.status.value, after.task.runs) == ("outcome_unknown", 1)
     assert after.lease_token == 2  # exactly one takeover
@@ -263,7 +263,7 @@ def test_an_unexpected_error_out_of_a_turn_releases_the_lease_at_once(tmp_path, 
             assert submission(rt, sub.id).status.value == "running"  # not settled: released
             await s.resume()
             settled = await s.wait(sub.id, timeout=5)
-            assert (settled.status.value, settled.result_text) == ("completed", "done")
+            assert (settled.status.value, settled.result) == ("completed", "done")
             assert settled.interruptions == 1  # the attempt the error cut short
             (task,) = tasks(rt, sub.id)
             assert (task.status.value, task.runs) == ("completed", 1)

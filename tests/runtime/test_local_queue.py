@@ -8,7 +8,7 @@ import pydantic
 from fxrt_support import NO_SCAN, check_invariants, fresh_store, last_user_text, rounds_done, run
 
 import fxdurable as fx
-from fxdurable.queues import LocalQueue
+from fxdurable.queues.local import LocalQueue
 
 
 class Hold(pydantic.BaseModel):
@@ -69,7 +69,7 @@ def test_scans_while_the_workers_are_busy_do_not_grow_the_queue(tmp_path):
             for session_id, sub in waiting.items():
                 settled = await rt.session(session_id).wait(sub.id, timeout=10)
                 assert settled.status.value == "completed"
-            assert (await rt.session("busy").wait(blocker.id, timeout=5)).result_text == "done"
+            assert (await rt.session("busy").wait(blocker.id, timeout=5)).result == "done"
             for session_id in ("busy", *waiting):
                 await check_invariants(rt, session_id)
 
