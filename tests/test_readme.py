@@ -7,9 +7,14 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from fxdurable.backends import open_store
+from fxdurable.core.clock import RandomIds, SystemClock
+from fxdurable.core.journal import Journal
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -88,5 +93,46 @@ def test_readme_scan_every_runs_until_stopped(redis_factory: Callable[..., Any])
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     assert first == "woke 0 session(s)\n", first + out + err
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err, err
+
+
+def test_scan_every_rides_out_a_redis_outage(redis_factory: Callable[..., Any]) -> None:
+    """Repeated scans run beside the workers and, like them, outlive a Redis that goes away:
+    each failed scan is one line on stderr, and scanning resumes when Redis is back."""
+    server = redis_factory()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FXD_")} | {
+        "FXD_STORE": f"{server.url}/0?socket_timeout=1",
+        "FXD_QUEUE": f"rq://127.0.0.1:{server.port}/0",
+        "FXD_AGENTS": "fxdurable.cli.demo_agent:agents",
+        "FXD_SCAN_QUIET_S": "0",  # wake an unheld session at once
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fxdurable", "scan", "--every", "0.2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline() == "woke 0 session(s)\n"
+        server.stop(signal.SIGKILL)
+        failed = proc.stderr.readline()
+        assert failed.startswith("scan failed (") and "retrying in 0.2s" in failed, failed
+        assert proc.poll() is None, "scan --every exited in the outage"
+        server.start()
+        # Work admitted after the outage: only a scan that resumed can wake it.
+        store = open_store(f"{server.url}/0")
+        try:
+            Journal(store, SystemClock(), RandomIds()).admit("s1", agent="demo", prompt="hi")
+        finally:
+            store.close()
+        deadline = time.monotonic() + 30
+        while proc.stdout.readline() != "woke 1 session(s)\n":
+            assert time.monotonic() < deadline, "scanning did not resume"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert "Traceback" not in err, err

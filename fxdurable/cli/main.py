@@ -14,7 +14,7 @@ from pathlib import Path
 from fxdurable import __version__
 from fxdurable.backends import open_rq_queue, open_store
 from fxdurable.core.store import Store
-from fxdurable.errors import ConfigurationError, FxDurableError
+from fxdurable.errors import ConfigurationError, FxDurableError, StoreError
 
 __all__ = ["main"]
 
@@ -172,9 +172,19 @@ def _run_worker_command(args: argparse.Namespace) -> int:
         # finishes first), and the command exits 0 without a traceback.
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda _signum, _frame: stop.set())
+    from fxdurable.workers.rq_worker_class import REDIS_DOWN
+
     while True:
-        found = scan_once(config, queue, quiet_s=quiet_s)
-        print(f"woke {found} session(s)", flush=True)
+        try:
+            found = scan_once(config, queue, quiet_s=quiet_s)
+        except (StoreError, *REDIS_DOWN) as exc:
+            if args.every is None:
+                raise
+            # Repeating scans ride out a store or queue outage, like the workers beside them:
+            # the next scan finds whatever this one missed.
+            print(f"scan failed ({exc}); retrying in {args.every:g}s", file=sys.stderr, flush=True)
+        else:
+            print(f"woke {found} session(s)", flush=True)
         if args.every is None or stop.wait(args.every):
             return 0
 
