@@ -70,22 +70,29 @@ def test_readme_redis_runs_with_an_append_only_file() -> None:
     assert "--appendonly yes" in line
 
 
-def test_readme_scan_every_runs_until_stopped(redis_factory: Callable[..., Any]) -> None:
-    """``fxdurable scan --every 5`` as the Redis section runs it beside the workers: it scans,
-    keeps scanning, and Ctrl-C stops it cleanly (exit 0, no traceback)."""
-    server = redis_factory(fsync="always")  # as the README starts it: AOF, fsync always
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FXD_")} | {
-        "FXD_STORE": f"{server.url}/0",
-        "FXD_QUEUE": f"rq://127.0.0.1:{server.port}/0",
-        "FXD_AGENTS": "fxdurable.cli.demo_agent:agents",
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fxdurable", "scan", "--every", "5"],
-        env=env,
+def _scan_every(server: Any, every: str, **env: str) -> subprocess.Popen[str]:
+    """``fxdurable scan --every`` against ``server`` (a Redis of ``redis_factory``)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("FXD_")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "fxdurable", "scan", "--every", every],
+        env=base
+        | {
+            "FXD_STORE": f"{server.url}/0",
+            "FXD_QUEUE": f"rq://127.0.0.1:{server.port}/0",
+            "FXD_AGENTS": "fxdurable.cli.demo_agent:agents",
+        }
+        | env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def test_readme_scan_every_runs_until_stopped(redis_factory: Callable[..., Any]) -> None:
+    """``fxdurable scan --every 5`` as the Redis section runs it beside the workers: it scans,
+    keeps scanning, and Ctrl-C stops it cleanly (exit 0, no traceback)."""
+    server = redis_factory(fsync="always")  # as the README starts it: AOF, fsync always
+    proc = _scan_every(server, "5")
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()
@@ -101,19 +108,7 @@ def test_scan_every_rides_out_a_redis_outage(redis_factory: Callable[..., Any]) 
     """Repeated scans run beside the workers and, like them, outlive a Redis that goes away:
     each failed scan is one line on stderr, and scanning resumes when Redis is back."""
     server = redis_factory()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FXD_")} | {
-        "FXD_STORE": f"{server.url}/0?socket_timeout=1",
-        "FXD_QUEUE": f"rq://127.0.0.1:{server.port}/0",
-        "FXD_AGENTS": "fxdurable.cli.demo_agent:agents",
-        "FXD_SCAN_QUIET_S": "0",  # wake an unheld session at once
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fxdurable", "scan", "--every", "0.2"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _scan_every(server, "0.2", FXD_SCAN_QUIET_S="0")  # wake an unheld session at once
     try:
         assert proc.stdout is not None and proc.stderr is not None
         assert proc.stdout.readline() == "woke 0 session(s)\n"
