@@ -33,6 +33,7 @@ from typing import Any
 
 import redis
 import rq
+import rq.exceptions
 
 __all__ = ["HORSE_STOP_GRACE_S", "REDIS_DOWN", "FxdWorker"]
 
@@ -88,6 +89,12 @@ class FxdWorker(rq.Worker):
                 self._outage_since = None
 
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
+        if pipeline is None and self._stop_requested and self.get_state() == "idle":
+            # A stop whose StopRequested was swallowed (the signal landed inside a logging
+            # call) would never end an idle worker: RQ's dequeue loop retries each dequeue
+            # timeout without looking at the flag, but beats here before every dequeue.
+            # Idle only: a busy worker's warm shutdown waits for its horse.
+            raise rq.exceptions.StopRequested()
         if pipeline is not None:  # only queues commands: whoever executes the pipeline copes
             super().heartbeat(timeout, pipeline)
             return
@@ -172,7 +179,8 @@ class FxdWorker(rq.Worker):
     def request_stop(self, signum: int, frame: FrameType | None) -> None:
         # RQ stops an idle worker by raising StopRequested from this signal handler; if the
         # signal lands inside a logging call, logging swallows it and RQ would block in its
-        # next dequeue. The flag makes the loop stop after that (short) dequeue.
+        # next dequeue. The flag ends an idle worker at the beat before its next dequeue
+        # (see heartbeat).
         self._stop_requested = True
         pid = self.horse_pid
         if pid:
