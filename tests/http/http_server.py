@@ -130,7 +130,11 @@ class ServedApp:
         deadline = time.monotonic() + timeout
         while True:
             world = read_world(self.store_url, self.workdir)
-            held = [s for s in world.sessions.values() if s.lease.owner is not None]
+            held = [
+                s
+                for s in world.sessions.values()
+                if s.lease.owner is not None and s.lease.expires_at > time.time()
+            ]
             if not held or time.monotonic() > deadline:
                 return world  # a lease still held then fails the invariants, with its record
             time.sleep(0.02)
