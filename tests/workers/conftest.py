@@ -138,6 +138,20 @@ def rq_db(rq_redis: int) -> Iterator[int]:
     _flush(rq_redis, db)
 
 
+@pytest.fixture
+def rq_test_queue(rq_redis: int, rq_db: int) -> Iterator[Any]:
+    """An RQ queue on this test's own database, for tests that drive ``FxdWorker`` in
+    process."""
+    import redis
+    import rq
+
+    connection = redis.Redis(host="127.0.0.1", port=rq_redis, db=rq_db)
+    try:
+        yield rq.Queue("in-process", connection=connection)
+    finally:
+        connection.close()
+
+
 @pytest.fixture(params=STORE_PARAMS)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path, rq_redis: int) -> str:
     """A fresh, empty store of each backend the worker tests run on."""

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
-import rq
 from rq_support import pid_alive, wait_until
 
 from fxdurable.workers import rq_worker_class
@@ -41,12 +38,8 @@ class BlindWorker(FxdWorker):
 
 
 @pytest.fixture
-def queue(rq_redis: int, rq_db: int) -> Iterator[Any]:
-    connection = redis.Redis(host="127.0.0.1", port=rq_redis, db=rq_db)
-    try:
-        yield rq.Queue("let-go", connection=connection)
-    finally:
-        connection.close()
+def queue(rq_test_queue: Any) -> Any:
+    return rq_test_queue
 
 
 def test_a_horse_the_worker_stops_watching_is_stopped_then_killed(

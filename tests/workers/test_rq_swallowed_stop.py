@@ -9,12 +9,9 @@ stop arriving during its first (empty) dequeue.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
-import rq
 from rq.exceptions import DequeueTimeout
 
 from fxdurable.workers.rq_worker_class import FxdWorker
@@ -23,12 +20,8 @@ pytestmark = [pytest.mark.redis]
 
 
 @pytest.fixture
-def queue(rq_redis: int, rq_db: int) -> Iterator[Any]:
-    connection = redis.Redis(host="127.0.0.1", port=rq_redis, db=rq_db)
-    try:
-        yield rq.Queue("swallowed-stop", connection=connection)
-    finally:
-        connection.close()
+def queue(rq_test_queue: Any) -> Any:
+    return rq_test_queue
 
 
 def test_a_stop_swallowed_during_an_idle_dequeue_ends_the_worker(
