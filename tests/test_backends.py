@@ -13,13 +13,13 @@ from fxdurable.errors import ConfigurationError
 
 
 def test_local_is_the_queue_this_process_consumes() -> None:
-    async def roundtrip() -> tuple[str, str]:
+    async def roundtrip() -> tuple[str, str, str | None]:
         queue: WakeQueue = open_queue("local")
         assert isinstance(queue, InProcessQueue) and queue.url == "local"
         await queue.enqueue("s1", reason="test")
         return await queue.get()
 
-    assert asyncio.run(roundtrip()) == ("s1", "test")
+    assert asyncio.run(roundtrip()) == ("s1", "test", None)
 
 
 def test_an_rq_queue_is_consumed_elsewhere() -> None:

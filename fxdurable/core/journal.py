@@ -251,6 +251,7 @@ class Journal:
         when_busy: Literal["queue", "reject"] = "queue",
         owner: str | None = None,
         new_session_prefix: str = "",
+        trace_parent: str | None = None,
     ) -> Admission:
         """Admit a prompt as a queued submission; idempotent on ``request_id``.
 
@@ -262,6 +263,7 @@ class Journal:
         its session) in the same transaction, however many retries race. A session started
         that way gets a fresh id after ``new_session_prefix`` (HTTP puts it in the caller's
         namespace, ``alice/``: :mod:`fxdurable.http.scoping`).
+        ``trace_parent`` (a W3C traceparent) is kept on the submission for its attempts' spans.
         """
         if when_busy not in ("queue", "reject"):
             raise ValueError(f"when_busy must be 'queue' or 'reject', not {when_busy!r}")
@@ -303,7 +305,9 @@ class Journal:
                 if when_busy == "reject" and session.status == SessionStatus.ACTIVE:
                     raise AgentBusyError(new_session_id)
                 scope = _SessionScope(tx, session, now)
-            submission = self._queue_submission(tx, scope, submission_id, request, prompt)
+            submission = self._queue_submission(
+                tx, scope, submission_id, request, prompt, trace_parent=trace_parent
+            )
             scope.write()
             return Admission(submission, created=True)
 
@@ -344,7 +348,14 @@ class Journal:
         return steering
 
     def _queue_submission(
-        self, tx: Tx, scope: _SessionScope, submission_id: str, request: str, prompt: str
+        self,
+        tx: Tx,
+        scope: _SessionScope,
+        submission_id: str,
+        request: str,
+        prompt: str,
+        *,
+        trace_parent: str | None = None,
     ) -> SubmissionRecord:
         """Insert a queued submission at the back of the session's line (inside a tx)."""
         seq = scope.session.next_submission_seq
@@ -357,6 +368,7 @@ class Journal:
             status=advance("submission", None, SubmissionStatus.QUEUED),
             cursor=scope.session.next_event_seq,
             created_at=scope.now,
+            trace_parent=trace_parent,
         )
         tx.put_submission(submission, expected_version=None)
         scope.session = replace(scope.session, next_submission_seq=seq + 1)

@@ -29,6 +29,7 @@ class InProcessQueue(WakeQueue, Protocol):
     """A queue this process consumes itself (the embedded runtime's ``local`` queue): its
     wakes run on the runtime's own worker tasks, not in a worker elsewhere."""
 
-    async def get(self) -> tuple[str, str]:
-        """The next ``(session_id, reason)``, waiting for one."""
+    async def get(self) -> tuple[str, str, str | None]:
+        """The next ``(session_id, reason, trace_parent)``, waiting for one. ``trace_parent``
+        is the W3C traceparent of whoever enqueued it, when traced."""
         ...

@@ -89,6 +89,9 @@ class SubmissionRecord:
     created_at: float
     started_at: float | None = None
     settled_at: float | None = None
+    # The W3C traceparent of the turn's admission, when it was traced: every attempt's span
+    # joins that trace, even one woken by a scan or a continuation that carries no context.
+    trace_parent: str | None = None
     version: int = 1
 
 

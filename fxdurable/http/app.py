@@ -66,6 +66,7 @@ from fxdurable.http.scoping import (
 from fxdurable.http.settings import HttpSettings
 from fxdurable.http.signing import SIGNATURE_HEADER, SignatureError, verify_wake
 from fxdurable.http.stream import ReadEvents, tail
+from fxdurable.runtime import tracing
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.history import conversation
 from fxdurable.runtime.models.base import ChatMessage
@@ -144,10 +145,13 @@ class _Api:
         body = await self._body(request, ChatRequest)
         self._check_length(body.prompt, "prompt")
         request_id = _request_id(principal, request.headers.get("idempotency-key"))
-        admission = await self._admit(principal, body, self._agent(body.agent), request_id)
-        sub = admission.submission
-        key = sub.session_id
-        await self._wake(key, "submitted")
+        agent = self._agent(body.agent)
+        with tracing.turn(agent, remote_parent=request.headers.get("traceparent")) as span:
+            admission = await self._admit(principal, body, agent, request_id, span.trace_parent)
+            span.admitted(admission.submission, created=admission.created)
+            sub = admission.submission
+            key = sub.session_id
+            await self._wake(key, "submitted")
 
         def ends_this_turn(event: EventRecord) -> bool:
             return event.type in SETTLED_EVENTS and event.data.get("submission") == sub.id
@@ -167,7 +171,12 @@ class _Api:
         return StreamingResponse(lines, media_type=_NDJSON, headers=headers)
 
     async def _admit(
-        self, principal: str, body: ChatRequest, agent: str, request_id: str | None
+        self,
+        principal: str,
+        body: ChatRequest,
+        agent: str,
+        request_id: str | None,
+        trace_parent: str | None = None,
     ) -> Admission:
         """Admit ``body`` for ``principal``; the journal's refusals become API errors, which
         name the session by the public id the caller knows.
@@ -187,6 +196,7 @@ class _Api:
                 when_busy=body.when_busy,
                 owner=principal,
                 new_session_prefix=namespace(principal),
+                trace_parent=trace_parent,
             )
         except SessionNotFoundError as exc:
             raise session_not_found(public_session_id(exc.session_id)) from None

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 
+from fxdurable.core import tracecontext
+
 __all__ = ["LocalQueue"]
 
 
@@ -21,19 +23,19 @@ class LocalQueue:
     url = "local"
 
     def __init__(self) -> None:
-        self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[str, str, str | None]] = asyncio.Queue()
         self._waiting: set[str] = set()
 
     async def enqueue(self, session_id: str, *, reason: str) -> None:
         if session_id in self._waiting:
             return  # its waiting wake covers this one
         self._waiting.add(session_id)
-        self._queue.put_nowait((session_id, reason))
+        self._queue.put_nowait((session_id, reason, tracecontext.current_traceparent()))
 
-    async def get(self) -> tuple[str, str]:
-        session_id, reason = await self._queue.get()
+    async def get(self) -> tuple[str, str, str | None]:
+        session_id, reason, trace_parent = await self._queue.get()
         self._waiting.discard(session_id)
-        return session_id, reason
+        return session_id, reason, trace_parent
 
     def pending(self) -> int:
         return self._queue.qsize()

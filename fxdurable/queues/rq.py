@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from fxdurable.core import tracecontext
 from fxdurable.errors import ConfigurationError
 
 __all__ = ["RqQueue", "RqSettings", "parse_rq_url"]
@@ -80,9 +81,12 @@ class RqQueue:
 
     def enqueue_now(self, session_id: str, *, reason: str) -> None:
         """Synchronous enqueue (for callers outside an event loop)."""
+        trace_parent = tracecontext.current_traceparent()
         self.queue.enqueue_call(
             JOB_FUNCTION,
             args=(session_id, reason),
+            # Only when traced, so a wake without tracing runs on a worker of any version.
+            kwargs={"trace_parent": trace_parent} if trace_parent else None,
             timeout=self.settings.job_timeout_s,
             # Results are not kept and nothing reads them: the store holds the outcome.
             result_ttl=0,

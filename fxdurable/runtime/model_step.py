@@ -22,6 +22,7 @@ from fxdurable.core.journal import Fence, Journal
 from fxdurable.core.records import ErrorInfo, MessageRecord, TurnRecord, Usage
 from fxdurable.core.store import ReadView
 from fxdurable.errors import ContextLengthError, ModelError, ModelRetryableError, Suspend
+from fxdurable.runtime import tracing
 from fxdurable.runtime.agent import Agent, ModelRetries
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
@@ -103,6 +104,7 @@ class ModelStep:
         self._sleep = sleep
         self._rng = rng
 
+    @tracing.model_call
     async def run(self, turn: TurnRecord, round_: int) -> StepOutcome:
         request, steering = await durable(
             self._journal.read, lambda view: self._request(view, turn)
@@ -171,6 +173,7 @@ class ModelStep:
         ) / 1_000_000
         return replace(usage, cost_usd=round(cost, 8))
 
+    @tracing.model_response
     async def _stream(
         self, request: ModelRequest, turn_id: str | None, round_: int
     ) -> ModelResponse:

@@ -30,6 +30,7 @@ from fxdurable.errors import (
     SubmissionFailedError,
     UnknownAgentError,
 )
+from fxdurable.runtime import tracing
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
@@ -163,7 +164,8 @@ class Runtime:
     async def _consume(self) -> None:
         assert self._local is not None, "only a local queue is consumed in process"
         while True:
-            session_id, reason = await self._local.get()
+            session_id, reason, trace_parent = await self._local.get()
+            tracing.set_wake_parent(trace_parent)  # copied into the handling task's context
             if self._stopping:
                 continue
             log.debug("wake %s (%s)", session_id, reason)
@@ -256,15 +258,18 @@ class SessionHandle:
         when_busy: Literal["queue", "reject"] = "queue",
     ) -> Submission:
         """Admit ``prompt`` durably and wake a worker. Idempotent on ``request_id``."""
-        admission = await durable(
-            self._rt.journal.admit,
-            self.id,
-            agent=self.agent,
-            prompt=prompt,
-            request_id=request_id,
-            when_busy=when_busy,
-        )
-        await self._rt.queue.enqueue(self.id, reason="submitted")
+        with tracing.turn(self.agent) as span:
+            admission = await durable(
+                self._rt.journal.admit,
+                self.id,
+                agent=self.agent,
+                prompt=prompt,
+                request_id=request_id,
+                when_busy=when_busy,
+                trace_parent=span.trace_parent,
+            )
+            span.admitted(admission.submission, created=admission.created)
+            await self._rt.queue.enqueue(self.id, reason="submitted")
         return Submission.of(admission.submission)
 
     async def wait(

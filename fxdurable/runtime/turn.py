@@ -28,6 +28,7 @@ from fxdurable.core.records import (
 from fxdurable.core.states import ToolTaskStatus
 from fxdurable.core.store import ReadView
 from fxdurable.errors import SteeringPendingError, Suspend, ToolInputError
+from fxdurable.runtime import tracing
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
@@ -191,6 +192,7 @@ class TurnDriver:
 
     # -- tools ---------------------------------------------------------------------------------
 
+    @tracing.tool_call
     async def _run_tool(self, task: ToolTaskRecord) -> None:
         j = self._journal
         tool = self._agent.tool(task.tool)
@@ -221,6 +223,7 @@ class TurnDriver:
         crash_point("tool.after-intent", task.tool)
         await self._execute(started, tool, arguments)
 
+    @tracing.tool_recovery
     async def _recover_tool(self, task: ToolTaskRecord) -> None:
         """A task found ``running``: a crash cut it short. Its recorded policy decides."""
         tool = self._agent.tool(task.tool)
@@ -290,6 +293,7 @@ class TurnDriver:
             return ToolTaskStatus.CANCELLED, f"{tool.name} {why}"
         return ToolTaskStatus.OUTCOME_UNKNOWN, f"{tool.name} {why}. " + unknown_message(tool.name)
 
+    @tracing.tool_outcome
     async def _finish(self, task: ToolTaskRecord, status: ToolTaskStatus, result: str) -> None:
         await durable(self._journal.finish_tool, self._fence, task.id, status, result)
 

@@ -23,6 +23,7 @@ from fxdurable.core.queue import WakeQueue
 from fxdurable.core.states import AttemptStatus
 from fxdurable.core.store import ReadView
 from fxdurable.errors import ConfigurationError, LeaseLostError, Suspend, UnknownAgentError
+from fxdurable.runtime import tracing
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
@@ -217,7 +218,8 @@ class WakeHandler:
                 rng=self._rng,
             )
             box[:] = [driver]
-            await driver.run(unsettled[0].id)
+            async with tracing.attempt(j, unsettled[0], agent.name):
+                await driver.run(unsettled[0].id)
 
     async def _heartbeat(
         self, fence: Fence, work: asyncio.Future[None], box: list[TurnDriver], held_until: float

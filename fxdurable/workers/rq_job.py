@@ -16,6 +16,7 @@ import signal
 from fxdurable.backends import open_rq_queue, open_store
 from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Journal
+from fxdurable.runtime import tracing
 from fxdurable.runtime.agent_spec import load_agents
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.models.http import aclose_clients
@@ -43,9 +44,12 @@ def job_budget(timeout_s: float) -> InvocationBudget:
     return InvocationBudget(timeout_s, margin_s=min(30.0, timeout_s * 0.2))
 
 
-def run_wake(session_id: str, reason: str = "wake") -> str:
-    """RQ entry point. Returns a one-line summary (RQ keeps no result: ``result_ttl=0``)."""
+def run_wake(session_id: str, reason: str = "wake", trace_parent: str | None = None) -> str:
+    """RQ entry point. Returns a one-line summary (RQ keeps no result: ``result_ttl=0``).
+    ``trace_parent`` is the enqueuer's W3C traceparent, when traced."""
     import rq
+
+    tracing.set_wake_parent(trace_parent)  # asyncio.run below copies this context
 
     job = rq.get_current_job()
     timeout = float(job.timeout) if job is not None and job.timeout else DEFAULT_TIMEOUT_S

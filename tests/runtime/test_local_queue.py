@@ -22,13 +22,13 @@ def test_a_session_has_one_waiting_wake_however_often_it_is_woken():
             await queue.enqueue("s1", reason=reason)
         await queue.enqueue("s2", reason="submitted")
         assert queue.pending() == 2
-        assert await queue.get() == ("s1", "submitted")
+        assert await queue.get() == ("s1", "submitted", None)
         # taken: a wake arriving now is kept (the handler may have read the store already)
         await queue.enqueue("s1", reason="more work")
         assert queue.pending() == 2
         assert [await queue.get(), await queue.get()] == [
-            ("s2", "submitted"),
-            ("s1", "more work"),
+            ("s2", "submitted", None),
+            ("s1", "more work", None),
         ]
 
     run(main())
