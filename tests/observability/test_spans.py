@@ -149,3 +149,33 @@ def test_the_wake_context_wins_only_within_the_turns_trace():
     assert tracing._attempt_parent(stored, other) == stored  # a wake for the next prompt
     assert tracing._attempt_parent(None, other) == other
     assert tracing._attempt_parent(stored, None) == stored
+
+
+def test_post_chat_joins_the_callers_traceparent(tmp_path, spans):
+    import httpx
+
+    from fxdurable.http.app import create_app
+
+    caller = "00-" + "c" * 32 + "-" + "d" * 16 + "-01"
+
+    async def alice(request) -> str:
+        return "alice"
+
+    async def main():
+        rt = fx.Runtime([agent()], store=fresh_store(tmp_path), settings=FAST)
+        app = create_app(rt, authenticate=alice)
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+                response = await client.post(
+                    "/chat", headers={"traceparent": caller}, json={"prompt": PROMPT}, timeout=10
+                )
+                assert response.status_code == 200 and ANSWER in response.text
+
+    run(main())
+    turn = spans.one("fxdurable.turn")
+    assert f"{turn.context.trace_id:032x}" == "c" * 32
+    assert f"{turn.parent.span_id:016x}" == "d" * 16
+    assert {s.context.trace_id for s in spans.all()} == {turn.context.trace_id}
+    assert spans.one("fxdurable.attempt").attributes["fxdurable.attempt.outcome"] == "completed"
+    _no_secrets(spans)
