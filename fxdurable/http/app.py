@@ -330,6 +330,7 @@ class _Api:
         if session is None:
             raise session_not_found(body.session_id)
         log.info("signed wake for %s (%s)", body.session_id, body.reason or "no reason given")
+        tracing.set_wake_parent(request.headers.get("traceparent"))  # this request's task only
         await self._rt.wake(body.session_id, budget_s=self._settings.wake_budget_s)
         after = await durable(self._rt.journal.read, lambda v: v.get_session(body.session_id))
         status = after.status.value if after is not None else "unknown"
