@@ -42,6 +42,7 @@ __all__ = [
     "tool_call",
     "tool_outcome",
     "tool_recovery",
+    "tool_rerun",
     "turn",
 ]
 
@@ -251,8 +252,9 @@ def _tool_call(fn: F, *, recovery: bool) -> F:
     @functools.wraps(fn)
     async def traced(driver: Any, task: Any, *args: Any, **kwargs: Any) -> Any:
         trace = _api()
-        if trace is None:
-            return await fn(driver, task, *args, **kwargs)
+        current = _tool_span.get()
+        if trace is None or (current is not None and current[0] == task.id):
+            return await fn(driver, task, *args, **kwargs)  # untraced, or inside its own span
         attributes = {
             "gen_ai.tool.name": task.tool,
             "fxdurable.tool.task_id": task.id,
@@ -281,6 +283,12 @@ def tool_call(fn: F) -> F:
 
 def tool_recovery(fn: F) -> F:
     """Decorates ``_recover_tool(task)``: the span of a task a crash left ``running``."""
+    return _tool_call(fn, recovery=True)
+
+
+def tool_rerun(fn: F) -> F:
+    """Decorates ``_execute(task, ...)``: a span for an execution that is not already inside
+    its call's span (a ``reuse=False`` read of the round a crash interrupted, run again)."""
     return _tool_call(fn, recovery=True)
 
 

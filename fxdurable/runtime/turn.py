@@ -257,6 +257,7 @@ class TurnDriver:
                 refreshed = True
         return refreshed
 
+    @tracing.tool_rerun
     async def _execute(
         self, task: ToolTaskRecord, tool: Tool, arguments: pydantic.BaseModel
     ) -> None:

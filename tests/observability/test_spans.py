@@ -79,18 +79,28 @@ class Deploy(pydantic.BaseModel):
     version: str
 
 
+class Path(pydantic.BaseModel):
+    path: str
+
+
 def test_an_interrupted_unsafe_call_is_outcome_unknown_on_the_recovering_attempt(tmp_path, spans):
+    @fx.tool(reuse=False)
+    def read_file(inp: Path, ctx: fx.ToolContext) -> str:
+        "Read a file."
+        return "after the edit"
+
     @fx.tool(replay="unsafe")
     def deploy(inp: Deploy, ctx: fx.ToolContext) -> str:
         "Deploy."
         raise AssertionError("an unsafe call is never re-run")
 
     model = fx.ScriptedModel([fx.reply("I will check first")])
-    eng = fx.Agent("eng", model, tools=[deploy])
+    eng = fx.Agent("eng", model, tools=[read_file, deploy])
     url = db_url(tmp_path)
-    crashed = leave_crashed_turn(
-        url, agent="eng", calls=[fx.call("deploy", version="1.4")], policies=["unsafe"], running=[0]
-    )
+    # The crash left the round's read completed and its deploy running.
+    calls = [fx.call("read_file", path="a"), fx.call("deploy", version="1.4")]
+    left = {"completed": {0: "before the edit"}, "running": [1]}
+    crashed = leave_crashed_turn(url, agent="eng", calls=calls, policies=["safe", "unsafe"], **left)
 
     async def main():
         async with fx.Runtime([eng], store=owned_store(url), settings=FAST) as rt:
@@ -99,14 +109,20 @@ def test_an_interrupted_unsafe_call_is_outcome_unknown_on_the_recovering_attempt
 
     run(main())
     attempt = spans.one("fxdurable.attempt")
-    tool = spans.one("fxdurable.tool_call")
+    reread, tool = sorted(spans.named("fxdurable.tool_call"), key=lambda s: s.start_time)
     assert attempt.attributes["fxdurable.attempt.number"] == 2
     assert attempt.attributes["fxdurable.attempt.outcome"] == "completed"
     assert tool.parent.span_id == attempt.context.span_id
     assert tool.attributes["fxdurable.tool.recovery"] is True
     assert tool.attributes["fxdurable.tool.policy"] == "unsafe"
     assert tool.attributes["fxdurable.tool.outcome"] == "outcome_unknown"
-    assert tool.attributes["fxdurable.tool.execution_id"] == crashed.tasks[0].execution_id
+    assert tool.attributes["fxdurable.tool.execution_id"] == crashed.tasks[1].execution_id
+    # reuse=False: the completed read of the interrupted round runs again, in a span of its own
+    assert reread.attributes["gen_ai.tool.name"] == "read_file"
+    assert reread.attributes["fxdurable.tool.outcome"] == "completed"
+    assert reread.attributes["fxdurable.tool.runs"] == 2
+    assert reread.parent.span_id == attempt.context.span_id
+    _no_secrets(spans)
 
 
 def test_a_turn_continued_by_another_runtime_is_one_trace(tmp_path, spans):
