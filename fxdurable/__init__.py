@@ -1,37 +1,46 @@
 """fxdurable: LLM-agent turns that outlive their processes.
 
-The public API is re-exported here; ``tests/test_public_api.py`` pins ``__all__``.
+The public API is re-exported here; ``tests/test_public_api.py`` pins ``__all__``. Every name
+is imported on first use (:mod:`fxdurable.core.lazy`), so ``import fxdurable`` loads none of
+the runtime, and reading ``fxdurable.Runtime`` loads no model provider, HTTP stack, Redis,
+RQ or AWS client: those load when a URL, a model or a command asks for them
+(``tests/test_lazy_imports.py``).
 """
 
 from __future__ import annotations
 
-from fxdurable.core.events import EventType
-from fxdurable.core.journal import Steering
-from fxdurable.core.records import ErrorInfo, EventRecord, ToolCallRequest
-from fxdurable.core.states import SubmissionStatus
-from fxdurable.errors import (
-    AgentBusyError,
-    AgentMismatchError,
-    ConfigurationError,
-    ContextLengthError,
-    FxDurableError,
-    LeaseLostError,
-    ModelError,
-    ModelRetryableError,
-    RequestConflictError,
-    SessionNotFoundError,
-    SteeringFullError,
-    SubmissionFailedError,
-    ToolInputError,
-    UnknownAgentError,
-)
-from fxdurable.runtime.agent import Agent, Durability, ModelRetries, Pricing
-from fxdurable.runtime.models.base import ModelRequest, ModelResponse
-from fxdurable.runtime.models.scripted import ScriptedModel, call, reply
-from fxdurable.runtime.runtime import Runtime, SessionHandle
-from fxdurable.runtime.submission import Submission
-from fxdurable.runtime.tools import ReplayPolicy, Tool, ToolContext, define_tool, tool
-from fxdurable.runtime.worker import WorkerSettings
+from typing import TYPE_CHECKING
+
+from fxdurable.core.lazy import lazy_exports
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what runs
+    from fxdurable.core.events import EventType
+    from fxdurable.core.journal import Steering
+    from fxdurable.core.records import ErrorInfo, EventRecord, ToolCallRequest
+    from fxdurable.core.states import SubmissionStatus
+    from fxdurable.errors import (
+        AgentBusyError,
+        AgentMismatchError,
+        ConfigurationError,
+        ContextLengthError,
+        FxDurableError,
+        LeaseLostError,
+        ModelError,
+        ModelRetryableError,
+        RequestConflictError,
+        SessionNotFoundError,
+        SteeringFullError,
+        SubmissionFailedError,
+        ToolInputError,
+        UnknownAgentError,
+    )
+    from fxdurable.runtime.agent import Agent, Durability, ModelRetries, Pricing
+    from fxdurable.runtime.models.base import ModelRequest, ModelResponse
+    from fxdurable.runtime.models.scripted import ScriptedModel, call, reply
+    from fxdurable.runtime.runtime import Runtime, SessionHandle
+    from fxdurable.runtime.submission import Submission
+    from fxdurable.runtime.tools import ReplayPolicy, Tool, ToolContext, define_tool, tool
+    from fxdurable.runtime.worker import WorkerSettings
 
 __all__ = [
     "Agent",
@@ -75,4 +84,38 @@ __all__ = [
     "tool",
 ]
 
+
 __version__ = "0.1.0"
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "fxdurable.core.events": ("EventType",),
+        "fxdurable.core.journal": ("Steering",),
+        "fxdurable.core.records": ("ErrorInfo", "EventRecord", "ToolCallRequest"),
+        "fxdurable.core.states": ("SubmissionStatus",),
+        "fxdurable.errors": (
+            "AgentBusyError",
+            "AgentMismatchError",
+            "ConfigurationError",
+            "ContextLengthError",
+            "FxDurableError",
+            "LeaseLostError",
+            "ModelError",
+            "ModelRetryableError",
+            "RequestConflictError",
+            "SessionNotFoundError",
+            "SteeringFullError",
+            "SubmissionFailedError",
+            "ToolInputError",
+            "UnknownAgentError",
+        ),
+        "fxdurable.runtime.agent": ("Agent", "Durability", "ModelRetries", "Pricing"),
+        "fxdurable.runtime.models.base": ("ModelRequest", "ModelResponse"),
+        "fxdurable.runtime.models.scripted": ("ScriptedModel", "call", "reply"),
+        "fxdurable.runtime.runtime": ("Runtime", "SessionHandle"),
+        "fxdurable.runtime.submission": ("Submission",),
+        "fxdurable.runtime.tools": ("ReplayPolicy", "Tool", "ToolContext", "define_tool", "tool"),
+        "fxdurable.runtime.worker": ("WorkerSettings",),
+    },
+)

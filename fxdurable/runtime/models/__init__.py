@@ -1,10 +1,29 @@
-"""Model clients: scripted (offline), OpenAI-compatible and Anthropic (streaming over httpx)."""
+"""Model clients: scripted (offline), OpenAI-compatible and Anthropic (streaming over httpx).
+
+The provider clients load on first use (:mod:`fxdurable.core.lazy`): importing
+``fxdurable.runtime.models.base`` or ``.scripted`` loads no httpx.
+"""
 
 from __future__ import annotations
 
-from fxdurable.runtime.models.anthropic import AnthropicModel
-from fxdurable.runtime.models.http import Timeouts, aclose_clients
-from fxdurable.runtime.models.openai import OpenAIModel
-from fxdurable.runtime.models.providers import resolve_model
+from typing import TYPE_CHECKING
+
+from fxdurable.core.lazy import lazy_exports
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what runs
+    from fxdurable.runtime.models.anthropic import AnthropicModel
+    from fxdurable.runtime.models.http import Timeouts, aclose_clients
+    from fxdurable.runtime.models.openai import OpenAIModel
+    from fxdurable.runtime.models.providers import resolve_model
 
 __all__ = ["AnthropicModel", "OpenAIModel", "Timeouts", "aclose_clients", "resolve_model"]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "fxdurable.runtime.models.anthropic": ("AnthropicModel",),
+        "fxdurable.runtime.models.http": ("Timeouts", "aclose_clients"),
+        "fxdurable.runtime.models.openai": ("OpenAIModel",),
+        "fxdurable.runtime.models.providers": ("resolve_model",),
+    },
+)
