@@ -20,6 +20,7 @@ from bench.report import RedisSection, Report
 from bench.rq_throughput import measure_rq_throughput
 from bench.runtime_turns import measure_turns
 from bench.sqlite_steps import measure_growth, measure_resume, measure_steps
+from bench.startup import measure_startup, render_startup
 from bench.timing import machine_line
 
 
@@ -103,6 +104,8 @@ DEFAULT = Plan(
     http_warm_up=10,
 )
 
+STARTUP_REPS = {QUICK.name: 3, DEFAULT.name: 7}  # fresh processes each: seconds, not millis
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -123,10 +126,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--only",
-        choices=["http"],
+        choices=["http", "startup"],
         default=None,
         help="measure one section alone: 'http' is POST /chat admission latency on a served app "
-        "beside GET /healthz and a raw SQLite commit of the same run",
+        "beside GET /healthz and a raw SQLite commit of the same run; 'startup' is import, "
+        "worker and demo start times",
     )
     return parser
 
@@ -202,6 +206,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 + render_http(http, http_note)
             )
             return 1 if failed else 0
+        startup = measure_startup(tmp, reps=STARTUP_REPS[plan.name])
+        progress("startup times measured")
+        if args.only == "startup":
+            print(f"fxdurable bench ({plan.name} run, startup only)\n\n{render_startup(startup)}")
+            return 0
         steps = measure_steps(tmp, batches=plan.batches, raw_ops=plan.raw_ops, rounds=plan.rounds)
         progress("raw commits and per-step cost measured")
         growth = measure_growth(
@@ -258,6 +267,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(report.render())
     print()
     print(render_http(http, http_note))
+    print()
+    print(render_startup(startup))
     return 1 if failed else 0
 
 

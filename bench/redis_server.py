@@ -19,7 +19,7 @@ from types import TracebackType
 
 from fxdurable.testing.net import free_port
 
-__all__ = ["REDIS_SERVER", "RedisServer", "RedisServerError", "unavailable_reason"]
+__all__ = ["REDIS_SERVER", "RedisServer", "RedisServerError", "terminate", "unavailable_reason"]
 
 REDIS_SERVER = "redis-server"
 _START_TIMEOUT_S = 10.0
@@ -42,6 +42,16 @@ def unavailable_reason() -> str | None:
     except ImportError as exc:
         return f"the redis extra is not installed ({exc}): pip install 'fxdurable[redis]'"
     return None
+
+
+def terminate(proc: subprocess.Popen[bytes], *, timeout_s: float) -> None:
+    """SIGTERM, then SIGKILL if ``proc`` is still running ``timeout_s`` later."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 class RedisServer:
@@ -126,14 +136,8 @@ class RedisServer:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proc is not None:
+            terminate(proc, timeout_s=10)
 
     def __enter__(self) -> RedisServer:
         self.start()

@@ -1,0 +1,218 @@
+"""Startup as a user sees it, each figure the wall time of a fresh ``python`` process:
+
+- ``import fxdurable`` (and, beside it, importing the names a program starts with);
+- worker ready: from spawning ``fxdurable worker`` (SQLite store, RQ queue, the demo agent)
+  until it has registered with Redis, i.e. until it can take a wake (needs ``redis-server``);
+- demo first step: from spawning ``fxdurable demo`` until its first model step is printed;
+- recovery: the wall of the ``fxdurable demo`` that resumes a turn killed at
+  ``tool.after-execute:deploy`` (the killed run is the same one that timed the first step).
+
+Each is measured ``reps`` times, interleaved, and reported as median and min–max: on a shared
+machine the spread says how far to trust the median. The bare interpreter (``python -c pass``)
+is the floor every figure stands on.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.redis_server import RedisServer, terminate, unavailable_reason
+
+__all__ = ["StartupFigures", "measure_startup", "render_startup"]
+
+CRASH_AT = "tool.after-execute:deploy"
+FIRST_STEP = "model:"  # the demo's line for a model step
+DEMO_AGENTS = "fxdurable.cli.demo_agent:agents"
+READY_TIMEOUT_S = 30.0
+TARGETS_S = {"import": 0.15, "worker": 0.30, "first_step": 0.30, "recovery": 0.50}
+
+_LABELS = {
+    "python": "python -c pass (the floor)",
+    "import": "import fxdurable",
+    "public_api": "from fxdurable import Agent, Runtime, tool",
+    "worker": "worker ready (spawn → registered with Redis)",
+    "first_step": "demo first step (spawn → first model step printed)",
+    "recovery": f"demo recovery after --crash-at {CRASH_AT} (wall)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StartupFigures:
+    """Seconds per repetition, keyed by case (``_LABELS``); ``worker_note`` says why the
+    worker row is missing, when it is."""
+
+    reps: int
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    worker_note: str | None = None
+
+    def median(self, case: str) -> float:
+        return statistics.median(self.samples[case])
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("FXD_CRASH_AT", "NO_COLOR")}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _wall(argv: Sequence[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, env=_env(), check=True, capture_output=True, timeout=60)
+    return time.perf_counter() - start
+
+
+def _python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def _fxd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "fxdurable", *args]
+
+
+def _demo_until_crash(directory: Path) -> float:
+    """Seconds from spawn to the first model step's line; the run goes on to its crash."""
+    start = time.perf_counter()
+    first: float | None = None
+    output = []
+    with subprocess.Popen(
+        _fxd("demo", "--dir", str(directory), "--crash-at", CRASH_AT),
+        cwd=directory.parent,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            output.append(line)
+            if first is None and line.strip().startswith(FIRST_STEP):
+                first = time.perf_counter() - start
+        code = proc.wait(timeout=60)
+    if first is None or code != -signal.SIGKILL:
+        raise RuntimeError(f"the demo did not crash after a model step (exit {code}):\n{output}")
+    return first
+
+
+def _recovery(directory: Path) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(
+        _fxd("demo", "--dir", str(directory)),
+        cwd=directory.parent,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    wall = time.perf_counter() - start
+    if proc.returncode != 0 or "Recovering" not in proc.stdout:
+        raise RuntimeError(f"the demo did not recover (exit {proc.returncode}):\n{proc.stdout}")
+    return wall
+
+
+class _WorkerReady:
+    """Spawns ``fxdurable worker`` and times it until its RQ registration appears."""
+
+    def __init__(self, tmp: Path, server: RedisServer) -> None:
+        import redis
+
+        from fxdurable.backends import open_store
+
+        self.tmp = tmp
+        self.queue_url = f"rq://127.0.0.1:{server.port}/0?queue=startup"
+        self.store_url = f"sqlite:///{(tmp / 'worker.db').resolve()}"
+        open_store(self.store_url).close()  # an existing store, as a restarted worker finds
+        self.redis = redis.Redis(host="127.0.0.1", port=server.port)
+        self.count = 0
+
+    def measure(self) -> float:
+        self.count += 1
+        name = f"startup-{self.count}"
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            _fxd(
+                "worker",
+                *("--queue", self.queue_url, "--store", self.store_url),
+                *("--agents", DEMO_AGENTS, "--name", name, "--scan-interval", "60"),
+            ),
+            cwd=self.tmp,
+            env=_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = start + READY_TIMEOUT_S
+            while not self.redis.exists(f"rq:worker:{name}"):
+                if proc.poll() is not None or time.perf_counter() > deadline:
+                    raise RuntimeError(f"fxdurable worker did not register (exit {proc.poll()})")
+                time.sleep(0.002)
+            return time.perf_counter() - start
+        finally:
+            terminate(proc, timeout_s=15)
+
+    def close(self) -> None:
+        self.redis.close()
+
+
+def measure_startup(tmp_dir: Path, reps: int) -> StartupFigures:
+    """Every case ``reps`` times, interleaved; the worker rows only where Redis runs."""
+    tmp = tmp_dir / "startup"
+    tmp.mkdir(parents=True, exist_ok=True)
+    samples: dict[str, list[float]] = {case: [] for case in _LABELS}
+    note = unavailable_reason()
+    server: RedisServer | None = None
+    worker: _WorkerReady | None = None
+    if note is None:
+        server = RedisServer(tmp / "redis", appendonly=False)
+        server.start()
+        worker = _WorkerReady(tmp, server)
+    else:
+        del samples["worker"]
+    try:
+        for rep in range(reps):
+            samples["python"].append(_wall(_python("pass"), tmp))
+            samples["import"].append(_wall(_python("import fxdurable"), tmp))
+            samples["public_api"].append(
+                _wall(_python("from fxdurable import Agent, Runtime, tool"), tmp)
+            )
+            demo_dir = tmp / f"demo-{rep}"
+            samples["first_step"].append(_demo_until_crash(demo_dir))
+            samples["recovery"].append(_recovery(demo_dir))
+            if worker is not None:
+                samples["worker"].append(worker.measure())
+    finally:
+        if worker is not None:
+            worker.close()
+        if server is not None:
+            server.stop()
+    return StartupFigures(reps=reps, samples=samples, worker_note=note)
+
+
+def render_startup(figures: StartupFigures) -> str:
+    """The startup section: one row per case, median and min–max, and the issue's target."""
+    width = max(len(label) for label in _LABELS.values())
+    lines = [
+        f"startup (a fresh python process each; median and min–max of {figures.reps})",
+        "",
+        f"{'case':<{width}} {'median s':>9} {'min–max s':>13} {'target s':>9}",
+    ]
+    for case, label in _LABELS.items():
+        if case not in figures.samples:
+            lines.append(f"{label:<{width}} skipped: {figures.worker_note}")
+            continue
+        values = figures.samples[case]
+        target = TARGETS_S.get(case)
+        lines.append(
+            f"{label:<{width}} {figures.median(case):>9.3f} "
+            f"{f'{min(values):.3f}–{max(values):.3f}':>13} "
+            f"{f'≤ {target:.2f}' if target is not None else '':>9}"
+        )
+    return "\n".join(lines)
