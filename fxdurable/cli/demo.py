@@ -28,6 +28,10 @@ from fxdurable.runtime.worker import WorkerSettings
 __all__ = ["run_demo"]
 
 SESSION = "engineer"
+# How often the story reads the session for new events. Each read is a few milliseconds of
+# SQLite; at 50 ms the wait for the next read was most of the time to the first step's line
+# and to the recovered run's exit.
+FOLLOW_POLL_S = 0.01
 _SETTLED = (SubmissionStatus.COMPLETED, SubmissionStatus.FAILED, SubmissionStatus.ABORTED)
 
 
@@ -135,7 +139,7 @@ async def _follow(
             return [r for r in records if r is not None]
         if stopped:
             return None
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(FOLLOW_POLL_S)
 
 
 @contextlib.contextmanager

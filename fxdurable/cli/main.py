@@ -10,11 +10,16 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fxdurable import __version__
-from fxdurable.backends import open_rq_queue, open_store
-from fxdurable.core.store import Store
 from fxdurable.errors import ConfigurationError, FxDurableError, StoreError
+
+if TYPE_CHECKING:
+    from fxdurable.core.store import Store
+
+# Each command imports what it runs (the store and its records, the runtime, RQ, the HTTP
+# stack) inside its branch, so `fxdurable --help` and a mistyped flag answer at once.
 
 __all__ = ["main"]
 
@@ -125,6 +130,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _open_existing(db: str | None, url: str | None) -> Store:
+    from fxdurable.backends import open_store
+
     if db is not None:
         url = f"sqlite:///{Path(db).resolve()}"
     assert url is not None
@@ -158,6 +165,7 @@ def _run_worker_command(args: argparse.Namespace) -> int:
         return run_worker(
             config, burst=args.burst, scan_interval_s=args.scan_interval, name=args.name
         )
+    from fxdurable.backends import open_rq_queue
     from fxdurable.runtime.worker import WorkerSettings
     from fxdurable.workers.rq_worker import scan_once
 
