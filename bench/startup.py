@@ -7,9 +7,12 @@
 - recovery: the wall of the ``fxdurable demo`` that resumes a turn killed at
   ``tool.after-execute:deploy`` (the killed run is the same one that timed the first step).
 
-Each is measured ``reps`` times, interleaved, and reported as median and min–max: on a shared
-machine the spread says how far to trust the median. The bare interpreter (``python -c pass``)
-is the floor every figure stands on.
+Each is measured ``reps`` times, interleaved, after one untimed warm-up round, and reported as
+median and min–max: on a shared machine the spread says how far to trust the median. The bare
+interpreter (``python -c pass``) is the floor every figure stands on. The processes cache their
+bytecode (in the bench's temporary directory, ``PYTHONPYCACHEPREFIX``), as an installed package
+does, even where ``PYTHONDONTWRITEBYTECODE`` is set: compiling every module from source on
+every start would double what is measured.
 """
 
 from __future__ import annotations
@@ -57,15 +60,17 @@ class StartupFigures:
         return statistics.median(self.samples[case])
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("FXD_CRASH_AT", "NO_COLOR")}
+def _env(pycache: Path) -> dict[str, str]:
+    unset = ("FXD_CRASH_AT", "NO_COLOR", "PYTHONDONTWRITEBYTECODE")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
     return env
 
 
-def _wall(argv: Sequence[str], cwd: Path) -> float:
+def _wall(argv: Sequence[str], cwd: Path, env: dict[str, str]) -> float:
     start = time.perf_counter()
-    subprocess.run(argv, cwd=cwd, env=_env(), check=True, capture_output=True, timeout=60)
+    subprocess.run(argv, cwd=cwd, env=env, check=True, capture_output=True, timeout=60)
     return time.perf_counter() - start
 
 
@@ -77,7 +82,7 @@ def _fxd(*args: str) -> list[str]:
     return [sys.executable, "-m", "fxdurable", *args]
 
 
-def _demo_until_crash(directory: Path) -> float:
+def _demo_until_crash(directory: Path, env: dict[str, str]) -> float:
     """Seconds from spawn to the first model step's line; the run goes on to its crash."""
     start = time.perf_counter()
     first: float | None = None
@@ -85,7 +90,7 @@ def _demo_until_crash(directory: Path) -> float:
     with subprocess.Popen(
         _fxd("demo", "--dir", str(directory), "--crash-at", CRASH_AT),
         cwd=directory.parent,
-        env=_env(),
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -101,12 +106,12 @@ def _demo_until_crash(directory: Path) -> float:
     return first
 
 
-def _recovery(directory: Path) -> float:
+def _recovery(directory: Path, env: dict[str, str]) -> float:
     start = time.perf_counter()
     proc = subprocess.run(
         _fxd("demo", "--dir", str(directory)),
         cwd=directory.parent,
-        env=_env(),
+        env=env,
         capture_output=True,
         text=True,
         timeout=60,
@@ -120,7 +125,7 @@ def _recovery(directory: Path) -> float:
 class _WorkerReady:
     """Spawns ``fxdurable worker`` and times it until its RQ registration appears."""
 
-    def __init__(self, tmp: Path, server: RedisServer) -> None:
+    def __init__(self, tmp: Path, server: RedisServer, env: dict[str, str]) -> None:
         import redis
 
         from fxdurable.backends import open_store
@@ -130,6 +135,7 @@ class _WorkerReady:
         self.store_url = f"sqlite:///{(tmp / 'worker.db').resolve()}"
         open_store(self.store_url).close()  # an existing store, as a restarted worker finds
         self.redis = redis.Redis(host="127.0.0.1", port=server.port)
+        self.env = env
         self.count = 0
 
     def measure(self) -> float:
@@ -143,7 +149,7 @@ class _WorkerReady:
                 *("--agents", DEMO_AGENTS, "--name", name, "--scan-interval", "60"),
             ),
             cwd=self.tmp,
-            env=_env(),
+            env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -163,9 +169,11 @@ class _WorkerReady:
 
 
 def measure_startup(tmp_dir: Path, reps: int) -> StartupFigures:
-    """Every case ``reps`` times, interleaved; the worker rows only where Redis runs."""
+    """Every case ``reps`` times, interleaved, after a warm-up round; the worker rows only
+    where Redis runs."""
     tmp = tmp_dir / "startup"
     tmp.mkdir(parents=True, exist_ok=True)
+    env = _env(tmp / "pycache")
     samples: dict[str, list[float]] = {case: [] for case in _LABELS}
     note = unavailable_reason()
     server: RedisServer | None = None
@@ -173,21 +181,25 @@ def measure_startup(tmp_dir: Path, reps: int) -> StartupFigures:
     if note is None:
         server = RedisServer(tmp / "redis", appendonly=False)
         server.start()
-        worker = _WorkerReady(tmp, server)
+        worker = _WorkerReady(tmp, server, env)
     else:
         del samples["worker"]
     try:
-        for rep in range(reps):
-            samples["python"].append(_wall(_python("pass"), tmp))
-            samples["import"].append(_wall(_python("import fxdurable"), tmp))
-            samples["public_api"].append(
-                _wall(_python("from fxdurable import Agent, Runtime, tool"), tmp)
-            )
-            demo_dir = tmp / f"demo-{rep}"
-            samples["first_step"].append(_demo_until_crash(demo_dir))
-            samples["recovery"].append(_recovery(demo_dir))
+        for rep in range(-1, reps):  # round -1 warms the bytecode cache up, untimed
+            timed = {
+                "python": _wall(_python("pass"), tmp, env),
+                "import": _wall(_python("import fxdurable"), tmp, env),
+                "public_api": _wall(
+                    _python("from fxdurable import Agent, Runtime, tool"), tmp, env
+                ),
+                "first_step": _demo_until_crash(tmp / f"demo{rep}", env),
+                "recovery": _recovery(tmp / f"demo{rep}", env),
+            }
             if worker is not None:
-                samples["worker"].append(worker.measure())
+                timed["worker"] = worker.measure()
+            if rep >= 0:
+                for case, seconds in timed.items():
+                    samples[case].append(seconds)
     finally:
         if worker is not None:
             worker.close()
@@ -200,7 +212,8 @@ def render_startup(figures: StartupFigures) -> str:
     """The startup section: one row per case, median and min–max, and the issue's target."""
     width = max(len(label) for label in _LABELS.values())
     lines = [
-        f"startup (a fresh python process each; median and min–max of {figures.reps})",
+        f"startup (a fresh python process each, bytecode cached; median and min–max of "
+        f"{figures.reps}, after a warm-up)",
         "",
         f"{'case':<{width}} {'median s':>9} {'min–max s':>13} {'target s':>9}",
     ]
