@@ -8,7 +8,9 @@
   ``tool.after-execute:deploy`` (the killed run is the same one that timed the first step).
 
 Each is measured ``reps`` times, interleaved, after one untimed warm-up round, and reported as
-median and min–max: on a shared machine the spread says how far to trust the median. The bare
+median and min–max: on a shared machine the spread says how far to trust the median, and the
+process's CPU time (user + system, at the same moment) is printed beside it, since it barely
+moves when other processes take the cores. The bare
 interpreter (``python -c pass``) is the floor every figure stands on. The processes cache their
 bytecode (in the bench's temporary directory, ``PYTHONPYCACHEPREFIX``), as an installed package
 does, even where ``PYTHONDONTWRITEBYTECODE`` is set: compiling every module from source on
@@ -17,7 +19,9 @@ every start would double what is measured.
 
 from __future__ import annotations
 
+import math
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -54,10 +58,30 @@ class StartupFigures:
 
     reps: int
     samples: dict[str, list[float]] = field(default_factory=dict)
+    cpu: dict[str, list[float]] = field(default_factory=dict)  # CPU seconds, same moments
     worker_note: str | None = None
 
     def median(self, case: str) -> float:
         return statistics.median(self.samples[case])
+
+
+# (wall seconds, CPU seconds of the measured process)
+_Timed = tuple[float, float]
+
+
+def _cpu_so_far(pid: int) -> float:
+    """CPU seconds (user + system) the live process ``pid`` has used so far (from /proc;
+    NaN where there is none)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _env(pycache: Path) -> dict[str, str]:
@@ -68,10 +92,10 @@ def _env(pycache: Path) -> dict[str, str]:
     return env
 
 
-def _wall(argv: Sequence[str], cwd: Path, env: dict[str, str]) -> float:
-    start = time.perf_counter()
+def _wall(argv: Sequence[str], cwd: Path, env: dict[str, str]) -> _Timed:
+    cpu, start = _children_cpu(), time.perf_counter()
     subprocess.run(argv, cwd=cwd, env=env, check=True, capture_output=True, timeout=60)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, _children_cpu() - cpu
 
 
 def _python(code: str) -> list[str]:
@@ -82,10 +106,10 @@ def _fxd(*args: str) -> list[str]:
     return [sys.executable, "-m", "fxdurable", *args]
 
 
-def _demo_until_crash(directory: Path, env: dict[str, str]) -> float:
-    """Seconds from spawn to the first model step's line; the run goes on to its crash."""
+def _demo_until_crash(directory: Path, env: dict[str, str]) -> _Timed:
+    """From spawn to the first model step's line; the run goes on to its crash."""
     start = time.perf_counter()
-    first: float | None = None
+    first: _Timed | None = None
     output = []
     with subprocess.Popen(
         _fxd("demo", "--dir", str(directory), "--crash-at", CRASH_AT),
@@ -99,15 +123,15 @@ def _demo_until_crash(directory: Path, env: dict[str, str]) -> float:
         for line in proc.stdout:
             output.append(line)
             if first is None and line.strip().startswith(FIRST_STEP):
-                first = time.perf_counter() - start
+                first = time.perf_counter() - start, _cpu_so_far(proc.pid)
         code = proc.wait(timeout=60)
     if first is None or code != -signal.SIGKILL:
         raise RuntimeError(f"the demo did not crash after a model step (exit {code}):\n{output}")
     return first
 
 
-def _recovery(directory: Path, env: dict[str, str]) -> float:
-    start = time.perf_counter()
+def _recovery(directory: Path, env: dict[str, str]) -> _Timed:
+    cpu, start = _children_cpu(), time.perf_counter()
     proc = subprocess.run(
         _fxd("demo", "--dir", str(directory)),
         cwd=directory.parent,
@@ -116,10 +140,10 @@ def _recovery(directory: Path, env: dict[str, str]) -> float:
         text=True,
         timeout=60,
     )
-    wall = time.perf_counter() - start
+    timed = time.perf_counter() - start, _children_cpu() - cpu
     if proc.returncode != 0 or "Recovering" not in proc.stdout:
         raise RuntimeError(f"the demo did not recover (exit {proc.returncode}):\n{proc.stdout}")
-    return wall
+    return timed
 
 
 class _WorkerReady:
@@ -138,7 +162,7 @@ class _WorkerReady:
         self.env = env
         self.count = 0
 
-    def measure(self) -> float:
+    def measure(self) -> _Timed:
         self.count += 1
         name = f"startup-{self.count}"
         start = time.perf_counter()
@@ -160,7 +184,7 @@ class _WorkerReady:
                 if proc.poll() is not None or time.perf_counter() > deadline:
                     raise RuntimeError(f"fxdurable worker did not register (exit {proc.poll()})")
                 time.sleep(0.002)
-            return time.perf_counter() - start
+            return time.perf_counter() - start, _cpu_so_far(proc.pid)
         finally:
             terminate(proc, timeout_s=15)
 
@@ -175,6 +199,7 @@ def measure_startup(tmp_dir: Path, reps: int) -> StartupFigures:
     tmp.mkdir(parents=True, exist_ok=True)
     env = _env(tmp / "pycache")
     samples: dict[str, list[float]] = {case: [] for case in _LABELS}
+    cpu: dict[str, list[float]] = {case: [] for case in _LABELS}
     note = unavailable_reason()
     server: RedisServer | None = None
     worker: _WorkerReady | None = None
@@ -183,7 +208,7 @@ def measure_startup(tmp_dir: Path, reps: int) -> StartupFigures:
         server.start()
         worker = _WorkerReady(tmp, server, env)
     else:
-        del samples["worker"]
+        del samples["worker"], cpu["worker"]
     try:
         for rep in range(-1, reps):  # round -1 warms the bytecode cache up, untimed
             timed = {
@@ -198,24 +223,26 @@ def measure_startup(tmp_dir: Path, reps: int) -> StartupFigures:
             if worker is not None:
                 timed["worker"] = worker.measure()
             if rep >= 0:
-                for case, seconds in timed.items():
-                    samples[case].append(seconds)
+                for case, (wall, cpu_s) in timed.items():
+                    samples[case].append(wall)
+                    cpu[case].append(cpu_s)
     finally:
         if worker is not None:
             worker.close()
         if server is not None:
             server.stop()
-    return StartupFigures(reps=reps, samples=samples, worker_note=note)
+    return StartupFigures(reps=reps, samples=samples, cpu=cpu, worker_note=note)
 
 
 def render_startup(figures: StartupFigures) -> str:
-    """The startup section: one row per case, median and min–max, and the issue's target."""
+    """The startup section: one row per case, wall median and min–max, the CPU median, and
+    the issue's target (for the wall)."""
     width = max(len(label) for label in _LABELS.values())
     lines = [
         f"startup (a fresh python process each, bytecode cached; median and min–max of "
-        f"{figures.reps}, after a warm-up)",
+        f"{figures.reps}, after a warm-up; cpu = user + system of that process)",
         "",
-        f"{'case':<{width}} {'median s':>9} {'min–max s':>13} {'target s':>9}",
+        f"{'case':<{width}} {'wall s':>7} {'min–max s':>13} {'cpu s':>7} {'target s':>9}",
     ]
     for case, label in _LABELS.items():
         if case not in figures.samples:
@@ -224,8 +251,9 @@ def render_startup(figures: StartupFigures) -> str:
         values = figures.samples[case]
         target = TARGETS_S.get(case)
         lines.append(
-            f"{label:<{width}} {figures.median(case):>9.3f} "
+            f"{label:<{width}} {figures.median(case):>7.3f} "
             f"{f'{min(values):.3f}–{max(values):.3f}':>13} "
+            f"{statistics.median(figures.cpu[case]):>7.3f} "
             f"{f'≤ {target:.2f}' if target is not None else '':>9}"
         )
     return "\n".join(lines)

@@ -16,8 +16,9 @@ def test_one_repetition_of_every_case(tmp_path: Path) -> None:
     cases = {"python", "import", "public_api", "first_step", "recovery"}
     if unavailable_reason() is None:
         cases.add("worker")
-    assert set(figures.samples) == cases
+    assert set(figures.samples) == set(figures.cpu) == cases
     for case, values in figures.samples.items():
         assert len(values) == 1 and math.isfinite(values[0]) and values[0] > 0, case
+        assert len(figures.cpu[case]) == 1 and not figures.cpu[case][0] < 0, case
     text = render_startup(figures)
     assert "import fxdurable" in text and "demo recovery" in text and "worker ready" in text
