@@ -2,19 +2,19 @@
 
 The runtime's constructor, the CLI, the RQ workers and the HTTP handlers all open their
 stores and queues here, so a URL means the same thing everywhere and its errors read the same.
-Backends that need an optional package (``redis``, ``rq``) are imported only when a URL names
-them: ``import fxdurable`` loads neither.
+Every backend is imported only when a URL names it, so those that need an optional package
+(``redis``, ``rq``) load only for a ``redis://`` or ``rq://`` URL.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fxdurable.core.queue import WakeQueue
-from fxdurable.core.store import Store
 from fxdurable.errors import ConfigurationError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: the store's records load with the store a URL names
+    from fxdurable.core.queue import WakeQueue
+    from fxdurable.core.store import Store
     from fxdurable.queues.rq import RqQueue
 
 __all__ = ["DEFAULT_QUEUE", "DEFAULT_STORE", "open_queue", "open_rq_queue", "open_store"]
