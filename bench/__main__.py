@@ -104,7 +104,8 @@ DEFAULT = Plan(
     http_warm_up=10,
 )
 
-STARTUP_REPS = {QUICK.name: 3, DEFAULT.name: 7}  # fresh processes each: seconds, not millis
+# Fresh processes each, a second or two a round: the quick run only shows the rows.
+STARTUP_REPS = {QUICK.name: 1, DEFAULT.name: 7}
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -192,9 +192,10 @@ class _WorkerReady:
         self.redis.close()
 
 
-def measure_startup(tmp_dir: Path, reps: int) -> StartupFigures:
-    """Every case ``reps`` times, interleaved, after a warm-up round; the worker rows only
-    where Redis runs."""
+def measure_startup(tmp_dir: Path, reps: int, *, warm_up: bool = True) -> StartupFigures:
+    """Every case ``reps`` times, interleaved, after a warm-up round (unless ``warm_up`` is
+    false: a smoke test's first round then compiles the bytecode); the worker rows only where
+    Redis runs."""
     tmp = tmp_dir / "startup"
     tmp.mkdir(parents=True, exist_ok=True)
     env = _env(tmp / "pycache")
@@ -210,7 +211,7 @@ def measure_startup(tmp_dir: Path, reps: int) -> StartupFigures:
     else:
         del samples["worker"], cpu["worker"]
     try:
-        for rep in range(-1, reps):  # round -1 warms the bytecode cache up, untimed
+        for rep in range(-1 if warm_up else 0, reps):  # round -1 warms the cache up, untimed
             timed = {
                 "python": _wall(_python("pass"), tmp, env),
                 "import": _wall(_python("import fxdurable"), tmp, env),

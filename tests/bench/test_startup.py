@@ -12,7 +12,7 @@ from bench.startup import measure_startup, render_startup
 
 
 def test_one_repetition_of_every_case(tmp_path: Path) -> None:
-    figures = measure_startup(tmp_path, reps=1)
+    figures = measure_startup(tmp_path, reps=1, warm_up=False)
     cases = {"python", "import", "public_api", "first_step", "recovery"}
     if unavailable_reason() is None:
         cases.add("worker")
