@@ -87,35 +87,44 @@ __all__ = [
 
 __version__ = "0.1.0"
 
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "fxdurable.core.events": ("EventType",),
-        "fxdurable.core.journal": ("Steering",),
-        "fxdurable.core.records": ("ErrorInfo", "EventRecord", "ToolCallRequest"),
-        "fxdurable.core.states": ("SubmissionStatus",),
-        "fxdurable.errors": (
-            "AgentBusyError",
-            "AgentMismatchError",
-            "ConfigurationError",
-            "ContextLengthError",
-            "FxDurableError",
-            "LeaseLostError",
-            "ModelError",
-            "ModelRetryableError",
-            "RequestConflictError",
-            "SessionNotFoundError",
-            "SteeringFullError",
-            "SubmissionFailedError",
-            "ToolInputError",
-            "UnknownAgentError",
-        ),
-        "fxdurable.runtime.agent": ("Agent", "Durability", "ModelRetries", "Pricing"),
-        "fxdurable.runtime.models.base": ("ModelRequest", "ModelResponse"),
-        "fxdurable.runtime.models.scripted": ("ScriptedModel", "call", "reply"),
-        "fxdurable.runtime.runtime": ("Runtime", "SessionHandle"),
-        "fxdurable.runtime.submission": ("Submission",),
-        "fxdurable.runtime.tools": ("ReplayPolicy", "Tool", "ToolContext", "define_tool", "tool"),
-        "fxdurable.runtime.worker": ("WorkerSettings",),
-    },
-)
+# Hidden from type checkers, which read the imports above instead: a misspelt name stays an
+# error there rather than an ``object`` from ``__getattr__``.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "fxdurable.core.events": ("EventType",),
+            "fxdurable.core.journal": ("Steering",),
+            "fxdurable.core.records": ("ErrorInfo", "EventRecord", "ToolCallRequest"),
+            "fxdurable.core.states": ("SubmissionStatus",),
+            "fxdurable.errors": (
+                "AgentBusyError",
+                "AgentMismatchError",
+                "ConfigurationError",
+                "ContextLengthError",
+                "FxDurableError",
+                "LeaseLostError",
+                "ModelError",
+                "ModelRetryableError",
+                "RequestConflictError",
+                "SessionNotFoundError",
+                "SteeringFullError",
+                "SubmissionFailedError",
+                "ToolInputError",
+                "UnknownAgentError",
+            ),
+            "fxdurable.runtime.agent": ("Agent", "Durability", "ModelRetries", "Pricing"),
+            "fxdurable.runtime.models.base": ("ModelRequest", "ModelResponse"),
+            "fxdurable.runtime.models.scripted": ("ScriptedModel", "call", "reply"),
+            "fxdurable.runtime.runtime": ("Runtime", "SessionHandle"),
+            "fxdurable.runtime.submission": ("Submission",),
+            "fxdurable.runtime.tools": (
+                "ReplayPolicy",
+                "Tool",
+                "ToolContext",
+                "define_tool",
+                "tool",
+            ),
+            "fxdurable.runtime.worker": ("WorkerSettings",),
+        },
+    )

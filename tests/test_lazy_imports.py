@@ -6,9 +6,14 @@ on time: the bench (``bench/startup.py``) reports the time.
 
 from __future__ import annotations
 
+import ast
+import importlib
 import json
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import fxdurable
 
@@ -70,3 +75,25 @@ def test_a_name_outside_the_table_is_an_attribute_error() -> None:
         assert "NoSuchName" in str(exc)
     else:  # pragma: no cover - the message is the point
         raise AssertionError("fxdurable.NoSuchName resolved")
+
+
+@pytest.mark.parametrize("package", ["fxdurable", "fxdurable.runtime.models"])
+def test_type_checkers_see_the_names_the_table_resolves(package: str) -> None:
+    """The ``if TYPE_CHECKING:`` imports and the lazy table name the same things from the same
+    modules, and each name resolves to what its module defines."""
+    module = importlib.import_module(package)
+    tree = ast.parse(Path(str(module.__file__)).read_text())
+    static: set[tuple[str, str]] = set()
+    table: set[tuple[str, str]] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for stmt in node.body:
+                assert isinstance(stmt, ast.ImportFrom) and stmt.module is not None
+                static |= {(stmt.module, alias.name) for alias in stmt.names}
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                assert isinstance(key, ast.Constant) and isinstance(value, ast.Tuple)
+                table |= {(key.value, ast.literal_eval(name)) for name in value.elts}
+    assert static == table
+    for source, name in table:
+        assert getattr(module, name) is getattr(importlib.import_module(source), name)

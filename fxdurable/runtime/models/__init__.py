@@ -18,12 +18,15 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what ru
 
 __all__ = ["AnthropicModel", "OpenAIModel", "Timeouts", "aclose_clients", "resolve_model"]
 
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "fxdurable.runtime.models.anthropic": ("AnthropicModel",),
-        "fxdurable.runtime.models.http": ("Timeouts", "aclose_clients"),
-        "fxdurable.runtime.models.openai": ("OpenAIModel",),
-        "fxdurable.runtime.models.providers": ("resolve_model",),
-    },
-)
+# Hidden from type checkers, which read the imports above instead: a misspelt name stays an
+# error there rather than an ``object`` from ``__getattr__``.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "fxdurable.runtime.models.anthropic": ("AnthropicModel",),
+            "fxdurable.runtime.models.http": ("Timeouts", "aclose_clients"),
+            "fxdurable.runtime.models.openai": ("OpenAIModel",),
+            "fxdurable.runtime.models.providers": ("resolve_model",),
+        },
+    )
