@@ -17,7 +17,8 @@ import pytest
 
 import fxdurable
 
-# Modules that only a provider model, the HTTP API, a Redis/RQ URL or an AWS backend needs.
+# Modules that only a provider model, the HTTP API, a Redis/RQ URL, an AWS backend or tracing
+# (an application that uses OpenTelemetry, or FXD_OTEL=1) needs.
 OPTIONAL = (
     "fxdurable.runtime.models.openai",
     "fxdurable.runtime.models.anthropic",
@@ -33,6 +34,7 @@ OPTIONAL = (
     "rq",
     "boto3",
     "botocore",
+    "opentelemetry",
 )
 
 
