@@ -6,6 +6,7 @@ import asyncio
 import logging
 import socket
 import subprocess
+import threading
 import time
 
 import pydantic
@@ -305,16 +306,21 @@ def test_submission_admitted_between_the_last_check_and_the_release_still_runs(t
             journal = rt.journal
             original_release = journal.release
             late: list[SubmissionRecord] = []
+            admitted_late = threading.Event()
 
             def racing_release(fence):
                 if not late:  # the first release of the session: admit "just before" it
                     late.append(journal.admit("s1", agent="eng", prompt="late").submission)
+                    admitted_late.set()
                 return original_release(fence)
 
             journal.release = racing_release  # type: ignore[method-assign]
             s = rt.session("s1")
             assert await s.run("first", timeout=5) == "ok first"
-            assert late, "the worker released the lease"
+            # run() returns once the submission settles; the release comes after that, on the
+            # worker's own schedule, so wait for it rather than expect it to have happened.
+            released = await asyncio.to_thread(admitted_late.wait, 3)
+            assert released, "the worker never released the lease"
             settled = await s.wait(late[0].id, timeout=3)
             assert settled.status.value == "completed"
             assert settled.result == "ok late"
