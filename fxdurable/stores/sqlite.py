@@ -129,6 +129,17 @@ def _fault(exc: sqlite3.Error, path: Path, doing: str, busy_timeout_ms: int) -> 
     return StoreError(f"SQLite store {path} failed while {doing}: {exc}")
 
 
+def _schema_version(conn: sqlite3.Connection) -> int | None:
+    """The schema version a file records, or None when it has no version table yet."""
+    try:
+        row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return None
+        raise
+    return int(row[0] or 0)
+
+
 def _roll_back(conn: sqlite3.Connection) -> None:
     """Roll back what is open. After a full disk or an I/O error SQLite has often rolled back
     already, and a failing ROLLBACK must not hide the error that says why."""
@@ -475,18 +486,24 @@ class SqliteStore:
         """For read-only tools (trace, check): never write to a file we were pointed at."""
         conn = self._conn()
         try:
-            row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+            version = _schema_version(conn)
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path} is not an fxdurable store ({exc})") from exc
-        if row[0] != len(_MIGRATIONS):
+        if version is None:
+            raise StoreError(f"{self.path} is not an fxdurable store (no schema_version table)")
+        if version != len(_MIGRATIONS):
             raise StoreError(
-                f"{self.path} has fxdurable schema version {row[0]}, this fxdurable reads "
+                f"{self.path} has fxdurable schema version {version}, this fxdurable reads "
                 f"version {len(_MIGRATIONS)}: open it with a matching fxdurable"
             )
 
     def _migrate(self) -> None:
         with self._faults("migrating its schema"):
-            self._migrate_on(self._conn())
+            conn = self._conn()
+            # A plain read first: a store opened per wake must not queue for the write lock
+            # (BEGIN IMMEDIATE) behind every other worker's commits only to find nothing to do.
+            if _schema_version(conn) != len(_MIGRATIONS):
+                self._migrate_on(conn)
 
     def _migrate_on(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
