@@ -80,6 +80,14 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--burst", action="store_true", help="exit when the queue is empty")
     worker.add_argument("--name", help="the RQ worker name")
     worker.add_argument("--scan-interval", type=float, default=5.0, metavar="SECONDS")
+    worker.add_argument(
+        "--no-fork",
+        action="store_true",
+        help="run each job in the worker process (RQ's SimpleWorker), reusing its store, event "
+        "loop and connections, instead of forking a work horse per job. A SIGKILL of the "
+        "worker then kills the turn in progress; its lease and recovery handle that as any "
+        "crash (another worker, or this one restarted, takes the session over)",
+    )
     scan.add_argument(
         "--every", type=float, default=None, metavar="SECONDS", help="repeat until stopped"
     )
@@ -163,7 +171,11 @@ def _run_worker_command(args: argparse.Namespace) -> int:
         from fxdurable.workers.rq_worker import run_worker
 
         return run_worker(
-            config, burst=args.burst, scan_interval_s=args.scan_interval, name=args.name
+            config,
+            burst=args.burst,
+            scan_interval_s=args.scan_interval,
+            name=args.name,
+            fork=not args.no_fork,
         )
     from fxdurable.backends import open_rq_queue
     from fxdurable.runtime.worker import WorkerSettings

@@ -1,6 +1,7 @@
 """``fxdurable worker``: an RQ worker for fxdurable wakes, plus the reconciliation scan.
 
-It is stock RQ (a forked work horse per job) with a few hooks changed
+It is stock RQ (a forked work horse per job; with ``--no-fork``, RQ's SimpleWorker running
+each job in the worker process, warm from job to job) with a few hooks changed
 (:mod:`fxdurable.workers.rq_worker_class`): a warm shutdown (the first SIGTERM or SIGINT) is
 forwarded to the running job as SIGUSR1, so the turn stops at its next step boundary, commits,
 enqueues a continuation and releases the lease, instead of RQ waiting for the whole job; and a
@@ -75,8 +76,12 @@ def run_worker(
     burst: bool = False,
     scan_interval_s: float = 5.0,
     name: str | None = None,
+    fork: bool = True,
 ) -> int:
-    """Run until stopped (or, with ``burst``, until the queue is empty). Returns an exit code."""
+    """Run until stopped (or, with ``burst``, until the queue is empty). Returns an exit code.
+
+    ``fork=False`` runs each job in this process (``--no-fork``), in one warm context
+    (:mod:`fxdurable.workers.warm`) closed when the worker exits."""
     # Fail fast, before any job, on a bad FXD_AGENTS, lease setting or Redis address.
     load_agents(config.agents_spec)
     settings = WorkerSettings.from_env()
@@ -100,20 +105,21 @@ def run_worker(
         name="fxd-scan",
     )
     scanner.start()
-    from fxdurable.workers.rq_worker_class import FxdWorker  # needs the redis extra
+    # needs the redis extra
+    from fxdurable.workers.rq_worker_class import FxdSimpleWorker, FxdWorker
+    from fxdurable.workers.warm import close_warm_context
 
     worker: Any = None
     try:
         # worker_ttl bounds RQ's blocking dequeue (ttl - 15 s), so a stop is noticed within
         # 5 s; the job monitor beats well inside that TTL while a long job runs.
-        worker = FxdWorker(
-            [queue.queue],
-            connection=queue.queue.connection,
-            name=name,
-            worker_ttl=20,
-            job_monitoring_interval=5,
-            no_fork=no_fork,
-        )
+        options: dict[str, Any] = {"name": name, "worker_ttl": 20, "job_monitoring_interval": 5}
+        if fork:
+            worker = FxdWorker(
+                [queue.queue], connection=queue.queue.connection, no_fork=no_fork, **options
+            )
+        else:
+            worker = FxdSimpleWorker([queue.queue], connection=queue.queue.connection, **options)
         worker.work(burst=burst, with_scheduler=False)
     except Exception:
         if worker is None or not getattr(worker, "_stop_requested", False):
@@ -124,4 +130,5 @@ def run_worker(
         log.warning("RQ failed while shutting down; exiting anyway", exc_info=True)
     finally:
         stop.set()
+        close_warm_context()
     return 0

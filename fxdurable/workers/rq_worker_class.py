@@ -29,13 +29,13 @@ import threading
 import time
 from collections.abc import Iterator
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 import rq
 import rq.exceptions
 
-__all__ = ["HORSE_STOP_GRACE_S", "REDIS_DOWN", "FxdWorker"]
+__all__ = ["HORSE_STOP_GRACE_S", "REDIS_DOWN", "FxdSimpleWorker", "FxdWorker", "FxdWorkerMixin"]
 
 log = logging.getLogger("fxdurable.worker")
 
@@ -46,19 +46,24 @@ REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 HORSE_STOP_GRACE_S = 30.0
 
 
-class FxdWorker(rq.Worker):
-    """RQ's forking worker that forwards a warm shutdown, rides out Redis outages, and forks a
-    work horse only while ``no_fork`` is free (see ``run_worker``: the scan thread holds it
-    while it is inside the store)."""
+if TYPE_CHECKING:  # the concrete classes below put an RQ worker class after the mixin
+    from rq.worker import BaseWorker as _RqWorker
+else:
+    _RqWorker = object
+
+
+class FxdWorkerMixin(_RqWorker):
+    """What both of our worker classes change in an RQ worker: a Redis outage is ridden out,
+    a warm stop ends an idle worker at its next beat, and a running horse (if any) is told of
+    the stop."""
 
     # An idle worker retries a lost Redis at most every 5 s (RQ's default backs off to 60 s,
     # which would leave the queue unserved for a minute after a short outage).
     max_connection_wait_time = 5.0
 
-    def __init__(self, *args: Any, no_fork: threading.Lock | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._outage_since: float | None = None
-        self._no_fork = no_fork or threading.Lock()
 
     # -- Redis outages ------------------------------------------------------------------------
 
@@ -123,14 +128,51 @@ class FxdWorker(rq.Worker):
             super().run_maintenance_tasks()  # type: ignore[no-untyped-call]
 
     def execute_job(self, job: Any, queue: Any) -> None:
+        # Before the job (preparing the execution) or after it (reading and recording the
+        # job's status): RQ's record of this job is lost, the store's is not, and the
+        # reconciliation scan wakes the session again if it still has work.
+        with self._riding_out(f"the bookkeeping of job {job.id}"):
+            super().execute_job(job, queue)
+
+    def request_stop(self, signum: int, frame: FrameType | None) -> None:
+        # RQ stops an idle worker by raising StopRequested from this signal handler; if the
+        # signal lands inside a logging call, logging swallows it and RQ would block in its
+        # next dequeue. The flag ends an idle worker at the beat before its next dequeue
+        # (see heartbeat).
+        self._stop_requested = True
+        pid = self.horse_pid
+        if pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGUSR1)
+        # A busy worker records the request in Redis, which may be down.
+        with self._riding_out("recording the shutdown request"):
+            super().request_stop(signum, frame)  # type: ignore[no-untyped-call]
+
+
+class FxdWorker(FxdWorkerMixin, rq.Worker):
+    """RQ's forking worker that forwards a warm shutdown, rides out Redis outages, and forks a
+    work horse only while ``no_fork`` is free (see ``run_worker``: the scan thread holds it
+    while it is inside the store)."""
+
+    def __init__(self, *args: Any, no_fork: threading.Lock | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._no_fork = no_fork or threading.Lock()
+
+    def execute_job(self, job: Any, queue: Any) -> None:
         try:
-            # Before the fork (preparing the execution) or after the horse exited (reading
-            # and recording the job's status): RQ's record of this job is lost, the store's is
-            # not, and the reconciliation scan wakes the session again if it still has work.
-            with self._riding_out(f"the bookkeeping of job {job.id}"):
-                super().execute_job(job, queue)
+            super().execute_job(job, queue)
         finally:
             self._let_go_of_horse()
+
+    def perform_job(self, job: Any, queue: Any, execution: Any) -> bool:
+        # In the horse, which runs this one job and exits without cleanup: close what the job
+        # opened (its warm context) here.
+        from fxdurable.workers.warm import close_warm_context
+
+        try:
+            return bool(super().perform_job(job, queue, execution))
+        finally:
+            close_warm_context()
 
     # -- the horse ----------------------------------------------------------------------------
 
@@ -176,16 +218,10 @@ class FxdWorker(rq.Worker):
         signal.signal(signal.SIGUSR1, note_early_stop)
         signal.signal(signal.SIGTERM, note_early_stop)
 
-    def request_stop(self, signum: int, frame: FrameType | None) -> None:
-        # RQ stops an idle worker by raising StopRequested from this signal handler; if the
-        # signal lands inside a logging call, logging swallows it and RQ would block in its
-        # next dequeue. The flag ends an idle worker at the beat before its next dequeue
-        # (see heartbeat).
-        self._stop_requested = True
-        pid = self.horse_pid
-        if pid:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGUSR1)
-        # A busy worker records the request in Redis, which may be down.
-        with self._riding_out("recording the shutdown request"):
-            super().request_stop(signum, frame)  # type: ignore[no-untyped-call]
+
+class FxdSimpleWorker(FxdWorkerMixin, rq.SimpleWorker):
+    """RQ's non-forking worker (``fxdurable worker --no-fork``): each job runs in the worker
+    process itself, in its warm context (:mod:`fxdurable.workers.warm`). A warm stop reaches
+    the running job through its signal handlers (:func:`fxdurable.workers.rq_job.run_wake`
+    passes it on here); a SIGKILL of the worker kills the turn with it, which the session's
+    lease and recovery handle as any crash."""
