@@ -66,6 +66,7 @@ class WarmContext:
         except BaseException:
             self.close()
             raise
+        log.info("warm context of process %d ready (store %s)", self.pid, self.store.url)
 
     def run(self, work: Coroutine[Any, Any, T]) -> T:
         """Run ``work`` on this context's loop, in this (the main) thread."""
