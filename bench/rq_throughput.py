@@ -1,27 +1,33 @@
 """Turns per second on RQ worker processes, beside RQ's own no-op job rate in the same run.
 
-Both sides run stock RQ's forking worker (``rq.Worker``: one work horse forked per job), so
-the ratio is what fxdurable's job costs over an RQ job that does nothing:
+Both sides of a ratio run the same RQ worker class, in one of two modes, so the ratio is what
+fxdurable's job costs over an RQ job that does nothing:
 
-* baseline: ``rq worker -w rq.Worker`` running :func:`bench.rq_noop.noop`, enqueued with the
+* ``fork``: stock RQ's forking worker (``rq.Worker``: one work horse forked per job) running
+  the no-op, beside ``fxdurable worker`` (a subclass of it);
+* ``nofork``: RQ's ``rq.SimpleWorker`` (every job in the worker process) running the no-op,
+  beside ``fxdurable worker --no-fork`` (a subclass of it, whose jobs share one warm context:
+  store, event loop, thread pool, queue client and wake handler).
+
+* baseline: ``rq worker -w <class>`` running :func:`bench.rq_noop.noop`, enqueued with the
   options :class:`~fxdurable.queues.rq.RqQueue` gives a wake (job timeout, ``result_ttl=0``,
   ``failure_ttl``);
-* fxdurable: ``fxdurable worker`` (a subclass of ``rq.Worker`` that only forwards a warm
-  shutdown to the horse) running one-turn sessions of the bench agent (3 model steps and 2 tool
-  calls with the ScriptedModel, as :mod:`bench.runtime_turns`), submitted through
+* fxdurable: ``fxdurable worker [--no-fork]`` running one-turn sessions of the bench agent (3
+  model steps and 2 tool calls with the ScriptedModel, as :mod:`bench.runtime_turns`; the
+  issue's "3 tool calls per turn" counts the final answer's step), submitted through
   ``Runtime(queue="rq://...")``, which only admits and enqueues; on a SQLite store
   (``synchronous=FULL``, in the bench's directory) and on a Redis store (the queue's server).
 
 Each worker set (1 or 2 processes per case) is started before any clock, warmed up with a few
-jobs, and reused for every repetition; cases alternate (no-op, SQLite, Redis; 1 worker, then 2)
-so a drift lands on all of them. The workers listen rather than run ``--burst``: a burst worker
-started against a filled queue would time its own start-up, and ``fxdurable worker`` begins with
-a reconciliation scan that enqueues a wake for every session with queued work and no owner
-(every submission already waiting), so each turn would also run a duplicate wake. The periodic
-scan is set to an hour for the same reason: every scan of every worker enqueues one more wake for
-each session still waiting in the queue, so with the default 5 s a run whose backlog outlasts an
-interval counts those duplicates too (the jobs-per-turn column would show them). Lease timers are
-those of :data:`bench.runtime_turns.SETTINGS`.
+jobs, and reused for every repetition; cases alternate (no-op, SQLite, Redis; 1 worker, then 2;
+each mode) so a drift lands on all of them. The workers listen rather than run ``--burst``: a
+burst worker started against a filled queue would time its own start-up, and ``fxdurable
+worker`` begins with a reconciliation scan that enqueues a wake for every session with queued
+work and no owner (every submission already waiting), so each turn would also run a duplicate
+wake. The periodic scan is set to an hour for the same reason: every scan of every worker
+enqueues one more wake for each session still waiting in the queue, so with the default 5 s a
+run whose backlog outlasts an interval counts those duplicates too (the jobs-per-turn column
+would show them). Lease timers are those of :data:`bench.runtime_turns.SETTINGS`.
 
 The clock starts before the first enqueue or submit and stops when the last no-op job has
 finished (RQ's per-worker counters) or the last submission has settled (read from the store,
@@ -55,10 +61,13 @@ from fxdurable import Runtime
 from fxdurable.backends import open_store
 from fxdurable.core.states import SubmissionStatus
 
-__all__ = ["KINDS", "WORKER_COUNTS", "RqFigures", "RqRun", "measure_rq_throughput"]
+__all__ = ["KINDS", "MODES", "WORKER_COUNTS", "RqFigures", "RqRun", "measure_rq_throughput"]
 
 KINDS = ("noop", "sqlite", "redis")
 WORKER_COUNTS = (1, 2)
+MODES = ("fork", "nofork")
+#: The RQ worker class of each mode's no-op baseline (fxdurable's worker subclasses it).
+RQ_CLASSES = {"fork": "rq.Worker", "nofork": "rq.SimpleWorker"}
 REPO = Path(__file__).resolve().parents[1]
 QUEUE_DB = 0
 JOB_TIMEOUT_S = 600
@@ -82,32 +91,41 @@ class RqRun:
 
 @dataclass(frozen=True, slots=True)
 class RqFigures:
-    runs: dict[tuple[str, int], list[RqRun]]  # (kind, workers) -> one run per repetition
+    # (kind, workers, mode) -> one run per repetition
+    runs: dict[tuple[str, int, str], list[RqRun]]
 
-    def _runs(self, kind: str, workers: int) -> list[RqRun]:
-        return self.runs[(kind, workers)]
+    def _runs(self, kind: str, workers: int, mode: str) -> list[RqRun]:
+        return self.runs[(kind, workers, mode)]
 
-    def rate(self, kind: str, workers: int) -> float:
+    def modes(self) -> list[str]:
+        return [m for m in MODES if any(key[2] == m for key in self.runs)]
+
+    def rate(self, kind: str, workers: int, mode: str = "fork") -> float:
         """Items per second: the median over the repetitions."""
-        return statistics.median(r.items / r.seconds for r in self._runs(kind, workers))
+        return statistics.median(r.items / r.seconds for r in self._runs(kind, workers, mode))
 
-    def items(self, kind: str, workers: int) -> int:
-        return self._runs(kind, workers)[0].items
+    def ratio(self, kind: str, workers: int, mode: str = "fork") -> float:
+        """Turns per second / no-op jobs per second, same worker class and count."""
+        return self.rate(kind, workers, mode) / self.rate("noop", workers, mode)
+
+    def items(self, kind: str, workers: int, mode: str = "fork") -> int:
+        return self._runs(kind, workers, mode)[0].items
 
     def reps(self) -> int:
         return len(next(iter(self.runs.values())))
 
-    def jobs_per_item(self, kind: str, workers: int) -> float:
-        runs = self._runs(kind, workers)
+    def jobs_per_item(self, kind: str, workers: int, mode: str = "fork") -> float:
+        runs = self._runs(kind, workers, mode)
         return sum(r.jobs for r in runs) / sum(r.items for r in runs)
 
-    def attempts_per_item(self, kind: str, workers: int) -> float:
-        runs = self._runs(kind, workers)
+    def attempts_per_item(self, kind: str, workers: int, mode: str = "fork") -> float:
+        runs = self._runs(kind, workers, mode)
         return sum(r.attempts for r in runs) / sum(r.items for r in runs)
 
-    def submit_share(self, kind: str, workers: int) -> float:
+    def submit_share(self, kind: str, workers: int, mode: str = "fork") -> float:
         """The part of the timed span spent enqueueing or submitting (median)."""
-        return statistics.median(r.submit_seconds / r.seconds for r in self._runs(kind, workers))
+        runs = self._runs(kind, workers, mode)
+        return statistics.median(r.submit_seconds / r.seconds for r in runs)
 
 
 def _env() -> dict[str, str]:
@@ -130,13 +148,14 @@ class WorkerGroup:
     """The worker processes of one case, on a queue of their own."""
 
     def __init__(
-        self, kind: str, workers: int, *, server: RedisServer, tmp: Path, token: str
+        self, kind: str, workers: int, mode: str, *, server: RedisServer, tmp: Path, token: str
     ) -> None:
         import redis
 
         self.kind = kind
         self.workers = workers
-        self.queue_name = f"bench-{kind}-{workers}-{token}"
+        self.mode = mode
+        self.queue_name = f"bench-{kind}-{workers}-{mode}-{token}"
         self.queue_url = (
             f"rq://127.0.0.1:{server.port}/{QUEUE_DB}"
             f"?queue={self.queue_name}&job_timeout={JOB_TIMEOUT_S}"
@@ -144,9 +163,10 @@ class WorkerGroup:
         self.redis_url = server.url(QUEUE_DB)
         self.store_url: str | None = None
         if kind == "sqlite":
-            self.store_url = sqlite_url(tmp / f"rq-{workers}.db")  # FULL, the store's default
+            # FULL, the store's default
+            self.store_url = sqlite_url(tmp / f"rq-{workers}-{mode}.db")
         elif kind == "redis":
-            self.store_url = redis_store_url(server, f"bench-rq{workers}-{token}")
+            self.store_url = redis_store_url(server, f"bench-rq{workers}{mode}-{token}")
         self.names = [f"{self.queue_name}-w{n}" for n in range(workers)]
         self.logs = [tmp / "rq-logs" / f"{name}.log" for name in self.names]
         self.redis: Any = redis.Redis(host="127.0.0.1", port=server.port, db=QUEUE_DB)
@@ -155,14 +175,14 @@ class WorkerGroup:
 
     @property
     def label(self) -> str:
-        return f"{self.kind} x{self.workers}"
+        return f"{self.kind} x{self.workers} {self.mode}"
 
     def _command(self, name: str) -> list[str]:
         if self.kind == "noop":
             return [
                 _rq_script(), "worker",
                 "--url", self.redis_url,
-                "--worker-class", "rq.Worker",
+                "--worker-class", RQ_CLASSES[self.mode],
                 "--name", name,
                 self.queue_name,
             ]  # fmt: skip
@@ -174,6 +194,7 @@ class WorkerGroup:
             "--agents", AGENTS_SPEC,
             "--name", name,
             "--scan-interval", str(SCAN_INTERVAL_S),
+            *(["--no-fork"] if self.mode == "nofork" else []),
         ]  # fmt: skip
 
     def start(self) -> None:
@@ -354,15 +375,17 @@ def measure_rq_throughput(
     reps: int,
     on_progress: Callable[[str], None],
     kinds: Sequence[str] = KINDS,
+    modes: Sequence[str] = MODES,
 ) -> RqFigures:
     """``turns`` items per run (no-op jobs or one-turn sessions), ``reps`` runs per case."""
     token = uuid.uuid4().hex[:8]
     groups = {
-        (kind, workers): WorkerGroup(kind, workers, server=server, tmp=tmp, token=token)
+        (kind, workers, mode): WorkerGroup(kind, workers, mode, server=server, tmp=tmp, token=token)
+        for mode in modes
         for workers in WORKER_COUNTS
         for kind in kinds
     }
-    runs: dict[tuple[str, int], list[RqRun]] = {key: [] for key in groups}
+    runs: dict[tuple[str, int, str], list[RqRun]] = {key: [] for key in groups}
     try:
         for group in groups.values():
             group.start()
@@ -370,7 +393,7 @@ def measure_rq_throughput(
             group.wait_ready()
         for group in groups.values():  # the first jobs of a worker are not counted
             _run(group, "warm-up", 2 * group.workers)
-        on_progress(f"{sum(WORKER_COUNTS) * len(kinds)} RQ workers started and warmed up")
+        on_progress(f"{len(groups)} RQ worker sets started and warmed up")
         for rep in range(reps):
             for key, group in groups.items():
                 runs[key].append(_run(group, f"rep{rep}", turns))
@@ -379,3 +402,43 @@ def measure_rq_throughput(
         for group in groups.values():
             group.stop()
     return RqFigures(runs=runs)
+
+
+# -- on its own: python -m bench.rq_throughput ------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Only this measurement, both modes: one line per (kind, workers, mode) and its ratio."""
+    import argparse
+    import tempfile
+
+    parser = argparse.ArgumentParser(prog="python -m bench.rq_throughput")
+    parser.add_argument("--turns", type=int, default=60, help="items per timed run")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--modes", default=",".join(MODES))
+    args = parser.parse_args(argv)
+    modes = [m for m in args.modes.split(",") if m]
+    with (
+        tempfile.TemporaryDirectory(prefix="fxd-rq-bench-") as tmp,
+        RedisServer(Path(tmp) / "redis", appendonly=False) as server,
+    ):
+        figures = measure_rq_throughput(
+            Path(tmp),
+            server,
+            turns=args.turns,
+            reps=args.reps,
+            on_progress=lambda line: print(line, file=sys.stderr),
+            modes=modes,
+        )
+    print(f"{'kind':<7} {'workers':>7} {'mode':<7} {'items/s':>9} {'÷ no-op':>8} {'jobs/item':>9}")
+    for kind, workers, mode in figures.runs:
+        ratio = "" if kind == "noop" else f"{figures.ratio(kind, workers, mode):.2f}"
+        print(
+            f"{kind:<7} {workers:>7} {mode:<7} {figures.rate(kind, workers, mode):>9.1f} "
+            f"{ratio:>8} {figures.jobs_per_item(kind, workers, mode):>9.2f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
