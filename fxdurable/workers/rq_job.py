@@ -20,7 +20,7 @@ from typing import Any
 
 from fxdurable.runtime import tracing
 from fxdurable.runtime.budget import InvocationBudget
-from fxdurable.workers.warm import close_warm_context, warm_context
+from fxdurable.workers.warm import close_warm_context, keeps_warm, warm_context
 
 __all__ = ["job_budget", "run_wake"]
 
@@ -66,6 +66,8 @@ def run_wake(session_id: str, reason: str = "wake", trace_parent: str | None = N
         except BaseException:
             close_warm_context()  # RQ's timeout, a crash of ours: the next job starts afresh
             raise
+        if not keeps_warm():
+            close_warm_context()  # a one-job process (a forked horse): see fxdurable.workers.warm
     log.info("wake %s (%s) done", session_id, reason)
     return f"woke {session_id} ({reason})"
 

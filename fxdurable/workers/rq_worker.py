@@ -107,7 +107,7 @@ def run_worker(
     scanner.start()
     # needs the redis extra
     from fxdurable.workers.rq_worker_class import FxdSimpleWorker, FxdWorker
-    from fxdurable.workers.warm import close_warm_context
+    from fxdurable.workers.warm import close_warm_context, keep_warm
 
     worker: Any = None
     try:
@@ -119,6 +119,7 @@ def run_worker(
                 [queue.queue], connection=queue.queue.connection, no_fork=no_fork, **options
             )
         else:
+            keep_warm()
             worker = FxdSimpleWorker([queue.queue], connection=queue.queue.connection, **options)
         worker.work(burst=burst, with_scheduler=False)
     except Exception:

@@ -164,16 +164,6 @@ class FxdWorker(FxdWorkerMixin, rq.Worker):
         finally:
             self._let_go_of_horse()
 
-    def perform_job(self, job: Any, queue: Any, execution: Any) -> bool:
-        # In the horse, which runs this one job and exits without cleanup: close what the job
-        # opened (its warm context) here.
-        from fxdurable.workers.warm import close_warm_context
-
-        try:
-            return bool(super().perform_job(job, queue, execution))
-        finally:
-            close_warm_context()
-
     # -- the horse ----------------------------------------------------------------------------
 
     def _let_go_of_horse(self) -> None:

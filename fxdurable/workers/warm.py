@@ -8,10 +8,14 @@ keep-alive connections and whatever the handler caches across wakes survive from
 
 The context belongs to the process that made it (:func:`warm_context` looks it up by pid): a
 forked work horse never touches its parent's sockets, loop or SQLite connections, it makes its
-own. :func:`close_warm_context` closes it; ``fxdurable worker`` calls it at exit, and after each
-job in a forked horse (which runs one job and exits without cleanup). A job that ends with an
-exception out of the loop (RQ's job timeout, raised from a signal handler) discards the
-context: the next job starts from a fresh one rather than beside a half-finished task.
+own. A process keeps its context from job to job only once it has said it runs many
+(:func:`keep_warm`: ``fxdurable worker --no-fork``, which closes it at exit); anywhere else (a
+forked horse, of ours or of stock ``rq worker``) the job closes it when it ends, as a one-job
+process must: the close also waits for a tool still running in the thread pool (one a lost
+lease cancelled), so its effect happens or not as a whole instead of being cut off by the
+horse's ``os._exit``. A job that ends with an exception out of the loop (RQ's job timeout,
+raised from a signal handler) discards the context: the next job starts from a fresh one
+rather than beside a half-finished task.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from fxdurable.runtime.models.http import aclose_clients
 from fxdurable.runtime.worker import WakeHandler, WorkerSettings
 from fxdurable.workers.config import WorkerConfig
 
-__all__ = ["WarmContext", "close_warm_context", "warm_context"]
+__all__ = ["WarmContext", "close_warm_context", "keep_warm", "keeps_warm", "warm_context"]
 
 log = logging.getLogger("fxdurable.rq")
 
@@ -101,6 +105,18 @@ class WarmContext:
 
 
 _context: WarmContext | None = None
+_keep_warm_pid: int | None = None
+
+
+def keep_warm() -> None:
+    """This process runs many jobs: keep its context from one to the next."""
+    global _keep_warm_pid
+    _keep_warm_pid = os.getpid()
+
+
+def keeps_warm() -> bool:
+    """Whether this process (not merely its parent) said :func:`keep_warm`."""
+    return _keep_warm_pid == os.getpid()
 
 
 def warm_context() -> WarmContext:
