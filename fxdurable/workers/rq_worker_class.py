@@ -45,6 +45,8 @@ REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 #: How long a horse the worker must let go of gets to reach a step boundary before SIGKILL.
 HORSE_STOP_GRACE_S = 30.0
 
+_HORSE_STOP_SIGNALS = {signal.SIGUSR1, signal.SIGTERM}
+
 
 if TYPE_CHECKING:  # the concrete classes below put an RQ worker class after the mixin
     from rq.worker import BaseWorker as _RqWorker
@@ -195,9 +197,15 @@ class FxdWorker(FxdWorkerMixin, rq.Worker):
 
     def fork_work_horse(self, job: Any, queue: Any) -> None:
         # The horse never returns from this call (it exits inside it), so it keeps its copy
-        # of the lock held: harmless, it never scans.
+        # of the lock held: harmless, it never scans. The stop signals stay blocked across the
+        # fork: a stop forwarded to a horse that has not yet installed its handlers (SIGUSR1's
+        # default action is to terminate) waits until it has (setup_work_horse_signals).
         with self._no_fork:
-            super().fork_work_horse(job, queue)
+            signal.pthread_sigmask(signal.SIG_BLOCK, _HORSE_STOP_SIGNALS)
+            try:
+                super().fork_work_horse(job, queue)
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, _HORSE_STOP_SIGNALS)
 
     def setup_work_horse_signals(self) -> None:
         # Right after the fork: a forwarded stop must not kill a horse that has not yet
@@ -207,6 +215,7 @@ class FxdWorker(FxdWorkerMixin, rq.Worker):
 
         signal.signal(signal.SIGUSR1, note_early_stop)
         signal.signal(signal.SIGTERM, note_early_stop)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _HORSE_STOP_SIGNALS)  # see fork_work_horse
 
 
 class FxdSimpleWorker(FxdWorkerMixin, rq.SimpleWorker):
