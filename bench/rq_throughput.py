@@ -29,6 +29,12 @@ enqueues one more wake for each session still waiting in the queue, so with the 
 run whose backlog outlasts an interval counts those duplicates too (the jobs-per-turn column
 would show them). Lease timers are those of :data:`bench.runtime_turns.SETTINGS`.
 
+What bounds each ratio: the no-op measures RQ's own per-job cost (its Redis bookkeeping, plus
+the fork in ``fork`` mode); a turn adds its own store calls (each step's commits, fsynced at
+``synchronous=FULL``) and, in ``fork`` mode, a cold context per horse (new event loop, thread
+pool and store connections), which ``nofork`` keeps warm. ``nofork`` turns per second are the
+higher figure; its ratio is the lower one, because SimpleWorker's no-op is so much cheaper.
+
 The clock starts before the first enqueue or submit and stops when the last no-op job has
 finished (RQ's per-worker counters) or the last submission has settled (read from the store,
 polled every few milliseconds). Jobs per turn are the RQ jobs the workers executed (their
@@ -375,9 +381,12 @@ def measure_rq_throughput(
     reps: int,
     on_progress: Callable[[str], None],
     kinds: Sequence[str] = KINDS,
-    modes: Sequence[str] = MODES,
+    modes: Sequence[str] = ("fork",),
 ) -> RqFigures:
-    """``turns`` items per run (no-op jobs or one-turn sessions), ``reps`` runs per case."""
+    """``turns`` items per run (no-op jobs or one-turn sessions), ``reps`` runs per case.
+
+    ``modes`` defaults to ``fork`` alone, the one ``bench.report`` renders (each mode doubles
+    this section's time); ``python -m bench.rq_throughput`` measures both."""
     token = uuid.uuid4().hex[:8]
     groups = {
         (kind, workers, mode): WorkerGroup(kind, workers, mode, server=server, tmp=tmp, token=token)
