@@ -792,6 +792,9 @@ class Journal:
             if upto_seq >= scope.session.next_message_seq:
                 raise IllegalTransitionError("message", f"seq {upto_seq}", "summary of the future")
             scope.append_message(turn_id, "summary", summary, summarizes_upto=upto_seq)
+            scope.session = replace(
+                scope.session, compacted_upto=max(scope.session.compacted_upto, upto_seq)
+            )
             scope.emit(
                 EventType.CONTEXT_COMPACTED,
                 ContextCompacted(
@@ -930,9 +933,11 @@ class Journal:
         out asks the model again from the first cut's text. Either way the turn no longer
         holds a partial, so no crash shape leaves the conversation looking mid-stream."""
         round_ = turn.rounds
+        # The running turn's messages all lie past the latest compaction (a compaction only
+        # covers earlier turns), so the read need not start at the session's first message.
         closed = any(
             m.interrupted and m.turn_id == turn.id and m.round == round_
-            for m in tx.messages(turn.session_id)
+            for m in tx.messages(turn.session_id, after=scope.session.compacted_upto)
         )
         if not closed:
             scope.append_message(

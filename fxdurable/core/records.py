@@ -58,6 +58,9 @@ class SessionRecord:
     steering: tuple[str, ...] = ()
     next_event_seq: int = 1  # the cursor of the next event: events are gap-free from 1
     next_message_seq: int = 1
+    # The ``summarizes_upto`` of the latest compaction summary (0: none yet). The model is
+    # sent only messages past it (the summary among them), so a cold read starts there.
+    compacted_upto: int = 0
     next_submission_seq: int = 1
     created_at: float
     version: int = 1

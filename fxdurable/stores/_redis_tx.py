@@ -428,10 +428,10 @@ class RedisTx:
         records = self._records(ToolTaskRecord, [self._k.task(i) for i in ids])
         return [t for t in records if t.session_id == session_id]
 
-    def messages(self, session_id: str) -> Sequence[MessageRecord]:
+    def messages(self, session_id: str, after: int = 0) -> Sequence[MessageRecord]:
         key = self._k.messages(session_id)
-        (stored,) = self._query([key], ("ZRANGE", key, 0, -1))
-        return self._scored_records(MessageRecord, key, stored, 0)
+        (stored,) = self._query([key], ("ZRANGEBYSCORE", key, f"({after}", "+inf"))
+        return self._scored_records(MessageRecord, key, stored, after)
 
     def events(
         self, session_id: str, after: int = 0, limit: int | None = None

@@ -287,11 +287,12 @@ class _SqliteTx:
             session_id,
         )
 
-    def messages(self, session_id: str) -> Sequence[MessageRecord]:
+    def messages(self, session_id: str, after: int = 0) -> Sequence[MessageRecord]:
         return self._all(
             MessageRecord,
-            "SELECT data FROM messages WHERE session_id = ? ORDER BY seq",
+            "SELECT data FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq",
             session_id,
+            after,
         )
 
     def events(

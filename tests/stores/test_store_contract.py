@@ -346,6 +346,29 @@ def test_events_paginate_by_cursor(store: Store) -> None:
     assert pages == [[1, 2], [3, 4], [5, 6], [7]]
 
 
+def _message(sid: str, seq: int) -> MessageRecord:
+    return MessageRecord(session_id=sid, seq=seq, turn_id="t1", role="user", text=f"m{seq}")
+
+
+def test_messages_read_past_a_cursor(store: Store) -> None:
+    def body(tx: Tx) -> None:
+        for seq in (3, 1, 5, 2, 4):  # insertion order must not matter
+            tx.append_message(_message("s1", seq))
+        tx.append_message(_message("s2", 9))
+
+    write(store, body)
+
+    assert [m.seq for m in look(store, lambda r: r.messages("s1"))] == [1, 2, 3, 4, 5]
+    assert [m.seq for m in look(store, lambda r: r.messages("s1", after=3))] == [4, 5]
+    assert look(store, lambda r: r.messages("s1", after=5)) == []
+
+    def own_writes(tx: Tx) -> list[int]:
+        tx.append_message(_message("s1", 6))
+        return [m.seq for m in tx.messages("s1", after=4)]
+
+    assert write(store, own_writes) == [5, 6]
+
+
 def test_unsettled_submissions_in_admission_order(store: Store) -> None:
     statuses = {
         1: SubmissionStatus.COMPLETED,
