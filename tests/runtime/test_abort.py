@@ -176,7 +176,7 @@ def test_abort_of_a_queued_submission_before_any_worker_ran_it(tmp_path):
             assert await s.abort() == [sub.id]
             settled = await s.wait(sub.id, timeout=5)
             assert settled.status.value == "aborted"
-            assert model.requests == []
+            assert not model.requests
             assert "model.completed" not in event_types(rt, "s1")
             await check_invariants(rt, "s1")
 
@@ -242,7 +242,7 @@ def test_abort_recorded_while_no_process_runs_the_session(tmp_path):
             sub = await rt.session("s1").wait(crashed.submission.id, timeout=10)
             assert sub.status.value == "aborted"
             assert executed == []
-            assert model.requests == []
+            assert not model.requests
             assert tasks(rt, crashed.turn_id)[0].status.value == "outcome_unknown"
             await check_invariants(rt, "s1")
 

@@ -213,7 +213,7 @@ def test_scripted_model_streams_deltas_then_one_finish():
         fx.ToolCallRequest(name="t", arguments='{"a": 1, "b": 2}'),
     )
     assert finish.response.usage.input_tokens == 2
-    assert model.requests == [request]
+    assert list(model.requests) == [request]
 
 
 def test_scripted_list_answers_by_position_in_the_turn_and_then_runs_out():

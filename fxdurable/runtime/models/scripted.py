@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 
 from fxdurable.core.records import ToolCallRequest, Usage
 from fxdurable.runtime.models.base import (
+    INTERRUPTED_NOTE,
     ChatMessage,
     Finish,
     ModelRequest,
@@ -41,6 +43,8 @@ class ScriptedModel:
 
     ``chunk_size`` splits the text into deltas so streaming paths (and the
     ``model.mid-stream`` crash point) are exercised; ``delay_s`` sleeps between deltas.
+    ``requests`` keeps the last ``keep_requests`` requests (oldest first), so a long session
+    does not hold every request it ever sent: each one repeats the conversation.
     """
 
     def __init__(
@@ -50,12 +54,16 @@ class ScriptedModel:
         name: str = "scripted",
         chunk_size: int = 16,
         delay_s: float = 0.0,
+        keep_requests: int = 100,
     ) -> None:
         self._policy = policy if callable(policy) else _from_list(list(policy))
         self._name = name
         self._chunk_size = max(1, chunk_size)
         self._delay_s = delay_s
-        self.requests: list[ModelRequest] = []  # for tests: what the model was shown
+        # For tests: what the model was shown, the most recent ``keep_requests`` of it.
+        self.requests: deque[ModelRequest] = deque(maxlen=keep_requests)
+        self._counted: list[ChatMessage] = []  # the messages of the last request counted
+        self._counted_words = 0
 
     @property
     def name(self) -> str:
@@ -69,18 +77,46 @@ class ScriptedModel:
             if self._delay_s:
                 await asyncio.sleep(self._delay_s)
             yield TextDelta(text[start : start + self._chunk_size])
-        words = sum(len(m.text.split()) for m in request.messages)
+        words = self._input_words(request.messages)
         usage = Usage(
             input_tokens=words, output_tokens=len(text.split()) + len(response.tool_calls)
         )
         yield Finish(ModelResponse(text=text, tool_calls=response.tool_calls, usage=usage))
+
+    def _input_words(self, messages: Sequence[ChatMessage]) -> int:
+        """The words of ``messages``, counting only what is new when they extend the previous
+        request's messages (the usual case: a conversation grows at its end), so a call costs
+        what it adds, not the length of the conversation."""
+        before = self._counted
+        n = len(before)
+        current = list(messages)
+        # A list comparison in C, identity first: cheap when the runtime hands out the same
+        # message objects again, and exact (a changed message anywhere means a full count).
+        if 0 < n <= len(current) and current[:n] == before:
+            words = self._counted_words + _words(current[n:])
+        else:
+            words = _words(current)
+        self._counted, self._counted_words = current, words
+        return words
+
+
+def _words(messages: Sequence[ChatMessage]) -> int:
+    return sum(len(m.text.split()) for m in messages)
 
 
 def turn_messages(request: ModelRequest) -> list[ChatMessage]:
     """The messages since the last user message: the current turn, as a policy sees it. A
     reply a crash cut off and the note after it are left out: the policy answers the round
     as if the stream had never been cut."""
-    messages = without_interruptions(request.messages)
+    everything = request.messages
+    start = len(everything) - 1
+    # Scan back to the last user message that is not the note after a cut-off reply: the turn
+    # so far, however long the conversation before it.
+    while start > 0 and (
+        everything[start].role != "user" or everything[start].text == INTERRUPTED_NOTE
+    ):
+        start -= 1
+    messages = without_interruptions(everything[max(start, 0) :])
     for i in range(len(messages) - 1, -1, -1):
         if messages[i].role == "user":
             return messages[i:]
