@@ -21,10 +21,17 @@ from fxdurable.core.crash import crash_point
 from fxdurable.core.journal import Fence, Journal
 from fxdurable.core.records import ErrorInfo, MessageRecord, TurnRecord, Usage
 from fxdurable.core.store import ReadView
-from fxdurable.errors import ContextLengthError, ModelError, ModelRetryableError, Suspend
+from fxdurable.errors import (
+    ContextLengthError,
+    ModelError,
+    ModelRetryableError,
+    RecordNotFoundError,
+    Suspend,
+)
 from fxdurable.runtime import tracing
 from fxdurable.runtime.agent import Agent, ModelRetries
 from fxdurable.runtime.budget import InvocationBudget
+from fxdurable.runtime.conversation import ConversationCache
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.history import build_history, with_summary
 from fxdurable.runtime.models.base import (
@@ -96,8 +103,10 @@ class ModelStep:
         *,
         sleep: Sleep,
         rng: random.Random,
+        conversations: ConversationCache | None = None,
     ) -> None:
         self._journal = journal
+        self._conversations = conversations or ConversationCache()
         self._agent = agent
         self._fence = fence
         self._budget = budget
@@ -146,11 +155,13 @@ class ModelStep:
 
     def _request(self, view: ReadView, turn: TurnRecord) -> tuple[ModelRequest, int]:
         """The request, and how many pending steering entries it shows the model."""
-        history = build_history(
-            view.messages(turn.session_id), view.session_tool_tasks(turn.session_id)
-        )
         session = view.get_session(turn.session_id)
-        steering = session.steering if session is not None else ()
+        if session is None:
+            raise RecordNotFoundError(f"no session {turn.session_id!r}")
+        # Only what is newer than the conversation this process holds, verified by the
+        # session version read just now (see runtime/conversation.py).
+        history = self._conversations.conversation(view, session, self._fence.token).history()
+        steering = session.steering
         # Steering goes after the last tool results, where the record will put it (as user
         # messages just before this call's response) once the response is recorded.
         steer = [ChatMessage(role="user", text=text) for text in steering]
@@ -244,7 +255,11 @@ class ModelStep:
         """Summarise the turns before this one into a durable summary, then retry."""
 
         def plan(view: ReadView) -> tuple[int, ModelRequest] | None:
-            messages = view.messages(turn.session_id)
+            session = view.get_session(turn.session_id)
+            # From the latest summary on: what an earlier compaction covered stays covered.
+            messages = view.messages(
+                turn.session_id, after=session.compacted_upto if session is not None else 0
+            )
             cutoff = _compactable_upto(messages, turn.id)
             if cutoff is None:
                 return None

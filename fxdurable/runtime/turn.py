@@ -31,6 +31,7 @@ from fxdurable.errors import SteeringPendingError, Suspend, ToolInputError
 from fxdurable.runtime import tracing
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
+from fxdurable.runtime.conversation import ConversationCache
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.decide import (
     CallModel,
@@ -73,15 +74,23 @@ class TurnDriver:
         clock: Clock,
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
+        conversations: ConversationCache | None = None,
     ) -> None:
         self._journal = journal
+        self._conversations = conversations or ConversationCache()
         self._agent = agent
         self._fence = fence
         self._budget = budget
         self._worker = worker
         self._clock = clock
         self._model_step = ModelStep(
-            journal, agent, fence, budget, sleep=sleep, rng=rng or random.Random()
+            journal,
+            agent,
+            fence,
+            budget,
+            sleep=sleep,
+            rng=rng or random.Random(),
+            conversations=self._conversations,
         )
         self._attempt = 0
         self._running_tool: asyncio.Task[str] | None = None
@@ -107,6 +116,10 @@ class TurnDriver:
             return
         start = await durable(j.begin_attempt, self._fence, submission_id, worker=self._worker)
         self._attempt = start.attempt.number
+        if start.recovered:
+            # A recovery may re-run settled reads (reuse=False) and closes out partial text:
+            # what this process held of the conversation is read again from the records.
+            self._conversations.drop(start.turn.session_id)
         first_boundary = True
         while True:
             snap = await durable(j.read, lambda view: self._snapshot(view, submission_id))

@@ -26,6 +26,7 @@ from fxdurable.errors import ConfigurationError, LeaseLostError, Suspend, Unknow
 from fxdurable.runtime import tracing
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
+from fxdurable.runtime.conversation import ConversationCache
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.model_step import Sleep
 from fxdurable.runtime.turn import TurnDriver
@@ -123,6 +124,9 @@ class WakeHandler:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._identity = this_worker()
+        # The conversations of sessions this process ran: later steps and wakes read only
+        # what is newer (runtime/conversation.py).
+        self._conversations = ConversationCache()
 
     async def handle(self, session_id: str, budget: InvocationBudget) -> None:
         """Run the session until it rests or the budget says stop. Never raises for a
@@ -216,6 +220,7 @@ class WakeHandler:
                 clock=self._clock,
                 sleep=self._sleep,
                 rng=self._rng,
+                conversations=self._conversations,
             )
             box[:] = [driver]
             async with tracing.attempt(j, unsettled[0], agent.name):
