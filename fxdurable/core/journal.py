@@ -89,6 +89,7 @@ __all__ = [
     "Fence",
     "Journal",
     "Outcome",
+    "Receipt",
     "Steering",
     "WorkerIdentity",
 ]
@@ -147,10 +148,27 @@ class Steering:
 
 @dataclass(frozen=True, slots=True)
 class AttemptStart:
+    """What an attempt starts from: enough for the driver's first decision without a read."""
+
     submission: SubmissionRecord
     turn: TurnRecord
     attempt: AttemptRecord
     recovered: bool  # a previous attempt of this submission was interrupted (a crash)
+    last_call: ModelCallRecord | None = None  # the turn's latest recorded model call
+    tasks: tuple[ToolTaskRecord, ...] = ()  # the turn's tool tasks, by (round, index)
+    steering: tuple[str, ...] = ()  # pending on the session
+
+
+@dataclass(slots=True)
+class Receipt:
+    """Filled in by a step's transition, in its transaction: what the driver needs for its
+    next decision, so that no read has to follow the commit (pass one as ``receipt=``)."""
+
+    session_version: int = 0  # the session's version as this commit wrote it
+    steering: tuple[str, ...] = ()  # still pending on the session
+    abort_requested: bool = False  # the turn's submission carries an abort intent
+    turn: TurnRecord | None = None  # the turn as written, when the transition wrote it
+    model_call: ModelCallRecord | None = None  # the model call it recorded, if any
 
 
 class _SessionScope:
@@ -216,11 +234,17 @@ class _SessionScope:
                 self.session, status=advance("session", self.session.status, status)
             )
 
-    def write(self) -> None:
+    def write(self, receipt: Receipt | None = None, submission_id: str | None = None) -> None:
+        """Write the session back; fill ``receipt`` in for the turn of ``submission_id``."""
         new_version = 1 if self._read_version is None else self._read_version + 1
         self.tx.put_session(
             replace(self.session, version=new_version), expected_version=self._read_version
         )
+        if receipt is not None and submission_id is not None:
+            receipt.session_version = new_version
+            receipt.steering = self.session.steering
+            sub = self.tx.get_submission(submission_id)
+            receipt.abort_requested = sub is not None and sub.abort_requested
 
 
 class Journal:
@@ -555,7 +579,16 @@ class Journal:
                 turn_id=turn.id,
             )
             scope.write()
-            return AttemptStart(submission=sub, turn=turn, attempt=attempt, recovered=recovered)
+            last_call = tx.get_model_call(turn.id, turn.rounds - 1) if turn.rounds else None
+            return AttemptStart(
+                submission=sub,
+                turn=turn,
+                attempt=attempt,
+                recovered=recovered,
+                last_call=last_call,
+                tasks=tuple(tx.tool_tasks(turn.id)) if turn.rounds else (),
+                steering=scope.session.steering,
+            )
 
         return self._store.transact(body)
 
@@ -573,6 +606,7 @@ class Journal:
         stop_reason: str | None = None,
         stop_inferred: bool = False,
         truncated: bool = False,
+        receipt: Receipt | None = None,
     ) -> list[ToolTaskRecord]:
         """Record a finished model response with the tool tasks it asked for, atomically.
 
@@ -604,20 +638,19 @@ class Journal:
                     turn_id=turn_id,
                 )
             calls = tuple(tool_calls)
-            tx.insert_model_call(
-                ModelCallRecord(
-                    turn_id=turn_id,
-                    round=round_,
-                    status=advance("model_call", None, ModelCallStatus.COMPLETED),
-                    text=text,
-                    tool_calls=calls,
-                    usage=usage,
-                    stop_reason=stop_reason,
-                    stop_inferred=stop_inferred,
-                    truncated=truncated,
-                    created_at=scope.now,
-                )
+            recorded = ModelCallRecord(
+                turn_id=turn_id,
+                round=round_,
+                status=advance("model_call", None, ModelCallStatus.COMPLETED),
+                text=text,
+                tool_calls=calls,
+                usage=usage,
+                stop_reason=stop_reason,
+                stop_inferred=stop_inferred,
+                truncated=truncated,
+                created_at=scope.now,
             )
+            tx.insert_model_call(recorded)
             tasks = []
             for index, (call, policy) in enumerate(zip(calls, policies, strict=True)):
                 task_id = tool_task_id(turn_id, round_, index)
@@ -637,10 +670,10 @@ class Journal:
                 )
                 tx.put_tool_task(task, expected_version=None)
                 tasks.append(task)
-            tx.put_turn(
-                replace(turn, rounds=turn.rounds + 1, partial_text="", version=turn.version + 1),
-                expected_version=turn.version,
+            updated = replace(
+                turn, rounds=turn.rounds + 1, partial_text="", version=turn.version + 1
             )
+            tx.put_turn(updated, expected_version=turn.version)
             scope.append_message(turn_id, "assistant", text, round_=round_, tool_calls=calls)
             scope.emit(
                 EventType.MODEL_COMPLETED,
@@ -657,13 +690,20 @@ class Journal:
                 ),
                 turn_id=turn_id,
             )
-            scope.write()
+            scope.write(receipt, turn.submission_id)
+            if receipt is not None:
+                receipt.turn, receipt.model_call = updated, recorded
             return tasks
 
         return self._store.transact(body)
 
     def start_tool(
-        self, fence: Fence, task_id: str, *, reason: str | None = None
+        self,
+        fence: Fence,
+        task_id: str,
+        *,
+        reason: str | None = None,
+        receipt: Receipt | None = None,
     ) -> ToolTaskRecord:
         """Record the intent to execute (pending -> running), or a re-execution after a crash."""
 
@@ -692,13 +732,19 @@ class Journal:
                 ),
                 turn_id=task.turn_id,
             )
-            scope.write()
+            scope.write(receipt, task.turn_id)
             return updated
 
         return self._store.transact(body)
 
     def finish_tool(
-        self, fence: Fence, task_id: str, status: ToolTaskStatus, result: str
+        self,
+        fence: Fence,
+        task_id: str,
+        status: ToolTaskStatus,
+        result: str,
+        *,
+        receipt: Receipt | None = None,
     ) -> ToolTaskRecord:
         """Settle a tool task; ``result`` is what the model will read for this call."""
 
@@ -716,7 +762,7 @@ class Journal:
                 ToolSettled(**_task_ref(task), result=result),
                 turn_id=task.turn_id,
             )
-            scope.write()
+            scope.write(receipt, task.turn_id)
             return updated
 
         return self._store.transact(body)

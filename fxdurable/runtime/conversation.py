@@ -65,8 +65,12 @@ class Conversation:
         conversation.version = session.version
         return conversation
 
-    def sync(self, view: ReadView, session: SessionRecord) -> None:
-        """Read what is newer than the cursor; raises :class:`_Stale` when that cannot do."""
+    def sync(
+        self, view: ReadView, session: SessionRecord, known: Sequence[ToolTaskRecord] = ()
+    ) -> None:
+        """Read what is newer than the cursor; raises :class:`_Stale` when that cannot do.
+        ``known`` are tool tasks as the caller's own commits just wrote them: their round is
+        taken from them instead of read again."""
         if session.version == self.version:
             return
         if session.version < self.version or session.next_message_seq <= self.cursor:
@@ -74,8 +78,11 @@ class Conversation:
         new = view.messages(self.session_id, after=self.cursor)
         changed = set(self._open)
         changed.update((m.turn_id, m.round or 0) for m in new if m.tool_calls)
+        given: dict[_Round, list[ToolTaskRecord]] = {}
+        for task in known:
+            given.setdefault((task.turn_id, task.round), []).append(task)
         for key in changed:
-            self._tasks[key] = list(view.tool_tasks(*key))
+            self._tasks[key] = given[key] if key in given else list(view.tool_tasks(*key))
         self._append(new)
         self._open = {key for key in changed if _any_open(self._tasks[key])}
         self.version = session.version
@@ -139,15 +146,23 @@ class ConversationCache:
         self._held: OrderedDict[str, Conversation] = OrderedDict()
         self._lock = threading.Lock()
 
-    def conversation(self, view: ReadView, session: SessionRecord, token: int) -> Conversation:
-        """The session's conversation, up to date with ``view``, for the lease ``token``."""
+    def conversation(
+        self,
+        view: ReadView,
+        session: SessionRecord,
+        token: int,
+        known: Sequence[ToolTaskRecord] = (),
+    ) -> Conversation:
+        """The session's conversation, up to date with ``view``, for the lease ``token``.
+        ``known``: a whole round's tool tasks as the caller just committed them (see
+        :meth:`Conversation.sync`)."""
         with self._lock:
             held = self._held.pop(session.id, None)
         current: Conversation | None = None
         # Our own token, or the next one with nobody else's claim in between.
         if held is not None and held.token <= token <= held.token + 1:
             try:
-                held.sync(view, session)
+                held.sync(view, session, known)
                 current = held
             except _Stale:
                 current = None

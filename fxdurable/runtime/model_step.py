@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 from typing import TypeAlias
 
 from fxdurable.core.crash import crash_point
-from fxdurable.core.journal import Fence, Journal
-from fxdurable.core.records import ErrorInfo, MessageRecord, TurnRecord, Usage
+from fxdurable.core.journal import Fence, Journal, Receipt
+from fxdurable.core.records import ErrorInfo, MessageRecord, ToolTaskRecord, TurnRecord, Usage
 from fxdurable.core.store import ReadView
 from fxdurable.errors import (
     ContextLengthError,
@@ -46,6 +46,7 @@ from fxdurable.runtime.models.wire import is_complete_arguments
 __all__ = [
     "Failed",
     "ModelStep",
+    "Prepared",
     "Recorded",
     "Retry",
     "Sleep",
@@ -65,7 +66,16 @@ SUMMARIZE_INSTRUCTIONS = (
 
 @dataclass(frozen=True, slots=True)
 class Recorded:
-    """The response is in the journal; the turn goes on."""
+    """The response is in the journal; the turn goes on. ``receipt`` says what it wrote;
+    ``then`` is what the caller's ``then`` returned, run in the same thread crossing."""
+
+    tasks: Sequence[ToolTaskRecord] = ()
+    receipt: Receipt | None = None
+    then: object = None
+
+
+# The request for a model call, and how many pending steering entries it shows the model.
+Prepared: TypeAlias = tuple[ModelRequest, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,18 +116,35 @@ class ModelStep:
         conversations: ConversationCache | None = None,
     ) -> None:
         self._journal = journal
-        self._conversations = conversations or ConversationCache()
+        self._conversations = ConversationCache() if conversations is None else conversations
         self._agent = agent
         self._fence = fence
         self._budget = budget
         self._sleep = sleep
         self._rng = rng
 
+    def prepare(
+        self, view: ReadView, turn: TurnRecord, known: Sequence[ToolTaskRecord] = ()
+    ) -> Prepared:
+        """Read what the model call of ``turn``'s next round is sent (sync: run it inside the
+        crossing of the commit before it). ``known``: the last round's tool tasks as the
+        caller's commits wrote them, so they are not read again."""
+        return self._request(view, turn, known)
+
     @tracing.model_call
-    async def run(self, turn: TurnRecord, round_: int) -> StepOutcome:
-        request, steering = await durable(
-            self._journal.read, lambda view: self._request(view, turn)
-        )
+    async def run(
+        self,
+        turn: TurnRecord,
+        round_: int,
+        *,
+        prepared: Prepared | None = None,
+        then: Callable[[Sequence[ToolTaskRecord], Receipt], object] | None = None,
+    ) -> StepOutcome:
+        """One model call. ``prepared`` is its request if the caller read it already;
+        ``then`` runs right after the commit, in the same thread crossing."""
+        if prepared is None:
+            prepared = await durable(self._journal.read, lambda view: self._request(view, turn))
+        request, steering = prepared
         crash_point("model.before-request")
         try:
             response = await self._stream(request, turn.id, round_)
@@ -134,33 +161,41 @@ class ModelStep:
             # model as a call it made. A recovery that finds no record calls the model again.
             return Failed("model_truncated", truncated_message(response, cut))
         tools = [self._agent.tool(call.name) for call in response.tool_calls]
-        await durable(
-            self._journal.record_model_call,
-            self._fence,
-            turn.id,
-            round_=round_,
-            text=response.text,
-            tool_calls=response.tool_calls,
-            # An unknown tool is never executed (it fails validation): "safe" is honest.
-            policies=[tool.policy if tool is not None else "safe" for tool in tools],
-            usage=self._priced(response.usage),
-            steering=steering,
-            stop_reason=response.stop_reason,
-            stop_inferred=response.stop_inferred,
-            truncated=response.truncated,
-        )
-        return Recorded()
+        receipt = Receipt()
+
+        def record() -> Recorded:
+            tasks = self._journal.record_model_call(
+                self._fence,
+                turn.id,
+                round_=round_,
+                text=response.text,
+                tool_calls=response.tool_calls,
+                # An unknown tool is never executed (it fails validation): "safe" is honest.
+                policies=[tool.policy if tool is not None else "safe" for tool in tools],
+                usage=self._priced(response.usage),
+                steering=steering,
+                stop_reason=response.stop_reason,
+                stop_inferred=response.stop_inferred,
+                truncated=response.truncated,
+                receipt=receipt,
+            )
+            return Recorded(tasks, receipt, then(tasks, receipt) if then is not None else None)
+
+        return await durable(record)
 
     # -- requests ------------------------------------------------------------------------------
 
-    def _request(self, view: ReadView, turn: TurnRecord) -> tuple[ModelRequest, int]:
+    def _request(
+        self, view: ReadView, turn: TurnRecord, known: Sequence[ToolTaskRecord] = ()
+    ) -> tuple[ModelRequest, int]:
         """The request, and how many pending steering entries it shows the model."""
         session = view.get_session(turn.session_id)
         if session is None:
             raise RecordNotFoundError(f"no session {turn.session_id!r}")
         # Only what is newer than the conversation this process holds, verified by the
         # session version read just now (see runtime/conversation.py).
-        history = self._conversations.conversation(view, session, self._fence.token).history()
+        held = self._conversations.conversation(view, session, self._fence.token, known)
+        history = held.history()
         steering = session.steering
         # Steering goes after the last tool results, where the record will put it (as user
         # messages just before this call's response) once the response is recorded.

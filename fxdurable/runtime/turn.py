@@ -1,8 +1,21 @@
 """The turn driver: runs one submission step by step, a durable record at every step.
 
-For each step it reads what the records prove, asks :func:`next_action` what comes next, does
-it, and records it before going on (DESIGN §3.4-3.6). At every step boundary it honours an
-abort intent, the submission's budgets and the invocation's deadline.
+For each step it asks :func:`next_action` what comes next, does it, and records it before
+going on (DESIGN §3.4-3.6). At every step boundary it honours an abort intent, the
+submission's budgets and the invocation's deadline.
+
+A step costs one thread crossing and no read of its own. The driver reads the turn once per
+attempt (``begin_attempt`` returns it with the turn's tasks) and then keeps it in memory: each
+transition hands back what it wrote (a :class:`~fxdurable.core.journal.Receipt`: the session's
+version and steering, the submission's abort intent), which is everything the next decision
+needs. The commit of one step and the preparation of the next share one crossing into the
+durable core: a tool's result is committed and, in the same worker thread, the next call's
+intent (or the next model request's read). That merge is skipped where code must run on the
+loop in between: a ``before_tool`` hook, or a ``reuse=False`` refresh. The result and the next
+intent stay two commits, never one: ``tool.after-record`` means "this result is durable and
+the next call has not been promised", and recovery from it must find the next call
+``pending`` (run normally, whatever its replay policy), not ``running`` (resolved by its
+policy, an unsafe call left unknown without ever having run).
 """
 
 from __future__ import annotations
@@ -11,13 +24,13 @@ import asyncio
 import logging
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pydantic
 
 from fxdurable.core.clock import Clock
 from fxdurable.core.crash import crash_point
-from fxdurable.core.journal import Exhausted, Fence, Journal, Outcome
+from fxdurable.core.journal import AttemptStart, Exhausted, Fence, Journal, Outcome, Receipt
 from fxdurable.core.records import (
     ErrorInfo,
     ModelCallRecord,
@@ -26,7 +39,6 @@ from fxdurable.core.records import (
     TurnRecord,
 )
 from fxdurable.core.states import ToolTaskStatus
-from fxdurable.core.store import ReadView
 from fxdurable.errors import SteeringPendingError, Suspend, ToolInputError
 from fxdurable.runtime import tracing
 from fxdurable.runtime.agent import Agent
@@ -34,6 +46,7 @@ from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.conversation import ConversationCache
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.decide import (
+    Action,
     CallModel,
     Complete,
     RecoverTool,
@@ -43,7 +56,7 @@ from fxdurable.runtime.decide import (
     refusal_message,
     unknown_message,
 )
-from fxdurable.runtime.model_step import Failed, ModelStep, Sleep
+from fxdurable.runtime.model_step import Failed, ModelStep, Prepared, Recorded, Sleep
 from fxdurable.runtime.tools import Tool, ToolContext
 
 __all__ = ["TurnDriver"]
@@ -51,13 +64,67 @@ __all__ = ["TurnDriver"]
 log = logging.getLogger("fxdurable.turn")
 
 
-@dataclass(frozen=True, slots=True)
-class _Snapshot:
+@dataclass(slots=True)
+class _TurnState:
+    """The turn as the driver's own commits left it: read once per attempt, then kept."""
+
     submission: SubmissionRecord
     turn: TurnRecord
     last_call: ModelCallRecord | None
-    round_tasks: Sequence[ToolTaskRecord]
-    steering_pending: bool
+    tasks: dict[str, ToolTaskRecord]  # the turn's tool tasks by id, in (round, index) order
+    steering: tuple[str, ...]
+    round_ids: list[str] = field(default_factory=list)  # the latest round's, by index
+    abort_requested: bool = False
+    unknown_tools: set[str] = field(default_factory=set)  # tools with an unknown outcome
+
+    @classmethod
+    def of(cls, start: AttemptStart) -> _TurnState:
+        state = cls(
+            submission=start.submission,
+            turn=start.turn,
+            last_call=start.last_call,
+            tasks={},
+            steering=start.steering,
+            abort_requested=start.submission.abort_requested,
+        )
+        last_round = start.last_call.round if start.last_call is not None else None
+        for task in start.tasks:
+            state.note(task)
+            if task.round == last_round:
+                state.round_ids.append(task.id)
+        return state
+
+    @property
+    def round_tasks(self) -> list[ToolTaskRecord]:
+        """The tool tasks of the latest recorded model call."""
+        return [self.tasks[i] for i in self.round_ids]
+
+    def next_action(self) -> Action:
+        return next_action(
+            self.turn, self.last_call, self.round_tasks, steering_pending=bool(self.steering)
+        )
+
+    def note(self, task: ToolTaskRecord) -> None:
+        self.tasks[task.id] = task
+        if task.status == ToolTaskStatus.OUTCOME_UNKNOWN:
+            self.unknown_tools.add(task.tool)
+
+    def noted(self, receipt: Receipt) -> None:
+        self.steering = receipt.steering
+        self.abort_requested = self.abort_requested or receipt.abort_requested
+        if receipt.turn is not None:
+            self.turn = receipt.turn
+        if receipt.model_call is not None:
+            self.last_call = receipt.model_call
+
+
+@dataclass(frozen=True, slots=True)
+class _Go:
+    """A tool step ready to run: its arguments parsed, nothing to refuse or deny first."""
+
+    task: ToolTaskRecord
+    tool: Tool
+    arguments: pydantic.BaseModel
 
 
 class TurnDriver:
@@ -77,7 +144,7 @@ class TurnDriver:
         conversations: ConversationCache | None = None,
     ) -> None:
         self._journal = journal
-        self._conversations = conversations or ConversationCache()
+        self._conversations = ConversationCache() if conversations is None else conversations
         self._agent = agent
         self._fence = fence
         self._budget = budget
@@ -95,6 +162,7 @@ class TurnDriver:
         self._attempt = 0
         self._running_tool: asyncio.Task[str] | None = None
         self._abort_seen = False
+        self._state: _TurnState | None = None
 
     # -- called by the heartbeat -------------------------------------------------------------
 
@@ -120,12 +188,15 @@ class TurnDriver:
             # A recovery may re-run settled reads (reuse=False) and closes out partial text:
             # what this process held of the conversation is read again from the records.
             self._conversations.drop(start.turn.session_id)
+        state = self._state = _TurnState.of(start)
         first_boundary = True
+        prepared: Prepared | None = None  # the next model request, read with the last commit
+        go: _Go | None = None  # a tool step whose intent the last crossing recorded
         while True:
-            snap = await durable(j.read, lambda view: self._snapshot(view, submission_id))
-            action = next_action(
-                snap.turn, snap.last_call, snap.round_tasks, steering_pending=snap.steering_pending
-            )
+            if go is not None:  # its intent was recorded, after the boundary's checks
+                prepared, go = await self._run_started(go.task, go.tool, go.arguments)
+                continue
+            action = state.next_action()
             if isinstance(action, Complete):
                 # The records prove the final answer: finished work is never discarded, by an
                 # abort that came after it or by a spent budget (DESIGN §4).
@@ -134,35 +205,33 @@ class TurnDriver:
                         j.settle, self._fence, submission_id, "completed", text=action.text
                     )
                 except SteeringPendingError:
-                    continue  # steering landed after our read: the model answers it
+                    state.steering = state.steering or ("",)  # the model answers it
+                    continue
                 return
             # An abort intent wins over every budget (DESIGN §3.8).
-            if snap.submission.abort_requested or self._abort_seen:
-                await self._resolve_running(snap.round_tasks)
+            if state.abort_requested or self._abort_seen:
+                await self._resolve_running(state.round_tasks)
                 await durable(j.settle, self._fence, submission_id, "aborted")
                 return
             if first_boundary:
                 first_boundary = False
-                sub = snap.submission
+                sub = state.submission
                 if sub.interruptions >= self._agent.durability.max_attempts:
                     await self._fail(
                         sub.id,
                         "attempts_exhausted",
                         f"interrupted {sub.interruptions} times; the budget is "
                         f"{self._agent.durability.max_attempts} attempts",
-                        snap.round_tasks,
                         exhausted="attempts_exhausted",
                     )
                     return
-                if start.recovered and await self._refresh_stale_reads(snap):
-                    continue  # refreshed results were recorded: read the records again
-            started = snap.submission.started_at or 0.0
-            if self._now() - started > self._agent.durability.timeout_s:
+                if start.recovered and await self._refresh_stale_reads(state.round_tasks):
+                    continue  # refreshed results were recorded: decide again
+            if self._timed_out():
                 await self._fail(
                     submission_id,
                     "timeout",
                     f"the turn ran past its {self._agent.durability.timeout_s:g}s budget",
-                    snap.round_tasks,
                     exhausted="time_exhausted",
                 )
                 return
@@ -172,108 +241,161 @@ class TurnDriver:
             self._budget.record_progress()
             match action:
                 case CallModel(round=round_):
-                    if not await self._call_model(snap.turn, round_):
+                    settled, go = await self._call_model(state.turn, round_, prepared)
+                    if settled:
                         return
+                    prepared = None
                 case RunTool(task=task):
-                    await self._run_tool(task)
+                    prepared, go = await self._run_tool(task)
                 case RecoverTool(task=task):
-                    await self._recover_tool(task)
+                    prepared, go = await self._recover_tool(task)
 
     def _now(self) -> float:
         return self._clock.now()
 
-    @staticmethod
-    def _snapshot(view: ReadView, submission_id: str) -> _Snapshot:
-        sub = view.get_submission(submission_id)
-        turn = view.get_turn(submission_id)
-        assert sub is not None and turn is not None, "begin_attempt created both"
-        last = view.get_model_call(turn.id, turn.rounds - 1) if turn.rounds else None
-        tasks = view.tool_tasks(turn.id, last.round) if last is not None else ()
-        session = view.get_session(sub.session_id)
-        steering = session is not None and bool(session.steering)
-        return _Snapshot(sub, turn, last, tasks, steering)
+    def _timed_out(self) -> bool:
+        assert self._state is not None
+        started = self._state.submission.started_at or 0.0
+        return self._now() - started > self._agent.durability.timeout_s
 
     # -- model ---------------------------------------------------------------------------------
 
-    async def _call_model(self, turn: TurnRecord, round_: int) -> bool:
-        """One model step; False when it settled the submission ``failed``."""
-        outcome = await self._model_step.run(turn, round_)
+    async def _call_model(
+        self, turn: TurnRecord, round_: int, prepared: Prepared | None
+    ) -> tuple[bool, _Go | None]:
+        """One model step: (True, None) when it settled the submission ``failed``; else the
+        first tool step when its intent was recorded in the same crossing as the response."""
+        outcome = await self._model_step.run(
+            turn, round_, prepared=prepared, then=self._after_model_call
+        )
         if isinstance(outcome, Failed):
             await self._fail(turn.submission_id, outcome.code, outcome.message)
-            return False
-        return True
+            return True, None
+        if isinstance(outcome, Recorded) and isinstance(outcome.then, _Go):
+            return False, outcome.then
+        return False, None
+
+    def _after_model_call(self, tasks: Sequence[ToolTaskRecord], receipt: Receipt) -> _Go | None:
+        """In the model call's crossing, right after its commit: note what it wrote, and start
+        its first tool call when nothing must run on the loop first."""
+        assert self._state is not None
+        self._state.noted(receipt)
+        for task in tasks:
+            self._state.note(task)
+        self._state.round_ids = [t.id for t in tasks]
+        return self._start_next()
 
     # -- tools ---------------------------------------------------------------------------------
 
-    @tracing.tool_call
-    async def _run_tool(self, task: ToolTaskRecord) -> None:
-        j = self._journal
+    def _ready(self, task: ToolTaskRecord) -> tuple[Tool, pydantic.BaseModel] | str:
+        """The tool and its parsed input, or why the call fails without running."""
         tool = self._agent.tool(task.tool)
         if tool is None:
             known = ", ".join(t.name for t in self._agent.tools) or "none"
-            await self._finish(
-                task, ToolTaskStatus.FAILED, f"unknown tool {task.tool!r}; available tools: {known}"
-            )
-            return
+            return f"unknown tool {task.tool!r}; available tools: {known}"
         try:
-            arguments = tool.parse(task.arguments)
+            return tool, tool.parse(task.arguments)
         except ToolInputError as exc:
-            await self._finish(task, ToolTaskStatus.FAILED, str(exc))
-            return
-        # The turn's own calls only: the model was told of the unknown outcome in this turn,
-        # and reading the session's whole history here would make a step cost grow with it.
-        earlier = await durable(j.read, lambda view: view.tool_tasks(task.turn_id))
-        if is_blind_repeat(task, earlier, tool.canonical_input):
-            await self._finish(task, ToolTaskStatus.REFUSED, refusal_message(task.tool))
-            return
+            return str(exc)
+
+    def _blind_repeat(self, task: ToolTaskRecord, tool: Tool) -> bool:
+        """The turn's own calls only: the model was told of the unknown outcome in this turn,
+        and reading the session's whole history here would make a step cost grow with it."""
+        assert self._state is not None
+        if task.tool not in self._state.unknown_tools:
+            return False  # no unknown outcome of this tool in the turn: nothing to repeat
+        return is_blind_repeat(task, list(self._state.tasks.values()), tool.canonical_input)
+
+    @tracing.tool_call
+    async def _run_tool(self, task: ToolTaskRecord) -> tuple[Prepared | None, _Go | None]:
+        ready = self._ready(task)
+        if isinstance(ready, str):
+            return await self._finish(task, ToolTaskStatus.FAILED, ready)
+        tool, arguments = ready
+        if self._blind_repeat(task, tool):
+            return await self._finish(task, ToolTaskStatus.REFUSED, refusal_message(task.tool))
         if self._agent.before_tool is not None:
             crash_point("hook.before-tool", task.tool)
             denial = await self._agent.before_tool(task.tool, task.arguments)
             if denial is not None:
-                await self._finish(task, ToolTaskStatus.FAILED, f"denied: {denial}")
-                return
-        started = await durable(j.start_tool, self._fence, task.id)
+                return await self._finish(task, ToolTaskStatus.FAILED, f"denied: {denial}")
+        started = await durable(self._start, task.id, None)
         crash_point("tool.after-intent", task.tool)
-        await self._execute(started, tool, arguments)
+        return await self._execute(started, tool, arguments)
+
+    @tracing.tool_call
+    async def _run_started(
+        self, task: ToolTaskRecord, tool: Tool, arguments: pydantic.BaseModel
+    ) -> tuple[Prepared | None, _Go | None]:
+        """Run a tool call whose intent the previous step's crossing recorded."""
+        return await self._execute(task, tool, arguments)
 
     @tracing.tool_recovery
-    async def _recover_tool(self, task: ToolTaskRecord) -> None:
+    async def _recover_tool(self, task: ToolTaskRecord) -> tuple[Prepared | None, _Go | None]:
         """A task found ``running``: a crash cut it short. Its recorded policy decides."""
         tool = self._agent.tool(task.tool)
         if task.policy == "unsafe" or tool is None:
-            await self._finish(task, ToolTaskStatus.OUTCOME_UNKNOWN, unknown_message(task.tool))
-            return
+            return await self._finish(
+                task, ToolTaskStatus.OUTCOME_UNKNOWN, unknown_message(task.tool)
+            )
         try:
             arguments = tool.parse(task.arguments)
         except ToolInputError as exc:  # the tool's input model changed under a running task
-            await self._finish(task, ToolTaskStatus.FAILED, str(exc))
-            return
-        started = await durable(self._journal.start_tool, self._fence, task.id, reason="recovery")
-        await self._execute(started, tool, arguments)
+            return await self._finish(task, ToolTaskStatus.FAILED, str(exc))
+        started = await durable(self._start, task.id, "recovery")
+        return await self._execute(started, tool, arguments)
 
-    async def _refresh_stale_reads(self, snap: _Snapshot) -> bool:
+    async def _refresh_stale_reads(self, round_tasks: Sequence[ToolTaskRecord]) -> bool:
         """``reuse=False``: re-run completed safe reads of the round a crash interrupted.
         Returns True if any was re-run."""
         if all(
             t.status != ToolTaskStatus.RUNNING and t.status != ToolTaskStatus.PENDING
-            for t in snap.round_tasks
+            for t in round_tasks
         ):
             return False  # the round finished: the model already read those results
         refreshed = False
-        for task in snap.round_tasks:
+        for task in round_tasks:
             tool = self._agent.tool(task.tool)
             if task.status == ToolTaskStatus.COMPLETED and tool is not None and not tool.reuse:
-                started = await durable(
-                    self._journal.start_tool, self._fence, task.id, reason="refresh"
-                )
-                await self._execute(started, tool, tool.parse(task.arguments))
+                started = await durable(self._start, task.id, "refresh")
+                await self._execute(started, tool, tool.parse(task.arguments), merge=False)
                 refreshed = True
         return refreshed
 
+    def _start(self, task_id: str, reason: str | None) -> ToolTaskRecord:
+        """Record a tool call's intent (sync: inside a crossing) and note what it wrote."""
+        assert self._state is not None
+        receipt = Receipt()
+        started = self._journal.start_tool(self._fence, task_id, reason=reason, receipt=receipt)
+        self._state.noted(receipt)
+        self._state.note(started)
+        return started
+
+    def _start_next(self) -> _Go | None:
+        """Inside the crossing of the commit before it: record the next tool call's intent if
+        it is one the loop would start at once. None when the loop must decide on its own (a
+        hook to run, a call to refuse or fail, an abort, a budget spent, a model call)."""
+        state = self._state
+        assert state is not None
+        action = state.next_action()
+        if not isinstance(action, RunTool) or self._agent.before_tool is not None:
+            return None
+        if state.abort_requested or self._abort_seen or self._timed_out():
+            return None
+        if self._budget.stop_reason() is not None:
+            return None
+        ready = self._ready(action.task)
+        if isinstance(ready, str) or self._blind_repeat(action.task, ready[0]):
+            return None
+        self._budget.record_progress()
+        started = self._start(action.task.id, None)
+        crash_point("tool.after-intent", started.tool)
+        return _Go(started, *ready)
+
     @tracing.tool_rerun
     async def _execute(
-        self, task: ToolTaskRecord, tool: Tool, arguments: pydantic.BaseModel
-    ) -> None:
+        self, task: ToolTaskRecord, tool: Tool, arguments: pydantic.BaseModel, *, merge: bool = True
+    ) -> tuple[Prepared | None, _Go | None]:
         ctx = ToolContext(
             execution_id=task.execution_id,
             session_id=task.session_id,
@@ -297,8 +419,7 @@ class TurnDriver:
         finally:
             self._running_tool = None
         crash_point("tool.after-execute", tool.name)
-        await self._finish(task, status, result)
-        crash_point("tool.after-record", tool.name)
+        return await self._finish(task, status, result, after_record=tool.name, merge=merge)
 
     @staticmethod
     def _interrupted(tool: Tool, why: str) -> tuple[ToolTaskStatus, str]:
@@ -308,8 +429,40 @@ class TurnDriver:
         return ToolTaskStatus.OUTCOME_UNKNOWN, f"{tool.name} {why}. " + unknown_message(tool.name)
 
     @tracing.tool_outcome
-    async def _finish(self, task: ToolTaskRecord, status: ToolTaskStatus, result: str) -> None:
-        await durable(self._journal.finish_tool, self._fence, task.id, status, result)
+    async def _finish(
+        self,
+        task: ToolTaskRecord,
+        status: ToolTaskStatus,
+        result: str,
+        *,
+        after_record: str | None = None,
+        merge: bool = True,
+    ) -> tuple[Prepared | None, _Go | None]:
+        """Record a tool call's result and, in the same crossing, prepare the next step: the
+        next call's intent, or the next model request's read. ``after_record`` names the tool
+        whose ``tool.after-record`` crash point follows the commit."""
+        state = self._state
+        assert state is not None
+
+        def commit() -> tuple[Prepared | None, _Go | None]:
+            receipt = Receipt()
+            finished = self._journal.finish_tool(
+                self._fence, task.id, status, result, receipt=receipt
+            )
+            state.noted(receipt)
+            state.note(finished)
+            if after_record is not None:
+                crash_point("tool.after-record", after_record)
+            if not merge:
+                return None, None
+            action = state.next_action()
+            if isinstance(action, CallModel) and not (state.abort_requested or self._abort_seen):
+                turn, known = state.turn, state.round_tasks
+                request = self._journal.read(lambda v: self._model_step.prepare(v, turn, known))
+                return request, None
+            return None, self._start_next()
+
+        return await durable(commit)
 
     # -- endings -------------------------------------------------------------------------------
 
@@ -319,27 +472,28 @@ class TurnDriver:
             if task.status != ToolTaskStatus.RUNNING:
                 continue
             if task.policy == "safe":
-                await self._finish(task, ToolTaskStatus.CANCELLED, "cancelled")
+                await self._finish(task, ToolTaskStatus.CANCELLED, "cancelled", merge=False)
             else:
-                await self._finish(task, ToolTaskStatus.OUTCOME_UNKNOWN, unknown_message(task.tool))
+                await self._finish(
+                    task, ToolTaskStatus.OUTCOME_UNKNOWN, unknown_message(task.tool), merge=False
+                )
 
     async def _fail(
         self,
         submission_id: str,
         code: str,
         message: str,
-        round_tasks: Sequence[ToolTaskRecord] = (),
         *,
         exhausted: Exhausted | None = None,
     ) -> None:
         j = self._journal
-        if not round_tasks:
-            snap = await durable(j.read, lambda v: self._snapshot(v, submission_id))
-            round_tasks = snap.round_tasks
-        await self._resolve_running(round_tasks)
-        tasks = await durable(j.read, lambda v: v.tool_tasks(submission_id))
+        state = self._state
+        assert state is not None
+        await self._resolve_running(state.round_tasks)
         unknown = tuple(
-            f"{t.tool} ({t.id})" for t in tasks if t.status == ToolTaskStatus.OUTCOME_UNKNOWN
+            f"{t.tool} ({t.id})"
+            for t in state.tasks.values()
+            if t.status == ToolTaskStatus.OUTCOME_UNKNOWN
         )
         if unknown:
             message += "; outcome unknown for: " + ", ".join(unknown)

@@ -1,36 +1,67 @@
-"""DESIGN §8 without a clock: what a step *reads* must not grow with the conversation.
+"""DESIGN §8 without a clock: what a step reads, and how often it crosses into the durable core.
 
-Timings belong in ``bench/``; this counts records instead. Every read the runtime makes during
-one turn is recorded with how many records it returned. Only the history the model is sent
-(the read that fetches ``messages``) may grow with the session; every other read of a turn in
-a long session must return no more records than the same read in a one-turn session.
+Timings belong in ``bench/``; this counts instead, through the real :class:`Runtime` on SQLite.
+Every store read, store transaction and thread crossing the worker makes (its turn driver,
+model step and wake handler) is counted; nothing is exempt, the model's history included.
+
+- Warm: a turn in a long session reads exactly what the same turn reads in a fresh one, and
+  only records newer than what the worker holds.
+- Cold (a new runtime on the same store, as after a restart): the first model step reads the
+  conversation once, exactly; every later step reads only what is new.
+- A tool step is one thread crossing and two commits (intent, result), and reads nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import pydantic
+import pytest
 
 from fxdurable import Agent, Runtime, ScriptedModel, ToolContext, WorkerSettings, call, reply
 from fxdurable.core.store import ReadView, Store, Tx
+from fxdurable.runtime import model_step, turn, worker
+from fxdurable.runtime.models.base import ModelRequest, ModelResponse
+from fxdurable.runtime.models.scripted import turn_messages
 from fxdurable.runtime.tools import define_tool
 from fxdurable.stores.sqlite import SqliteStore
 
 T = TypeVar("T")
+P = ParamSpec("P")
 SETTINGS = WorkerSettings(lease_ttl_s=60.0, heartbeat_s=30.0, scan_interval_s=30.0)
+
+
+@dataclass
+class Meter:
+    """What the worker did: records read by kind, reads, transactions, thread crossings."""
+
+    records: Counter[str] = field(default_factory=Counter)
+    reads: int = 0
+    transactions: int = 0
+    crossings: int = 0
+    local: threading.local = field(default_factory=threading.local)
+
+    def counting(self) -> bool:
+        """True in a thread the worker crossed into (not the test's own polling)."""
+        return getattr(self.local, "on", False)
+
+    def clear(self) -> None:
+        self.records.clear()
+        self.reads = self.transactions = self.crossings = 0
 
 
 class _CountingView:
     """Delegates to a read view and counts the records each method returns."""
 
-    def __init__(self, inner: ReadView, counts: Counter[str]) -> None:
+    def __init__(self, inner: ReadView, meter: Meter) -> None:
         self._inner = inner
-        self._counts = counts
+        self._meter = meter
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._inner, name)
@@ -38,32 +69,58 @@ class _CountingView:
         def counted(*args: Any, **kwargs: Any) -> Any:
             result = method(*args, **kwargs)
             if isinstance(result, Sequence):
-                self._counts[name] += len(result)
+                self._meter.records[name] += len(result)
             else:
-                self._counts[name] += result is not None
+                self._meter.records[name] += result is not None
             return result
 
         return counted
 
 
-class RecordingStore:
-    """A store whose reads are logged: one Counter of records per read body."""
+class MeteredStore:
+    """A store whose reads (records returned) and transactions are counted for the worker."""
 
-    def __init__(self, inner: Store) -> None:
+    def __init__(self, inner: Store, meter: Meter) -> None:
         self._inner = inner
+        self._meter = meter
         self.url = inner.url
-        self.reads: list[Counter[str]] = []
 
     def transact(self, body: Callable[[Tx], T]) -> T:
+        if self._meter.counting():
+            self._meter.transactions += 1
         return self._inner.transact(body)
 
     def read(self, body: Callable[[ReadView], T]) -> T:
-        counts: Counter[str] = Counter()
-        self.reads.append(counts)
-        return self._inner.read(lambda view: body(_CountingView(view, counts)))
+        if not self._meter.counting():
+            return self._inner.read(body)
+        self._meter.reads += 1
+        return self._inner.read(lambda view: body(_CountingView(view, self._meter)))
 
     def close(self) -> None:
         self._inner.close()
+
+
+@pytest.fixture
+def meter(monkeypatch: pytest.MonkeyPatch) -> Meter:
+    """Counts the worker's crossings into the durable core (``durable``) and marks their
+    threads, so that only the worker's reads are counted."""
+    meter = Meter()
+
+    async def durable(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        meter.crossings += 1
+
+        def marked() -> T:
+            meter.local.on = True
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                meter.local.on = False
+
+        return await asyncio.to_thread(marked)
+
+    for module in (turn, model_step, worker):
+        monkeypatch.setattr(module, "durable", durable)
+    return meter
 
 
 class KeyInput(pydantic.BaseModel):
@@ -74,45 +131,98 @@ async def _lookup(inp: KeyInput, ctx: ToolContext) -> str:
     return f"{inp.key} = 42"
 
 
-def _agent() -> Agent:
-    model = ScriptedModel(
-        [
-            reply("First value.", call("lookup", key="alpha")),
-            reply("Second value.", call("lookup", key="beta")),
-            reply("Both are 42."),
-        ]
-    )
+def _agent(calls: int) -> Agent:
+    """Each turn: one response asking for ``calls`` lookups, then the answer."""
+
+    def policy(request: ModelRequest) -> ModelResponse:
+        if any(m.role == "assistant" for m in turn_messages(request)):
+            return reply("All are 42.")
+        return reply("Looking.", *(call("lookup", key=f"k{n}") for n in range(calls)))
+
     lookup = define_tool("lookup", description="Look up.", input_model=KeyInput, execute=_lookup)
-    return Agent("reader", model, tools=[lookup])
+    return Agent("reader", ScriptedModel(policy), tools=[lookup])
 
 
-def _largest_step_read(reads: list[Counter[str]]) -> tuple[int, Counter[str]]:
-    """The read (other than the model's history) that returned the most records."""
-    step_reads = [c for c in reads if "messages" not in c]
-    biggest = max(step_reads, key=lambda c: sum(c.values()))
-    return sum(biggest.values()), biggest
+def _store(path: Path, meter: Meter) -> MeteredStore:
+    return MeteredStore(SqliteStore(f"sqlite:///{path}?synchronous=NORMAL"), meter)
 
 
-async def _turn_reads(tmp: Path, earlier_turns: int) -> tuple[int, Counter[str]]:
-    store = RecordingStore(SqliteStore(f"sqlite:///{tmp / 'reads.db'}?synchronous=NORMAL"))
-    try:
-        async with Runtime([_agent()], store=store, settings=SETTINGS, concurrency=1) as rt:
-            session = rt.session("s")
-            for n in range(earlier_turns):
-                assert await session.run(f"turn {n}", timeout=30) == "Both are 42."
-            store.reads.clear()
-            assert await session.run("the measured turn", timeout=30) == "Both are 42."
-            return _largest_step_read(store.reads)
-    finally:
-        store.close()
+async def _turns(store: MeteredStore, calls: int, n: int) -> None:
+    async with Runtime([_agent(calls)], store=store, settings=SETTINGS, concurrency=1) as rt:
+        for i in range(n):
+            assert await rt.session("s").run(f"turn {i}", timeout=30) == "All are 42."
 
 
-def test_step_reads_do_not_grow_with_the_session(tmp_path: Path) -> None:
-    (tmp_path / "short").mkdir()
-    (tmp_path / "long").mkdir()
-    short, short_read = asyncio.run(_turn_reads(tmp_path / "short", earlier_turns=0))
-    long, long_read = asyncio.run(_turn_reads(tmp_path / "long", earlier_turns=40))
-    assert long <= short, (
-        f"a step read returned {long} records in a 41-turn session ({dict(long_read)}) but "
-        f"{short} in a one-turn session ({dict(short_read)})"
+async def _measured_turn(
+    store: MeteredStore, meter: Meter, calls: int, earlier: int
+) -> tuple[Counter[str], int]:
+    """Run ``earlier`` turns, then one counted turn, all in one warm runtime (the counts
+    run until the runtime has stopped, so the worker's release is in them). Returns the
+    counted records and the session's event count."""
+    async with Runtime([_agent(calls)], store=store, settings=SETTINGS, concurrency=1) as rt:
+        session = rt.session("s")
+        for i in range(earlier):
+            assert await session.run(f"turn {i}", timeout=30) == "All are 42."
+        events = len(await session.events())
+        meter.clear()
+        assert await session.run("the measured turn", timeout=30) == "All are 42."
+    return Counter(meter.records), events
+
+
+def test_a_warm_turn_reads_the_same_records_in_a_long_session(tmp_path: Path, meter: Meter) -> None:
+    short, short_events = asyncio.run(
+        _measured_turn(_store(tmp_path / "short.db", meter), meter, calls=2, earlier=1)
     )
+    long, long_events = asyncio.run(
+        _measured_turn(_store(tmp_path / "long.db", meter), meter, calls=2, earlier=40)
+    )
+    assert short_events < 15 and long_events > 400
+    assert long == short, (
+        f"a turn read {dict(long)} in a {long_events}-event session but {dict(short)} in a "
+        f"{short_events}-event one"
+    )
+    # Only what is new: the previous turn's answer and this turn's prompt, then the round's
+    # answer. Its tool tasks are not read back: the driver's own commits returned them.
+    assert long["messages"] == 3, dict(long)
+    assert long["tool_tasks"] == 0, dict(long)
+    assert "session_tool_tasks" not in long
+
+
+def test_a_cold_turn_reads_the_conversation_once_then_only_what_is_new(
+    tmp_path: Path, meter: Meter
+) -> None:
+    path, earlier = tmp_path / "cold.db", 20
+    asyncio.run(_turns(_store(path, meter), calls=2, n=earlier))
+    meter.clear()
+    # A new runtime on the same store: the process that held the conversation is gone.
+    asyncio.run(_turns(_store(path, meter), calls=2, n=1))
+    # Each earlier turn left 3 messages (prompt, two answers) and 2 tool tasks. The first
+    # model step reads them all with the new prompt; the second reads the one answer since
+    # (its round's tool tasks came back from the driver's own commits).
+    assert meter.records["messages"] == 3 * earlier + 1 + 1, dict(meter.records)
+    assert meter.records["tool_tasks"] == 2 * earlier, dict(meter.records)
+    assert "session_tool_tasks" not in meter.records
+
+
+def _turn_cost(path: Path, meter: Meter, calls: int) -> tuple[int, int, int, int]:
+    asyncio.run(_turns(_store(path, meter), calls=calls, n=1))
+    return meter.crossings, meter.transactions, meter.reads, sum(meter.records.values())
+
+
+def test_a_tool_step_is_one_crossing_two_commits_and_no_read(tmp_path: Path, meter: Meter) -> None:
+    few = _turn_cost(tmp_path / "few.db", meter, calls=5)
+    meter.clear()
+    many = _turn_cost(tmp_path / "many.db", meter, calls=15)
+    crossings, transactions, reads, records = (b - a for a, b in zip(few, many, strict=True))
+    per_step = {
+        "crossings": crossings / 10,
+        "transactions": transactions / 10,
+        "reads": reads / 10,
+        "records read": records / 10,
+    }
+    assert per_step == {
+        "crossings": 1.0,
+        "transactions": 2.0,
+        "reads": 0.0,
+        "records read": 0.0,
+    }, f"per tool step: {per_step} (turn with 5 calls: {few}, with 15: {many})"
