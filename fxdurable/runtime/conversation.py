@@ -57,9 +57,14 @@ class Conversation:
         conversation = cls(session.id, token)
         messages = view.messages(session.id, after=session.compacted_upto)
         turns = dict.fromkeys(m.turn_id for m in messages if m.tool_calls)
-        for turn_id in turns:
-            for task in view.tool_tasks(turn_id):
-                conversation._tasks.setdefault((task.turn_id, task.round), []).append(task)
+        if session.compacted_upto:
+            # Only the turns since the summary: one read each, however long the session.
+            tasks = [task for turn_id in turns for task in view.tool_tasks(turn_id)]
+        else:
+            # Nothing compacted: the model is sent every task, so read them in one go.
+            tasks = list(view.session_tool_tasks(session.id))
+        for task in tasks:
+            conversation._tasks.setdefault((task.turn_id, task.round), []).append(task)
         conversation._append(messages)
         conversation._open = {k for k, ts in conversation._tasks.items() if _any_open(ts)}
         conversation.version = session.version

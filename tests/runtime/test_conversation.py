@@ -15,7 +15,8 @@ import pydantic
 from fxrt_support import FAST, fresh_store, run
 
 import fxdurable as fx
-from fxdurable.core.store import Store
+from fxdurable.core.records import MessageRecord
+from fxdurable.core.store import ReadView, Store
 from fxdurable.runtime.conversation import ConversationCache
 from fxdurable.runtime.history import build_history, with_summary
 from fxdurable.runtime.models.base import ModelRequest, ModelResponse
@@ -115,3 +116,58 @@ def test_a_claim_by_anyone_else_in_between_reloads_the_held_conversation(tmp_pat
     assert results(8) == ["a = 42", "b = 42"], "our own next claim: the held copy serves"
     assert results(10) == ["a = 43", "b = 42"], "someone else's claim in between: reloaded"
     assert len(cache) == 1
+
+
+def test_a_cold_load_after_a_compaction_starts_at_the_summary(tmp_path: Path) -> None:
+    from fxdurable.errors import ContextLengthError
+    from fxdurable.runtime.model_step import SUMMARIZE_INSTRUCTIONS
+
+    def policy(request: ModelRequest) -> ModelResponse:
+        if request.instructions.startswith(SUMMARIZE_INSTRUCTIONS):
+            return fx.reply("SUMMARY of the long questions")
+        if sum(len(m.text) for m in request.messages) > 2_500:
+            raise ContextLengthError("prompt is too long")
+        if sum(1 for m in turn_messages(request) if m.role == "assistant") == 0:
+            return fx.reply("Looking.", fx.call("lookup", key="a"))
+        return fx.reply("answer")
+
+    lookup = define_tool("lookup", description="Look up.", input_model=KeyInput, execute=_lookup)
+    agent = fx.Agent("a", fx.ScriptedModel(policy), tools=[lookup], instructions="")
+    store = fresh_store(tmp_path)
+
+    async def go() -> None:
+        async with fx.Runtime([agent], store=store, settings=FAST, concurrency=1) as rt:
+            for n in range(4):
+                assert await rt.session("s").run(f"q{n} " + "x" * 1_000, timeout=10) == "answer"
+
+    run(go())
+    store = fresh_store(tmp_path)
+    read: list[int] = []
+
+    def cold(view):  # type: ignore[no-untyped-def]
+        session = view.get_session("s")
+        assert session.compacted_upto > 0, "the run compacted"
+        held = ConversationCache().conversation(_Spy(view, read), session, 1).history()
+        full = build_history(view.messages("s"), view.session_tool_tasks("s"))
+        return session.compacted_upto, held, full
+
+    upto, held, full = store.read(cold)
+    assert held == full
+    assert held.summary == "SUMMARY of the long questions"
+    assert read and min(read) == upto + 1, "the load reads nothing the summary covers"
+
+
+class _Spy:
+    """A read view that notes the seq of every message read through it."""
+
+    def __init__(self, view: ReadView, read: list[int]) -> None:
+        self._view = view
+        self._read = read
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._view, name)
+
+    def messages(self, session_id: str, after: int = 0) -> list[MessageRecord]:
+        found = list(self._view.messages(session_id, after))
+        self._read.extend(m.seq for m in found)
+        return found
