@@ -24,17 +24,14 @@ import asyncio
 import logging
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import pydantic
 
 from fxdurable.core.clock import Clock
 from fxdurable.core.crash import crash_point
-from fxdurable.core.journal import AttemptStart, Exhausted, Fence, Journal, Outcome, Receipt
+from fxdurable.core.journal import Exhausted, Fence, Journal, Outcome, Receipt
 from fxdurable.core.records import (
     ErrorInfo,
-    ModelCallRecord,
-    SubmissionRecord,
     ToolTaskRecord,
     TurnRecord,
 )
@@ -46,85 +43,21 @@ from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.conversation import ConversationCache
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.decide import (
-    Action,
     CallModel,
     Complete,
     RecoverTool,
     RunTool,
     is_blind_repeat,
-    next_action,
     refusal_message,
     unknown_message,
 )
 from fxdurable.runtime.model_step import Failed, ModelStep, Prepared, Recorded, Sleep
 from fxdurable.runtime.tools import Tool, ToolContext
+from fxdurable.runtime.turn_state import ReadyTool, TurnState
 
 __all__ = ["TurnDriver"]
 
 log = logging.getLogger("fxdurable.turn")
-
-
-@dataclass(slots=True)
-class _TurnState:
-    """The turn as the driver's own commits left it: read once per attempt, then kept."""
-
-    submission: SubmissionRecord
-    turn: TurnRecord
-    last_call: ModelCallRecord | None
-    tasks: dict[str, ToolTaskRecord]  # the turn's tool tasks by id, in (round, index) order
-    steering: tuple[str, ...]
-    round_ids: list[str] = field(default_factory=list)  # the latest round's, by index
-    abort_requested: bool = False
-    unknown_tools: set[str] = field(default_factory=set)  # tools with an unknown outcome
-
-    @classmethod
-    def of(cls, start: AttemptStart) -> _TurnState:
-        state = cls(
-            submission=start.submission,
-            turn=start.turn,
-            last_call=start.last_call,
-            tasks={},
-            steering=start.steering,
-            abort_requested=start.submission.abort_requested,
-        )
-        last_round = start.last_call.round if start.last_call is not None else None
-        for task in start.tasks:
-            state.note(task)
-            if task.round == last_round:
-                state.round_ids.append(task.id)
-        return state
-
-    @property
-    def round_tasks(self) -> list[ToolTaskRecord]:
-        """The tool tasks of the latest recorded model call."""
-        return [self.tasks[i] for i in self.round_ids]
-
-    def next_action(self) -> Action:
-        return next_action(
-            self.turn, self.last_call, self.round_tasks, steering_pending=bool(self.steering)
-        )
-
-    def note(self, task: ToolTaskRecord) -> None:
-        self.tasks[task.id] = task
-        if task.status == ToolTaskStatus.OUTCOME_UNKNOWN:
-            self.unknown_tools.add(task.tool)
-
-    def noted(self, receipt: Receipt) -> None:
-        self.steering = receipt.steering
-        self.abort_requested = self.abort_requested or receipt.abort_requested
-        if receipt.turn is not None:
-            self.turn = receipt.turn
-        if receipt.model_call is not None:
-            self.last_call = receipt.model_call
-
-
-@dataclass(frozen=True, slots=True)
-class _Go:
-    """A tool step ready to run: its arguments parsed, nothing to refuse or deny first."""
-
-    task: ToolTaskRecord
-    tool: Tool
-    arguments: pydantic.BaseModel
 
 
 class TurnDriver:
@@ -162,7 +95,7 @@ class TurnDriver:
         self._attempt = 0
         self._running_tool: asyncio.Task[str] | None = None
         self._abort_seen = False
-        self._state: _TurnState | None = None
+        self._state: TurnState | None = None
 
     # -- called by the heartbeat -------------------------------------------------------------
 
@@ -188,10 +121,10 @@ class TurnDriver:
             # A recovery may re-run settled reads (reuse=False) and closes out partial text:
             # what this process held of the conversation is read again from the records.
             self._conversations.drop(start.turn.session_id)
-        state = self._state = _TurnState.of(start)
+        state = self._state = TurnState.of(start)
         first_boundary = True
         prepared: Prepared | None = None  # the next model request, read with the last commit
-        go: _Go | None = None  # a tool step whose intent the last crossing recorded
+        go: ReadyTool | None = None  # a tool step whose intent the last crossing recorded
         while True:
             if go is not None:  # its intent was recorded, after the boundary's checks
                 prepared, go = await self._run_started(go.task, go.tool, go.arguments)
@@ -262,7 +195,7 @@ class TurnDriver:
 
     async def _call_model(
         self, turn: TurnRecord, round_: int, prepared: Prepared | None
-    ) -> tuple[bool, _Go | None]:
+    ) -> tuple[bool, ReadyTool | None]:
         """One model step: (True, None) when it settled the submission ``failed``; else the
         first tool step when its intent was recorded in the same crossing as the response."""
         outcome = await self._model_step.run(
@@ -271,11 +204,13 @@ class TurnDriver:
         if isinstance(outcome, Failed):
             await self._fail(turn.submission_id, outcome.code, outcome.message)
             return True, None
-        if isinstance(outcome, Recorded) and isinstance(outcome.then, _Go):
+        if isinstance(outcome, Recorded) and isinstance(outcome.then, ReadyTool):
             return False, outcome.then
         return False, None
 
-    def _after_model_call(self, tasks: Sequence[ToolTaskRecord], receipt: Receipt) -> _Go | None:
+    def _after_model_call(
+        self, tasks: Sequence[ToolTaskRecord], receipt: Receipt
+    ) -> ReadyTool | None:
         """In the model call's crossing, right after its commit: note what it wrote, and start
         its first tool call when nothing must run on the loop first."""
         assert self._state is not None
@@ -307,7 +242,7 @@ class TurnDriver:
         return is_blind_repeat(task, list(self._state.tasks.values()), tool.canonical_input)
 
     @tracing.tool_call
-    async def _run_tool(self, task: ToolTaskRecord) -> tuple[Prepared | None, _Go | None]:
+    async def _run_tool(self, task: ToolTaskRecord) -> tuple[Prepared | None, ReadyTool | None]:
         ready = self._ready(task)
         if isinstance(ready, str):
             return await self._finish(task, ToolTaskStatus.FAILED, ready)
@@ -326,12 +261,12 @@ class TurnDriver:
     @tracing.tool_call
     async def _run_started(
         self, task: ToolTaskRecord, tool: Tool, arguments: pydantic.BaseModel
-    ) -> tuple[Prepared | None, _Go | None]:
+    ) -> tuple[Prepared | None, ReadyTool | None]:
         """Run a tool call whose intent the previous step's crossing recorded."""
         return await self._execute(task, tool, arguments)
 
     @tracing.tool_recovery
-    async def _recover_tool(self, task: ToolTaskRecord) -> tuple[Prepared | None, _Go | None]:
+    async def _recover_tool(self, task: ToolTaskRecord) -> tuple[Prepared | None, ReadyTool | None]:
         """A task found ``running``: a crash cut it short. Its recorded policy decides."""
         tool = self._agent.tool(task.tool)
         if task.policy == "unsafe" or tool is None:
@@ -371,7 +306,7 @@ class TurnDriver:
         self._state.note(started)
         return started
 
-    def _start_next(self) -> _Go | None:
+    def _start_next(self) -> ReadyTool | None:
         """Inside the crossing of the commit before it: record the next tool call's intent if
         it is one the loop would start at once. None when the loop must decide on its own (a
         hook to run, a call to refuse or fail, an abort, a budget spent, a model call)."""
@@ -390,12 +325,12 @@ class TurnDriver:
         self._budget.record_progress()
         started = self._start(action.task.id, None)
         crash_point("tool.after-intent", started.tool)
-        return _Go(started, *ready)
+        return ReadyTool(started, *ready)
 
     @tracing.tool_rerun
     async def _execute(
         self, task: ToolTaskRecord, tool: Tool, arguments: pydantic.BaseModel, *, merge: bool = True
-    ) -> tuple[Prepared | None, _Go | None]:
+    ) -> tuple[Prepared | None, ReadyTool | None]:
         ctx = ToolContext(
             execution_id=task.execution_id,
             session_id=task.session_id,
@@ -437,14 +372,14 @@ class TurnDriver:
         *,
         after_record: str | None = None,
         merge: bool = True,
-    ) -> tuple[Prepared | None, _Go | None]:
+    ) -> tuple[Prepared | None, ReadyTool | None]:
         """Record a tool call's result and, in the same crossing, prepare the next step: the
         next call's intent, or the next model request's read. ``after_record`` names the tool
         whose ``tool.after-record`` crash point follows the commit."""
         state = self._state
         assert state is not None
 
-        def commit() -> tuple[Prepared | None, _Go | None]:
+        def commit() -> tuple[Prepared | None, ReadyTool | None]:
             receipt = Receipt()
             finished = self._journal.finish_tool(
                 self._fence, task.id, status, result, receipt=receipt

@@ -1,0 +1,82 @@
+"""What the turn driver holds of its turn between steps (see :mod:`fxdurable.runtime.turn`).
+
+Read once per attempt (``begin_attempt`` returns it) and then kept up to date from what each
+of the driver's own transitions hands back, so no step reads it again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pydantic
+
+from fxdurable.core.journal import AttemptStart, Receipt
+from fxdurable.core.records import ModelCallRecord, SubmissionRecord, ToolTaskRecord, TurnRecord
+from fxdurable.core.states import ToolTaskStatus
+from fxdurable.runtime.decide import Action, next_action
+from fxdurable.runtime.tools import Tool
+
+__all__ = ["ReadyTool", "TurnState"]
+
+
+@dataclass(slots=True)
+class TurnState:
+    """The turn as the driver's own commits left it: read once per attempt, then kept."""
+
+    submission: SubmissionRecord
+    turn: TurnRecord
+    last_call: ModelCallRecord | None
+    tasks: dict[str, ToolTaskRecord]  # the turn's tool tasks by id, in (round, index) order
+    steering: tuple[str, ...]
+    round_ids: list[str] = field(default_factory=list)  # the latest round's, by index
+    abort_requested: bool = False
+    unknown_tools: set[str] = field(default_factory=set)  # tools with an unknown outcome
+
+    @classmethod
+    def of(cls, start: AttemptStart) -> TurnState:
+        state = cls(
+            submission=start.submission,
+            turn=start.turn,
+            last_call=start.last_call,
+            tasks={},
+            steering=start.steering,
+            abort_requested=start.submission.abort_requested,
+        )
+        last_round = start.last_call.round if start.last_call is not None else None
+        for task in start.tasks:
+            state.note(task)
+            if task.round == last_round:
+                state.round_ids.append(task.id)
+        return state
+
+    @property
+    def round_tasks(self) -> list[ToolTaskRecord]:
+        """The tool tasks of the latest recorded model call."""
+        return [self.tasks[i] for i in self.round_ids]
+
+    def next_action(self) -> Action:
+        return next_action(
+            self.turn, self.last_call, self.round_tasks, steering_pending=bool(self.steering)
+        )
+
+    def note(self, task: ToolTaskRecord) -> None:
+        self.tasks[task.id] = task
+        if task.status == ToolTaskStatus.OUTCOME_UNKNOWN:
+            self.unknown_tools.add(task.tool)
+
+    def noted(self, receipt: Receipt) -> None:
+        self.steering = receipt.steering
+        self.abort_requested = self.abort_requested or receipt.abort_requested
+        if receipt.turn is not None:
+            self.turn = receipt.turn
+        if receipt.model_call is not None:
+            self.last_call = receipt.model_call
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyTool:
+    """A tool step ready to run: its arguments parsed, nothing to refuse or deny first."""
+
+    task: ToolTaskRecord
+    tool: Tool
+    arguments: pydantic.BaseModel
