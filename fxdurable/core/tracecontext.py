@@ -8,10 +8,12 @@ an application that never imported it pays one dictionary lookup per wake.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import sys
+from collections.abc import Iterator
 
-__all__ = ["current_traceparent", "set_wake_parent", "wake_parent"]
+__all__ = ["current_traceparent", "handling_wake", "set_wake_parent", "wake_parent"]
 
 # The traceparent of the wake this task is handling (tasks copy it from their creator).
 _wake_parent: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -22,6 +24,18 @@ _wake_parent: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 def set_wake_parent(trace_parent: str | None) -> None:
     """The wake about to be handled in this context carried ``trace_parent`` (or none)."""
     _wake_parent.set(trace_parent)
+
+
+@contextlib.contextmanager
+def handling_wake(trace_parent: str | None) -> Iterator[None]:
+    """The wake's ``trace_parent`` for the code run inside, put back afterwards: a caller that
+    handles a wake on its own thread (an RQ job) must not leave it to whatever that thread
+    runs next, which would join an unrelated trace."""
+    token = _wake_parent.set(trace_parent)
+    try:
+        yield
+    finally:
+        _wake_parent.reset(token)
 
 
 def wake_parent() -> str | None:

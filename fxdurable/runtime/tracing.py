@@ -26,7 +26,12 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from fxdurable.core.tracecontext import current_traceparent, set_wake_parent, wake_parent
+from fxdurable.core.tracecontext import (
+    current_traceparent,
+    handling_wake,
+    set_wake_parent,
+    wake_parent,
+)
 from fxdurable.errors import LeaseLostError, Suspend
 
 if TYPE_CHECKING:
@@ -36,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "attempt",
     "current_traceparent",
+    "handling_wake",
     "model_call",
     "model_response",
     "set_wake_parent",

@@ -61,8 +61,8 @@ def run_wake(session_id: str, reason: str = "wake", trace_parent: str | None = N
     with _stop_signals(budget):
         try:
             context = warm_context()
-            tracing.set_wake_parent(trace_parent)  # the job's task copies this context
-            context.run(context.handler.handle(session_id, budget))
+            with tracing.handling_wake(trace_parent):  # the job's task copies this context
+                context.run(context.handler.handle(session_id, budget))
         except BaseException:
             close_warm_context()  # RQ's timeout, a crash of ours: the next job starts afresh
             raise
