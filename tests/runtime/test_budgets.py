@@ -3,6 +3,8 @@ the session comes to rest so the next message runs normally."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pydantic
 import pytest
 from fxrt_support import (
@@ -102,9 +104,14 @@ def test_attempts_exhausted_fails_naming_unknown_calls_and_session_rests(tmp_pat
             types = event_types(rt, "s1")
             assert "tool.outcome_unknown" in types
             assert types.count("submission.failed") == 1
-            state = await s.state()
+            # wait() returns when the submission settles; the lease is let go just after.
+            for _ in range(150):
+                state = await s.state()
+                if state is not None and state.lease.owner is None:
+                    break
+                await asyncio.sleep(0.02)
             assert state is not None and state.status.value == "idle"
-            assert state.lease.owner is None
+            assert state.lease.owner is None, "the worker never let go of the lease"
             # the next message runs normally
             assert await s.run("next", timeout=10) == "echo next"
             await check_invariants(rt, "s1")
