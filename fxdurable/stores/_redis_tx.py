@@ -41,8 +41,11 @@ __all__ = [
     "Keys",
     "Link",
     "NoScript",
+    "Op",
     "RedisTx",
     "Rerun",
+    "commit_command",
+    "commit_outcome",
     "raise_errors",
     "text",
 ]
@@ -63,6 +66,7 @@ class _Versioned(Protocol):
     def version(self) -> int: ...
 
 
+_BY_SESSION = frozenset({"session", "subs", "unsettled", "stasks", "msgs", "events"})
 _TASK_ROUND = 1_000_000  # tool task score: round * _TASK_ROUND + index
 _UNSETTLED = frozenset({SubmissionStatus.QUEUED, SubmissionStatus.RUNNING})
 SCRIPT = resources.files("fxdurable.stores").joinpath("lua/commit.lua").read_bytes()
@@ -152,14 +156,78 @@ class Keys:
     def events(self, sid: str) -> str:
         return f"{self.p}:events:{sid}"
 
+    def version(self, sid: str) -> str:
+        """The session's version: bumped by every commit that writes one of its keys."""
+        return f"{self.p}:sv:{sid}"
+
+    def owner(self, key: str) -> tuple[str, str] | None:
+        """Which session a key belongs to, as the Lua scripts resolve it: ``("s", sid)``,
+        ``("o", record key)`` (the session_id of the JSON record there) or None (no one's)."""
+        parts = key.split(":", 2)
+        if len(parts) < 3:
+            return None
+        kind, ident = parts[1], parts[2]
+        if kind in _BY_SESSION:
+            return ("s", ident)
+        if kind in ("sub", "turn", "task"):
+            return ("o", key)
+        if kind == "attempts":
+            return ("o", self.sub(ident))
+        if kind in ("mcalls", "turntasks"):
+            return ("o", self.turn(ident))
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class _Condition:
-    kind: str  # "k" string key | "h" hash field | "z" sorted-set score
+    kind: str  # "k" string | "h" hash field | "z" zset score | "v" version | "r"/"f" raw
     key: str
     field: str
-    expected: int | None  # None: must be absent
+    expected: int | bytes | None  # None: must be absent
     what: str  # for the ConflictError message
+
+
+Op = tuple[str, str, tuple[str | int | float, ...]]
+
+
+def commit_command(keys: Keys, conditions: Sequence[_Condition], ops: Sequence[Op]) -> Command:
+    """The ``EVALSHA`` of ``lua/commit.lua`` for these conditions and writes; every session
+    a write touches gets its version bumped."""
+    index: dict[str, int] = {}
+
+    def ix(key: str) -> int:
+        return index.setdefault(key, len(index) + 1)
+
+    argv: list[str | bytes | int | float] = [keys.p, len(conditions)]
+    for c in conditions:
+        argv += [c.kind, ix(c.key), c.field, "" if c.expected is None else c.expected]
+    owners = dict.fromkeys(o for _, key, _ in ops if (o := keys.owner(key)) is not None)
+    argv.append(len(owners))
+    for kind, arg in owners:
+        argv += [kind, arg if kind == "s" else ix(arg)]
+    for command, key, args in ops:
+        argv += [len(args), command, ix(key), *args]
+    return ("EVALSHA", SCRIPT_SHA, len(index), *index, *argv)
+
+
+def commit_outcome(reply: Any, conditions: Sequence[_Condition], where: str) -> dict[str, int]:
+    """The new version of each session the commit bumped; raises what a refusal means."""
+    if isinstance(reply, redis.exceptions.NoScriptError):
+        raise NoScript
+    if isinstance(reply, redis.ResponseError):
+        raise StoreError(f"redis at {where} refused a commit: {reply}")
+    if reply[0] != 0:
+        condition = conditions[int(reply[0]) - 1]
+        if condition.kind in ("v", "r", "f"):
+            raise Rerun  # something the body read changed: run it again from fresh reads
+        expected = condition.expected
+        raise ConflictError(
+            f"{condition.what} already exists"
+            if expected is None
+            else f"{condition.what} changed or does not exist (expected version {expected!r})"
+        )
+    flat = reply[1:]
+    return {text(sid): int(v) for sid, v in zip(flat[::2], flat[1::2], strict=True)}
 
 
 class Link:
@@ -244,7 +312,7 @@ class RedisTx:
         self._scored: dict[tuple[str, str], object] = {}  # zset (key, score) -> id or record
         self._new_tasks: list[str] = []  # task ids inserted, in order
         self._conditions: list[_Condition] = []
-        self._ops: list[tuple[str, str, tuple[str | int | float, ...]]] = []
+        self._ops: list[Op] = []
 
     # -- I/O ----------------------------------------------------------------------------------
 
@@ -598,33 +666,13 @@ class RedisTx:
             if not self.still_current():
                 raise Rerun
             return
-        index: dict[str, int] = {}
-
-        def ix(key: str) -> int:
-            return index.setdefault(key, len(index) + 1)
-
-        argv: list[str | int | float] = [len(self._conditions)]
-        for c in self._conditions:
-            argv += [c.kind, ix(c.key), c.field, "" if c.expected is None else c.expected]
-        for command, key, args in self._ops:
-            argv += [len(args), command, ix(key), *args]
-        evalsha: Command = ("EVALSHA", SCRIPT_SHA, len(index), *index, *argv)
+        evalsha = commit_command(self._k, self._conditions, self._ops)
         _, queued, result = link.call([("MULTI",), evalsha, ("EXEC",)], committing=True)
         link.watched.clear()
         if isinstance(queued, redis.exceptions.NoScriptError):
             raise NoScript
         if result is None:
             raise Rerun
-        outcome = result[0] if isinstance(result, list) else result
-        if isinstance(outcome, redis.exceptions.NoScriptError):
-            raise NoScript
-        if isinstance(outcome, redis.ResponseError):
-            raise StoreError(f"redis at {link.where} refused a commit: {outcome}")
-        if outcome != 0:
-            condition = self._conditions[int(outcome) - 1]
-            expected = condition.expected
-            raise ConflictError(
-                f"{condition.what} already exists"
-                if expected is None
-                else f"{condition.what} changed or does not exist (expected version {expected})"
-            )
+        commit_outcome(
+            result[0] if isinstance(result, list) else result, self._conditions, link.where
+        )

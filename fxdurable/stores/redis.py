@@ -96,6 +96,8 @@ except ImportError as exc:  # pragma: no cover - depends on the install
         "the Redis store needs the redis package: pip install 'fxdurable[redis]'"
     ) from exc
 
+from fxdurable.stores._redis_cache import READ_SCRIPT, READ_SHA, Caches, Unsupported
+from fxdurable.stores._redis_cached_tx import CachedTx
 from fxdurable.stores._redis_setup import (
     check_eviction,
     check_persistence,
@@ -139,6 +141,7 @@ class RedisStore:
         self._target, kwargs = parse_url(url)
         self.url = redact(url)
         self._keys = Keys(self._target.prefix)
+        self._caches = Caches(self._keys)
         self._pool = redis.ConnectionPool(**kwargs)
         self._cv = threading.Condition()
         self._in_flight = 0
@@ -243,9 +246,9 @@ class RedisStore:
         return self._run(body, "a command")
 
     def _load_script(self) -> None:
-        (sha,) = self._simple([("SCRIPT", "LOAD", SCRIPT)])
-        if text(sha) != SCRIPT_SHA:
-            raise StoreError(f"redis at {self.where} hashed the commit script unexpectedly")
+        shas = self._simple([("SCRIPT", "LOAD", SCRIPT), ("SCRIPT", "LOAD", READ_SCRIPT)])
+        if [text(sha) for sha in shas] != [SCRIPT_SHA, READ_SHA]:
+            raise StoreError(f"redis at {self.where} hashed the store's scripts unexpectedly")
 
     def _open(self, create: bool) -> None:
         key = self._keys.schema
@@ -256,7 +259,12 @@ class RedisStore:
             checks += [("INFO", "persistence"), ("CONFIG", "GET", "appendfsync")]
         commands: list[Command] = [("GET", key), *checks]
         if create:
-            commands = [("SETNX", key, SCHEMA_VERSION), *commands, ("SCRIPT", "LOAD", SCRIPT)]
+            commands = [
+                ("SETNX", key, SCHEMA_VERSION),
+                *commands,
+                ("SCRIPT", "LOAD", SCRIPT),
+                ("SCRIPT", "LOAD", READ_SCRIPT),
+            ]
         first = commands.index(checks[0])
 
         def body(link: Link) -> tuple[Any, list[Any]]:
@@ -288,7 +296,17 @@ class RedisStore:
     # -- the Store protocol -------------------------------------------------------------------
 
     def _once(self, link: Link, body: Callable[[RedisTx], T], *, writable: bool) -> T:
-        tx = RedisTx(link, self._keys, writable=writable)
+        """One run of ``body``: on the read cache with one script to commit, or on the
+        WATCH/MULTI path when the body reads what the script cannot re-check."""
+        try:
+            tx: RedisTx = CachedTx(link, self._keys, self._caches, writable=writable)
+            return self._attempt(tx, body, writable=writable)
+        except Unsupported:
+            tx = RedisTx(link, self._keys, writable=writable)
+            return self._attempt(tx, body, writable=writable)
+
+    @staticmethod
+    def _attempt(tx: RedisTx, body: Callable[[RedisTx], T], *, writable: bool) -> T:
         try:
             result = body(tx)
             if writable and inspect.isawaitable(result):

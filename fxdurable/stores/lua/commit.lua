@@ -1,36 +1,63 @@
 -- The commit of one fxdurable transaction (see fxdurable/stores/redis.py).
 --
--- It runs inside MULTI/EXEC, after the WATCHes of everything the transaction read, so it
--- only checks the conditions the transaction could not check from its own reads (records
--- it wrote without reading them first): every condition first, then every write. A failed
--- condition returns its number (1-based) and writes nothing; success returns 0.
+-- Two callers. The scripted path (fxdurable/stores/_redis_cached_tx.py) sends it alone: its
+-- conditions carry everything the transaction read (session versions, raw values), so the
+-- check and the writes are one atomic step. The WATCH path sends it inside MULTI/EXEC after
+-- the WATCHes of what it read, so it only checks the records it wrote without reading.
+-- Every condition first, then every write, then the session versions: each session a write
+-- touched has its version (p:sv:<sid>) bumped once. A failed condition returns {its number}
+-- (1-based) and writes nothing; success returns {0, sid, version, sid, version, ...}.
 --
--- ARGV: the number of conditions, then per condition: kind, key index, field, expected;
--- then the writes to the end of ARGV, each: argument count, command, key index, arguments.
---   kind "k": a string key; "h": a hash field; "z": a sorted-set score (field is the score).
---   expected "": must be absent; otherwise the JSON record's current "version".
+-- ARGV: the key prefix; the number of conditions, then per condition: kind, key index,
+-- field, expected; the number of bumps, then per bump: kind, argument; then the writes to
+-- the end of ARGV, each: argument count, command, key index, arguments.
+--   condition kind "k": a string key; "h": a hash field; "z": a sorted-set score (field is
+--     the score) -- expected "" must be absent, otherwise the JSON record's "version";
+--   "v": a session version key, expected its value (absent counts as 0);
+--   "r": a string key, expected its raw value; "f": a hash field, expected its raw value
+--     ("" for both: must be absent).
+--   bump kind "s": the argument is the session id; "o": the argument is the index of a key
+--     holding a JSON record whose "session_id" names the session (absent: no bump).
 
-local ncond = tonumber(ARGV[1])
-local i = 2
+local prefix = ARGV[1]
+local ncond = tonumber(ARGV[2])
+local i = 3
 for c = 1, ncond do
   local kind, key, field, expected = ARGV[i], KEYS[tonumber(ARGV[i + 1])], ARGV[i + 2], ARGV[i + 3]
   i = i + 4
   local current
-  if kind == "k" then
+  if kind == "k" or kind == "r" then
     current = redis.call("GET", key)
-  elseif kind == "h" then
+  elseif kind == "h" or kind == "f" then
     current = redis.call("HGET", key, field)
+  elseif kind == "v" then
+    current = redis.call("GET", key) or "0"
   else
     current = redis.call("ZCOUNT", key, field, field) > 0
   end
-  if expected == "" then
+  if kind == "v" then
+    if current ~= expected then
+      return {c}
+    end
+  elseif kind == "r" or kind == "f" then
+    if (current or "") ~= expected then
+      return {c}
+    end
+  elseif expected == "" then
     if current then
-      return c
+      return {c}
     end
   elseif not current or cjson.decode(current)["version"] ~= tonumber(expected) then
-    return c
+    return {c}
   end
 end
+
+local nbumps = tonumber(ARGV[i])
+local bumps = {}
+for b = 1, nbumps do
+  bumps[b] = {ARGV[i + 1 + (b - 1) * 2], ARGV[i + 2 + (b - 1) * 2]}
+end
+i = i + 1 + nbumps * 2
 
 while i <= #ARGV do
   local nargs = tonumber(ARGV[i])
@@ -38,4 +65,24 @@ while i <= #ARGV do
   redis.call(command, key, unpack(ARGV, i + 3, i + 2 + nargs))
   i = i + 3 + nargs
 end
-return 0
+
+local out, seen = {0}, {}
+for _, bump in ipairs(bumps) do
+  local sid = bump[2]
+  if bump[1] == "o" then
+    sid = nil
+    local raw = redis.call("GET", KEYS[tonumber(bump[2])])
+    if raw then
+      sid = cjson.decode(raw)["session_id"]
+      if type(sid) ~= "string" then
+        sid = nil
+      end
+    end
+  end
+  if sid and not seen[sid] then
+    seen[sid] = true
+    out[#out + 1] = sid
+    out[#out + 1] = redis.call("INCR", prefix .. ":sv:" .. sid)
+  end
+end
+return out
