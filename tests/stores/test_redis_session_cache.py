@@ -1,0 +1,269 @@
+"""The Redis store's session-versioned read cache and its one-script transitions.
+
+What a store holds of a session is good while the session's version stands: a read it can
+answer costs the one round trip that checks the version, a transition the one script that
+commits it. Another store's write moves the version, and what the first store held is read
+afresh, never served stale. Every test counts round trips on the store's own counter (the one
+tests/stores/test_redis_store.py checks the module docstrings against).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+import redis
+
+from fxdurable.core.journal import Fence, Journal, WorkerIdentity
+from fxdurable.core.records import ToolCallRequest, Usage
+from fxdurable.core.states import SubmissionStatus, ToolTaskStatus
+from fxdurable.core.store import ReadView, Tx
+from fxdurable.errors import LeaseLostError
+from fxdurable.stores.redis import RedisStore
+from fxdurable.testing import FakeClock
+from tests.stores.test_redis_store import CountingIds, dump, gap_free
+
+pytestmark = pytest.mark.redis
+
+T = TypeVar("T")
+TTL = 30.0
+USAGE = Usage(input_tokens=5, output_tokens=2)
+WORKER_A = WorkerIdentity(host="host-a", pid=100)
+WORKER_B = WorkerIdentity(host="host-b", pid=200)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(1_000.0)
+
+
+@pytest.fixture
+def stores(redis_url: str) -> Iterator[Callable[[], RedisStore]]:
+    """Stores over the same prefix: each its own connections and its own cache."""
+    opened: list[RedisStore] = []
+
+    def open_one() -> RedisStore:
+        opened.append(RedisStore(redis_url))
+        return opened[-1]
+
+    yield open_one
+    for store in opened:
+        store.close()
+
+
+def trips(store: RedisStore, call: Callable[[], T]) -> tuple[T, int]:
+    before = store._round_trips
+    result = call()
+    return result, store._round_trips - before
+
+
+def snapshot(view: ReadView, sub_id: str) -> tuple[Any, ...]:
+    """What the runtime reads before each step (fxdurable/runtime/turn.py)."""
+    sub = view.get_submission(sub_id)
+    turn = view.get_turn(sub_id)
+    assert sub is not None and turn is not None
+    last = view.get_model_call(turn.id, turn.rounds - 1) if turn.rounds else None
+    tasks = view.tool_tasks(turn.id, last.round) if last is not None else ()
+    return sub, turn, last, tuple(tasks), view.get_session(sub.session_id)
+
+
+def running_turn(journal: Journal) -> tuple[Fence, str]:
+    sub = journal.admit("s1", agent="a", prompt="go").submission
+    fence = journal.claim("s1", WORKER_A, ttl_s=TTL)
+    assert fence is not None
+    journal.begin_attempt(fence, sub.id, worker="w")
+    return fence, sub.id
+
+
+def model_call(journal: Journal, fence: Fence, turn_id: str, round_: int, n_calls: int) -> Any:
+    calls = [ToolCallRequest(name="t", arguments=f'{{"i": {i}}}') for i in range(n_calls)]
+    return journal.record_model_call(
+        fence,
+        turn_id,
+        round_=round_,
+        text="ok",
+        tool_calls=calls,
+        policies=["safe"] * n_calls,
+        usage=USAGE,
+    )
+
+
+def test_each_transition_of_a_step_is_one_round_trip_and_each_read_one(
+    stores: Callable[[], RedisStore], clock: FakeClock
+) -> None:
+    store = stores()
+    journal = Journal(store, clock, CountingIds())
+    fence, sub_id = running_turn(journal)
+    cost: dict[str, int] = {}
+    _, cost["read"] = trips(store, lambda: journal.read(lambda v: snapshot(v, sub_id)))
+    (task,), cost["record_model_call"] = trips(
+        store, lambda: model_call(journal, fence, sub_id, 0, 1)
+    )
+    _, cost["read again"] = trips(store, lambda: journal.read(lambda v: snapshot(v, sub_id)))
+    _, cost["start_tool"] = trips(store, lambda: journal.start_tool(fence, task.id))
+    _, cost["finish_tool"] = trips(
+        store, lambda: journal.finish_tool(fence, task.id, ToolTaskStatus.COMPLETED, "ok")
+    )
+    _, cost["heartbeat"] = trips(store, lambda: journal.heartbeat(fence, ttl_s=TTL))
+    model_call(journal, fence, sub_id, 1, 0)
+    settled, cost["settle"] = trips(
+        store, lambda: journal.settle(fence, sub_id, "completed", text="done")
+    )
+    more, cost["release"] = trips(store, lambda: journal.release(fence))
+    assert settled.status == SubmissionStatus.COMPLETED and more is False
+    assert cost == {
+        "read": 1,
+        "record_model_call": 1,
+        "read again": 1,
+        "start_tool": 1,
+        "finish_tool": 1,
+        "heartbeat": 1,
+        "settle": 1,
+        "release": 1,
+    }, cost
+    gap_free(journal, "s1")
+    # What the cache served is what the server holds: a fresh store reads the same.
+    fresh = stores()
+    assert fresh.read(lambda v: snapshot(v, sub_id)) == store.read(lambda v: snapshot(v, sub_id))
+    assert fresh.read(lambda v: v.messages("s1")) == store.read(lambda v: v.messages("s1"))
+
+
+def test_a_hit_reads_one_round_trip(stores: Callable[[], RedisStore], clock: FakeClock) -> None:
+    store = stores()
+    journal = Journal(store, clock, CountingIds())
+    _, sub_id = running_turn(journal)
+
+    def everything(view: ReadView) -> tuple[Any, ...]:
+        return (
+            snapshot(view, sub_id),
+            view.messages("s1"),
+            view.session_tool_tasks("s1"),
+            view.unsettled_submissions("s1"),
+            view.attempts(sub_id),
+        )
+
+    first = store.read(everything)  # fills what begin_attempt did not read
+    for _ in range(3):
+        again, cost = trips(store, lambda: store.read(everything))
+        assert (again, cost) == (first, 1)
+
+
+def test_another_writers_transition_invalidates_what_a_store_holds(
+    stores: Callable[[], RedisStore], clock: FakeClock
+) -> None:
+    mine, theirs = stores(), stores()
+    journal = Journal(mine, clock, CountingIds())
+    other = Journal(theirs, clock, CountingIds())
+    fence, sub_id = running_turn(journal)
+    before = journal.read(lambda v: snapshot(v, sub_id))
+    assert before[4].steering == ()
+    other.steer("s1", "make it blue")  # another process: this store holds the old session
+    after = journal.read(lambda v: snapshot(v, sub_id))
+    assert after[4].steering == ("make it blue",)
+    assert after[4].version == before[4].version + 1
+    assert list(journal.read(lambda v: v.events("s1")))[-1].type == "steer.recorded"
+    # A transition over what a store held before another's write reruns on fresh reads:
+    # the session it writes back keeps the other writer's steering.
+    holder = stores()
+    assert Journal(holder, clock, CountingIds()).read(lambda v: v.get_session("s1")) is not None
+    other.steer("s1", "and fast")
+    (task,) = model_call(Journal(holder, clock, CountingIds()), fence, sub_id, 0, 1)
+    assert task.status == ToolTaskStatus.PENDING
+    session = other.read(lambda v: v.get_session("s1"))
+    assert session is not None and session.steering == ("make it blue", "and fast")
+    gap_free(journal, "s1")
+
+
+def test_a_stale_fence_leaves_every_key_unchanged(
+    stores: Callable[[], RedisStore], clock: FakeClock, redis_url: str
+) -> None:
+    a, b = stores(), stores()
+    journal_a = Journal(a, clock, CountingIds())
+    old, sub_id = running_turn(journal_a)
+    (task,) = model_call(journal_a, old, sub_id, 0, 1)
+    journal_a.read(lambda v: snapshot(v, sub_id))  # A holds the session with its own lease
+    clock.advance(TTL + 1)
+    new = Journal(b, clock, CountingIds()).claim("s1", WORKER_B, ttl_s=TTL)
+    assert new is not None and new.token == old.token + 1
+    before = dump(redis_url)
+    stale_writes: list[Callable[[], object]] = [
+        lambda: journal_a.heartbeat(old, ttl_s=TTL),
+        lambda: journal_a.start_tool(old, task.id),
+        lambda: model_call(journal_a, old, sub_id, 1, 0),
+        lambda: journal_a.settle(old, sub_id, "failed"),
+    ]
+    for write in stale_writes:
+        with pytest.raises(LeaseLostError, match="taken over"):
+            write()
+    assert journal_a.release(old) is False
+    assert dump(redis_url) == before
+
+
+def test_concurrent_writers_keep_the_event_sequence_gap_free(
+    stores: Callable[[], RedisStore], clock: FakeClock
+) -> None:
+    ids = CountingIds()  # one id source: distinct submission ids across the writers
+    journals = [Journal(stores(), clock, ids) for _ in range(4)]
+    journals[0].admit("s1", agent="a", prompt="first", request_id="r-0")
+    errors: list[BaseException] = []
+
+    def admit_many(n: int, journal: Journal) -> None:
+        try:
+            for i in range(10):
+                journal.admit("s1", agent="a", prompt=f"{n}.{i}", request_id=f"r-{n}-{i}")
+                journal.read(lambda v: v.submissions("s1"))  # keep a (soon stale) view
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=admit_many, args=(n, j)) for n, j in enumerate(journals)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert errors == []
+    evs = gap_free(journals[0], "s1")
+    assert len(evs) == 2 + 40  # session.created, then one admission event each
+    subs = journals[1].read(lambda v: v.submissions("s1"))
+    assert [s.seq for s in subs] == list(range(1, 42))
+
+
+def test_a_lost_script_is_loaded_again(stores: Callable[[], RedisStore], clock: FakeClock) -> None:
+    store = stores()
+    journal = Journal(store, clock, CountingIds())
+    fence, _ = running_turn(journal)
+    client = redis.Redis.from_url(store.url.split("?")[0])
+    try:
+        client.script_flush()
+    finally:
+        client.close()
+    journal.heartbeat(fence, ttl_s=TTL)
+    assert store.read(lambda v: v.get_session("s1")) is not None
+
+
+def test_a_store_wide_read_in_a_transaction_still_moves_the_version(
+    stores: Callable[[], RedisStore], clock: FakeClock
+) -> None:
+    """A body that reads every session runs on the WATCH/MULTI path; its commit bumps the
+    versions like the script path's, so a store holding the session sees the write."""
+    mine, theirs = stores(), stores()
+    journal = Journal(mine, clock, CountingIds())
+    running_turn(journal)
+    held = mine.read(lambda v: v.get_session("s1"))
+    assert held is not None
+
+    def body(tx: Tx) -> None:
+        (session,) = tx.list_sessions()
+        tx.put_session(
+            type(session)(**{**_fields(session), "steering": ("x",), "version": 99}),
+            expected_version=session.version,
+        )
+
+    theirs.transact(body)
+    seen = mine.read(lambda v: v.get_session("s1"))
+    assert seen is not None and seen.steering == ("x",) and seen.version == 99
+
+
+def _fields(record: Any) -> dict[str, Any]:
+    return {name: getattr(record, name) for name in record.__dataclass_fields__}
