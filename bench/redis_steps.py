@@ -10,10 +10,17 @@ before Redis answers). The step ratios are taken to the SET.
 A *model step* is ``record_model_call``; a *tool step* is ``start_tool`` + ``finish_tool`` (two
 transactions). Store round trips per step are read from the store's own counter (the one
 tests/stores/test_redis_store.py checks the module docstring's promises against).
+
+``trips_per_runtime_step`` is the step a user pays for: the Redis round trips of one tool step
+plus the model call after it, through the real :class:`~fxdurable.Runtime` (a Redis store and
+the in-process queue), reads included. It is counted, not timed: one wake of a turn of
+:data:`FEW` tool steps and one of :data:`MANY`, the difference divided by the extra steps, so
+admission, claim, settle and release cancel out.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,10 +32,19 @@ from bench.timing import Samples
 from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Journal
 
-__all__ = ["RawRoundTrip", "RedisStepFigures", "measure_redis_growth", "measure_redis_steps"]
+__all__ = [
+    "FEW",
+    "MANY",
+    "RawRoundTrip",
+    "RedisStepFigures",
+    "measure_redis_growth",
+    "measure_redis_steps",
+    "measure_runtime_trips",
+]
 
 DB = 1  # the bench's journals and raw keys; RQ queues use database 0
 RAW_VALUE = "x" * 64
+FEW, MANY = 1, 5  # tool steps in the two turns whose round trips are compared
 
 
 class RawRoundTrip:
@@ -88,6 +104,7 @@ class RedisStepFigures:
     tx_per_tool_step: float
     trips_per_model_step: float
     trips_per_tool_step: float
+    trips_per_runtime_step: float = -1.0  # through the Runtime: a tool step and its model call
 
 
 def measure_redis_steps(
@@ -126,6 +143,7 @@ def measure_redis_steps(
         for _journal, store in journals.values():
             store.close()
     cases = [f"{kind} {name}" for name in names for kind in ("ping", "set", "model", "tool")]
+    runtime_trips = measure_runtime_trips(store_url(servers[0], "bench-runtime-trips"))
     return RedisStepFigures(
         persistences=tuple(names),
         seconds={c: samples.median(c) for c in cases},
@@ -133,7 +151,56 @@ def measure_redis_steps(
         tx_per_tool_step=tx2 - tx1,
         trips_per_model_step=rt1 - rt0,
         trips_per_tool_step=rt2 - rt1,
+        trips_per_runtime_step=runtime_trips,
     )
+
+
+# -- round trips of a runtime step ----------------------------------------------------------
+
+
+def _stepping_agent(tool_steps: int) -> Any:
+    from bench.runtime_turns import ANSWER, LookupInput, _lookup
+    from fxdurable import Agent, ScriptedModel, call, reply
+    from fxdurable.runtime.tools import define_tool
+
+    steps = [reply(f"Step {n}.", call("lookup", key=f"k{n}")) for n in range(tool_steps)]
+    model = ScriptedModel([*steps, reply(ANSWER)], chunk_size=64)
+    lookup = define_tool(
+        "lookup", description="Look a key up.", input_model=LookupInput, execute=_lookup
+    )
+    return Agent("bench", model, instructions="Answer briefly.", tools=[lookup])
+
+
+async def _wake_trips(url: str, tool_steps: int) -> int:
+    """Round trips of the one wake that runs a turn of ``tool_steps`` tool steps."""
+    from bench.runtime_turns import ANSWER, SETTINGS
+    from fxdurable import Runtime
+    from fxdurable.stores.redis import RedisStore
+
+    store = RedisStore(url)
+    try:
+        # No consumer (concurrency=0) and timers far past the run: only the wake writes.
+        async with Runtime(
+            [_stepping_agent(tool_steps)], store=store, settings=SETTINGS, concurrency=0
+        ) as rt:
+            session = rt.session(f"trips-{tool_steps}")
+            sub = await session.submit("Look the keys up.")
+            before = store._round_trips
+            await rt.wake(session.id)
+            trips = store._round_trips - before
+            done = await session.submission(sub.id)
+            if done is None or done.result != ANSWER:
+                raise RuntimeError(f"the {tool_steps}-step bench turn did not complete: {done}")
+            return trips
+    finally:
+        store.close()
+
+
+def measure_runtime_trips(url: str) -> float:
+    """Redis round trips of one tool step plus its model call through the Runtime."""
+    few = asyncio.run(_wake_trips(url, FEW))
+    many = asyncio.run(_wake_trips(url, MANY))
+    return (many - few) / (MANY - FEW)
 
 
 # -- cost per step against the length of the session ----------------------------------------
