@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -50,6 +51,7 @@ __all__ = [
 ]
 
 MAX_SESSIONS = 64
+_APPEND_ONLY = frozenset({"msgs", "events"})  # zsets whose members (records) are never re-added
 _MAX_RECORD_KEYS = 100_000
 READ_SCRIPT = resources.files("fxdurable.stores").joinpath("lua/read.lua").read_bytes()
 READ_SHA = hashlib.sha1(READ_SCRIPT).hexdigest()
@@ -66,7 +68,7 @@ class Unsupported(BaseException):
 class SessionCache:
     """What one session's keys held at ``version`` (only what some reader fetched)."""
 
-    __slots__ = ("decoded", "fields", "full", "members", "memo", "strings", "version")
+    __slots__ = ("decoded", "fields", "full", "members", "memo", "since", "strings", "version")
 
     def __init__(self, version: int) -> None:
         self.version = version
@@ -79,6 +81,7 @@ class SessionCache:
         self.full: set[str] = set()  # hashes held whole
         # zsets and lists held whole: (score, member) by score; a list's score is its position
         self.members: dict[str, list[tuple[float, bytes]]] = {}
+        self.since: dict[str, float] = {}  # a zset held from past this score on (a tail)
 
 
 class Caches:
@@ -172,8 +175,9 @@ def _apply(
             members.append((float(len(members)), str(args[0]).encode()))
             return
         member = str(args[-1]).encode()
-        members[:] = [m for m in members if m[1] != member]
-        if command == "ZADD":
+        if command == "ZREM" or key.split(":", 2)[1] not in _APPEND_ONLY:
+            members[:] = [m for m in members if m[1] != member]
+        if command == "ZADD" and float(args[0]) > cache.since.get(key, -math.inf):
             bisect.insort(members, (float(args[0]), member))
 
 

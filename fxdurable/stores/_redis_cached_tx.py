@@ -28,6 +28,8 @@ WATCH/MULTI path instead (:class:`~fxdurable.stores._redis_tx.RedisTx`), with it
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -197,9 +199,18 @@ class CachedTx(RedisTx):
             self._fields[(key, field)] = held[0]
         return super().get_model_call(turn_id, round_)
 
-    def _members(self, key: str, command: Command) -> list[tuple[float, bytes]]:
-        """A zset (score, member) or a list (position, member), held whole."""
-        held = self._use(key, lambda c: list(c.members[key]) if key in c.members else None)
+    def _members(self, key: str, command: Command, after: float = 0) -> list[tuple[float, bytes]]:
+        """A zset's (score, member) with score > ``after`` (0: all of it) or a list's
+        (position, member), from what the cache holds or fetched with ``command``."""
+        low = after if after > 0 else -math.inf
+
+        def take(cache: SessionCache) -> list[tuple[float, bytes]] | None:
+            held = cache.members.get(key)
+            if held is None or cache.since.get(key, -math.inf) > low:
+                return None
+            return held[bisect.bisect_right(held, low, key=_score) :]
+
+        held = self._use(key, take)
         if held is not None:
             return held
         if self._k.owner(key) is None:
@@ -210,7 +221,15 @@ class CachedTx(RedisTx):
             members = [(float(i), m) for i, m in enumerate(flat)]
         else:
             members = [(float(s), m) for m, s in zip(flat[::2], flat[1::2], strict=True)]
-        if not self._keep(fetched, key, lambda c: c.members.__setitem__(key, list(members))):
+
+        def store(cache: SessionCache) -> None:
+            cache.members[key] = list(members)
+            if low > -math.inf:
+                cache.since[key] = low
+            else:
+                cache.since.pop(key, None)
+
+        if not self._keep(fetched, key, store):
             raise Unsupported  # the index of a record that does not exist
         return members
 
@@ -225,9 +244,14 @@ class CachedTx(RedisTx):
             members = [m for m in members if low <= m[0] <= high]
         return [text(m) for _, m in members]
 
-    def messages(self, session_id: str) -> Sequence[MessageRecord]:
+    def messages(self, session_id: str, after: int = 0) -> Sequence[MessageRecord]:
         key = self._k.messages(session_id)
-        members = self._members(key, ("ZRANGE", key, 0, -1, "WITHSCORES"))
+        if after > 0:
+            members = self._members(
+                key, ("ZRANGEBYSCORE", key, f"({after}", "+inf", "WITHSCORES"), after
+            )
+        else:
+            members = self._members(key, ("ZRANGE", key, 0, -1, "WITHSCORES"))
         with self._caches.lock:
             cache = self._caches.get(session_id)
             memo: dict[bytes, object] = cache.memo if cache is not None else {}
@@ -238,7 +262,7 @@ class CachedTx(RedisTx):
                 record = memo[raw] = decode(MessageRecord, raw)
             by_seq[record.seq] = record
         for (zkey, score), mine in self._scored.items():
-            if zkey == key and isinstance(mine, MessageRecord):
+            if zkey == key and isinstance(mine, MessageRecord) and int(score) > after:
                 by_seq[int(score)] = mine
         return [by_seq[seq] for seq in sorted(by_seq)]
 
@@ -296,3 +320,7 @@ def _set_string(key: str, raw: bytes | None) -> Callable[[SessionCache], None]:
         cache.strings[key] = raw
 
     return store
+
+
+def _score(member: tuple[float, bytes]) -> float:
+    return member[0]

@@ -69,6 +69,15 @@ def snapshot(view: ReadView, sub_id: str) -> tuple[Any, ...]:
     return sub, turn, last, tuple(tasks), view.get_session(sub.session_id)
 
 
+def started(
+    stores: Callable[[], RedisStore], clock: FakeClock
+) -> tuple[RedisStore, Journal, Fence, str]:
+    """A store of its own, its journal, and a running turn of session s1 (fence, turn id)."""
+    store = stores()
+    journal = Journal(store, clock, CountingIds())
+    return (store, journal, *running_turn(journal))
+
+
 def running_turn(journal: Journal) -> tuple[Fence, str]:
     sub = journal.admit("s1", agent="a", prompt="go").submission
     fence = journal.claim("s1", WORKER_A, ttl_s=TTL)
@@ -93,9 +102,7 @@ def model_call(journal: Journal, fence: Fence, turn_id: str, round_: int, n_call
 def test_each_transition_of_a_step_is_one_round_trip_and_each_read_one(
     stores: Callable[[], RedisStore], clock: FakeClock
 ) -> None:
-    store = stores()
-    journal = Journal(store, clock, CountingIds())
-    fence, sub_id = running_turn(journal)
+    store, journal, fence, sub_id = started(stores, clock)
     cost: dict[str, int] = {}
     _, cost["read"] = trips(store, lambda: journal.read(lambda v: snapshot(v, sub_id)))
     (task,), cost["record_model_call"] = trips(
@@ -131,9 +138,7 @@ def test_each_transition_of_a_step_is_one_round_trip_and_each_read_one(
 
 
 def test_a_hit_reads_one_round_trip(stores: Callable[[], RedisStore], clock: FakeClock) -> None:
-    store = stores()
-    journal = Journal(store, clock, CountingIds())
-    _, sub_id = running_turn(journal)
+    store, _, _, sub_id = started(stores, clock)
 
     def everything(view: ReadView) -> tuple[Any, ...]:
         return (
@@ -230,9 +235,7 @@ def test_concurrent_writers_keep_the_event_sequence_gap_free(
 
 
 def test_a_lost_script_is_loaded_again(stores: Callable[[], RedisStore], clock: FakeClock) -> None:
-    store = stores()
-    journal = Journal(store, clock, CountingIds())
-    fence, _ = running_turn(journal)
+    store, journal, fence, _ = started(stores, clock)
     client = redis.Redis.from_url(store.url.split("?")[0])
     try:
         client.script_flush()
@@ -267,3 +270,22 @@ def test_a_store_wide_read_in_a_transaction_still_moves_the_version(
 
 def _fields(record: Any) -> dict[str, Any]:
     return {name: getattr(record, name) for name in record.__dataclass_fields__}
+
+
+def test_messages_past_a_cursor_come_from_what_the_store_holds(
+    stores: Callable[[], RedisStore], clock: FakeClock
+) -> None:
+    store, journal, fence, sub_id = started(stores, clock)
+    for round_ in range(3):
+        model_call(journal, fence, sub_id, round_, 0)
+    fresh = stores()
+    whole = fresh.read(lambda v: v.messages("s1"))
+    assert [m.seq for m in whole] == [1, 2, 3, 4]
+    tail, cost = trips(fresh, lambda: fresh.read(lambda v: v.messages("s1", after=2)))
+    assert (tail, cost) == (whole[2:], 1)  # held whole: the version check alone
+    cold = stores()
+    assert cold.read(lambda v: v.messages("s1", after=3)) == whole[3:]
+    model_call(journal, fence, sub_id, 3, 0)  # another store appends: the tail is read again
+    assert [m.seq for m in cold.read(lambda v: v.messages("s1", after=3))] == [4, 5]
+    assert [m.seq for m in cold.read(lambda v: v.messages("s1", after=1))] == [2, 3, 4, 5]
+    assert store.read(lambda v: v.messages("s1")) == cold.read(lambda v: v.messages("s1"))
