@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from fxdurable.core.recordcodec import decode
-from fxdurable.core.records import MessageRecord, ModelCallRecord
+from fxdurable.core.records import MessageRecord, ModelCallRecord, SessionRecord
 from fxdurable.stores._redis_cache import (
     Caches,
     Fetched,
@@ -273,7 +273,17 @@ class CachedTx(RedisTx):
             _Condition("v", self._k.version(sid), sid, version, f"session {sid!r}")
             for sid, version in self._used.items()
         ]
-        return versions + self._raw
+        # The session records read, by their own version too: every journal transition
+        # writes its session record, so even a writer that does not bump the session's
+        # version (an fxdurable from before it) fails this commit rather than be overwritten.
+        records = []
+        for sid in self._used:
+            key = self._k.session(sid)
+            if self._strings.get(key) is not None:
+                session = self._stored(SessionRecord, key)
+                assert session is not None
+                records.append(_Condition("s", key, "", session.version, f"session {sid!r}"))
+        return versions + records + self._raw
 
     def still_current(self) -> bool:
         """Whether what this run read still holds: one round trip, or none when its last

@@ -218,7 +218,7 @@ def commit_outcome(reply: Any, conditions: Sequence[_Condition], where: str) -> 
         raise StoreError(f"redis at {where} refused a commit: {reply}")
     if reply[0] != 0:
         condition = conditions[int(reply[0]) - 1]
-        if condition.kind in ("v", "r", "f"):
+        if condition.kind in ("v", "s", "r", "f"):
             raise Rerun  # something the body read changed: run it again from fresh reads
         expected = condition.expected
         raise ConflictError(

@@ -1,25 +1,33 @@
 """The Redis store: ``redis://host:port/db`` (``rediss://`` for TLS), single node.
 
-Transactions are optimistic. A transaction WATCHes every key before it reads it (the WATCH
-and the read go out together) and buffers its writes, which its own reads see; the commit is
-one round trip: ``MULTI``, one ``EVALSHA`` of ``lua/commit.lua``, ``EXEC``. If anything the
-body read changed meanwhile, ``EXEC`` does nothing and the body runs again from scratch
-(bodies are pure over their reads; at most 50 runs, then
-:class:`~fxdurable.errors.StoreError`). A body that raises is run again too if what it read
-had changed (its error may come from a torn view); otherwise its error stands and nothing is
-written. Conditional writes are checked at once against what the body read (the WATCH keeps
-that true until ``EXEC``); a write to a record the body did not read (an event or message
-append, an insert) becomes a condition the commit script checks before it writes anything,
-so a failed condition raises :class:`~fxdurable.errors.ConflictError` from ``transact`` and
-nothing is written. Fencing needs nothing more: the journal compares the token of the
-session record it read, and every journal transaction writes that record back with its
-version.
+Transactions are optimistic, and each session has a version (``p:sv:<sid>``) that every
+commit writing one of its keys bumps. The store keeps what it read of a session at its
+version (:mod:`._redis_cache`), and a body runs against that (:mod:`._redis_cached_tx`):
+what the cache holds costs nothing to read, a miss is one ``EVALSHA`` of ``lua/read.lua``
+that returns the reply with the version of its session. The commit is one ``EVALSHA`` of
+``lua/commit.lua`` whose conditions are the versions the body read (and the raw value of
+anything it read that no session owns, a request id): if one moved, nothing is written and
+the body runs again from fresh reads (bodies are pure over their reads; at most 50 runs,
+then :class:`~fxdurable.errors.StoreError`). A body that raises is run again too if what it
+read had changed (its error may come from a stale view); otherwise its error stands and
+nothing is written. A write to a record the body did not read (an append, an insert)
+becomes a condition the same script checks before it writes anything, so a failed
+condition raises :class:`~fxdurable.errors.ConflictError` and nothing is written. Fencing
+needs nothing more: the journal compares the token of the session record it read, and the
+commit holds only if that record (its session's version) is unchanged.
+
+A body that reads what no session owns as a whole (``list_sessions``, ``active_sessions``,
+the attempts or tool tasks of a record that does not exist) runs on the WATCH/MULTI path
+instead (:mod:`._redis_tx`): each key WATCHed as it is read, the commit ``MULTI``, the same
+``EVALSHA``, ``EXEC``, run again if anything WATCHed changed.
 
 Key layout, under a prefix ``p`` (``?prefix=``, default ``fxd``; letters, digits, ``._-``).
 Every key is ``p:<kind>:<id>`` with the id last, so no id (ids may contain ``:``) can make one
 key collide with another::
 
     p:schema                  string  the data marker: layout version (written on first open)
+    p:sv:<sid>                string  the session's version: bumped by each commit that
+                                      writes one of its keys (absent: 0)
     p:sessions                zset    every session id (score 0): list_sessions
     p:sessions:active         zset    ids of sessions whose status is active: active_sessions
     p:session:<sid>           string  SessionRecord JSON (its lease lives here: see below)
@@ -42,14 +50,19 @@ of the session record with an expiry timestamp the journal compares, never a key
 expires; and a server that may evict keys (``maxmemory-policy allkeys-*``) is refused. The
 layout is for one Redis node (no hash tags; Redis Cluster is not supported).
 
-Round trips (measured by tests/stores/test_redis_store.py): each read call is one (an index
-query two: ids, then records); the commit is one. A tool step, ``start_tool`` or
-``finish_tool``, costs 4 (session, tool task, turn, commit); ``record_model_call`` 3;
-``claim`` and ``heartbeat`` 2; ``admit`` and ``release`` 3; ``begin_attempt`` 6; ``settle``
-8. ``read(body)`` is a consistent snapshot: a body that reads once costs that one round trip
-and no WATCH; one that reads more WATCHes what it read (re-sending its first query) and ends
-with an empty ``MULTI``/``EXEC`` that validates it, running again if anything changed. So
-``fxdurable check`` on a store under heavy writes may need a quieter moment.
+Round trips (measured by tests/stores/test_redis_store.py and
+tests/stores/test_redis_session_cache.py; ``bench.redis_steps`` reports them): with the
+session held (the previous transition of this store leaves it so), every transition is 1,
+its commit script, and a read is 1, the script that checks the version (a miss brings the
+reply in the same trip). A tool step plus its model call through the runtime costs 7: 3
+transitions (``start_tool``, ``finish_tool``, ``record_model_call``) and the runtime's 4
+reads (a snapshot before each step, the blind-repeat pre-read, the model request); it was
+33 on the WATCH path. What the store does not hold costs one more trip per query of the
+body that misses: in a journal-only turn ``admit`` costs 3, ``begin_attempt`` 4, ``settle``
+2 when nothing read the turn's tool tasks before. On the WATCH path a body that reads once
+costs that one round trip; one that reads more WATCHes what it read and ends with an empty
+``MULTI``/``EXEC`` that validates it, so ``fxdurable check`` on a store under heavy writes
+may need a quieter moment.
 
 Durability is Redis persistence: run it with ``appendonly yes`` (and the default
 ``maxmemory-policy noeviction``). Opening a store to write checks this (``INFO persistence``

@@ -9,6 +9,7 @@ tests/stores/test_redis_store.py checks the module docstrings against).
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -23,7 +24,7 @@ from fxdurable.core.store import ReadView, Tx
 from fxdurable.errors import LeaseLostError
 from fxdurable.stores.redis import RedisStore
 from fxdurable.testing import FakeClock
-from tests.stores.test_redis_store import CountingIds, dump, gap_free
+from tests.stores.test_redis_store import CountingIds, dump, gap_free, prefix_of
 
 pytestmark = pytest.mark.redis
 
@@ -289,3 +290,23 @@ def test_messages_past_a_cursor_come_from_what_the_store_holds(
     assert [m.seq for m in cold.read(lambda v: v.messages("s1", after=3))] == [4, 5]
     assert [m.seq for m in cold.read(lambda v: v.messages("s1", after=1))] == [2, 3, 4, 5]
     assert store.read(lambda v: v.messages("s1")) == cold.read(lambda v: v.messages("s1"))
+
+
+def test_a_writer_that_does_not_bump_the_version_is_not_overwritten(
+    stores: Callable[[], RedisStore], clock: FakeClock, redis_url: str
+) -> None:
+    """An fxdurable from before the session version writes the session record without
+    bumping it: a store holding the old record still finds out at its commit."""
+    _, journal, fence, _ = started(stores, clock)
+    journal.heartbeat(fence, ttl_s=TTL)  # the store holds the session as of this commit
+    client = redis.Redis.from_url(redis_url.split("?")[0])
+    key = f"{prefix_of(redis_url)}:session:s1"
+    try:
+        record = json.loads(client.get(key))  # type: ignore[arg-type]
+        record["lease"]["token"] += 1  # taken over by the older writer
+        record["version"] += 1
+        client.set(key, json.dumps(record))
+    finally:
+        client.close()
+    with pytest.raises(LeaseLostError, match="taken over"):
+        journal.heartbeat(fence, ttl_s=TTL)

@@ -13,6 +13,7 @@
 -- the end of ARGV, each: argument count, command, key index, arguments.
 --   condition kind "k": a string key; "h": a hash field; "z": a sorted-set score (field is
 --     the score) -- expected "" must be absent, otherwise the JSON record's "version";
+--   "s": as "k", for a session record read from a cache (a failure means: read again);
 --   "v": a session version key, expected its value (absent counts as 0);
 --   "r": a string key, expected its raw value; "f": a hash field, expected its raw value
 --     ("" for both: must be absent).
@@ -26,7 +27,7 @@ for c = 1, ncond do
   local kind, key, field, expected = ARGV[i], KEYS[tonumber(ARGV[i + 1])], ARGV[i + 2], ARGV[i + 3]
   i = i + 4
   local current
-  if kind == "k" or kind == "r" then
+  if kind == "k" or kind == "s" or kind == "r" then
     current = redis.call("GET", key)
   elseif kind == "h" or kind == "f" then
     current = redis.call("HGET", key, field)
