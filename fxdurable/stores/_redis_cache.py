@@ -29,7 +29,7 @@ from typing import Any
 
 import redis
 
-from fxdurable.stores._redis_tx import (
+from fxdurable.stores._redis_wire import (
     Command,
     Keys,
     Link,

@@ -42,13 +42,13 @@ from fxdurable.stores._redis_cache import (
     Unsupported,
     fetch,
 )
-from fxdurable.stores._redis_tx import (
+from fxdurable.stores._redis_tx import RedisTx
+from fxdurable.stores._redis_wire import (
     Command,
+    Condition,
     Keys,
     Link,
-    RedisTx,
     Rerun,
-    _Condition,
     commit_command,
     commit_outcome,
     text,
@@ -68,7 +68,7 @@ class CachedTx(RedisTx):
         self._caches = caches
         self._used: dict[str, int] = {}  # session -> the version whose state the body read
         self._confirmed: set[str] = set()  # sessions the latest fetch re-read the version of
-        self._raw: list[_Condition] = []  # reads no session owns, as the commit re-checks them
+        self._raw: list[Condition] = []  # reads no session owns, as the commit re-checks them
         self._raw_stale = False  # some of them came from an earlier fetch than the latest
 
     # -- the cache and the server -------------------------------------------------------------
@@ -119,7 +119,7 @@ class CachedTx(RedisTx):
         return True
 
     def _unowned(self, kind: str, key: str, field: str, raw: bytes | None) -> None:
-        self._raw.append(_Condition(kind, key, field, raw, f"{key} {field}".strip()))
+        self._raw.append(Condition(kind, key, field, raw, f"{key} {field}".strip()))
 
     def _query(self, watch: Sequence[str], *commands: Command) -> list[Any]:
         """Reads this class does not cache (events): fetched, with their session's version."""
@@ -268,9 +268,9 @@ class CachedTx(RedisTx):
 
     # -- the end of a run ---------------------------------------------------------------------
 
-    def _read_conditions(self) -> list[_Condition]:
+    def _read_conditions(self) -> list[Condition]:
         versions = [
-            _Condition("v", self._k.version(sid), sid, version, f"session {sid!r}")
+            Condition("v", self._k.version(sid), sid, version, f"session {sid!r}")
             for sid, version in self._used.items()
         ]
         # The session records read, by their own version too: every journal transition
@@ -282,7 +282,7 @@ class CachedTx(RedisTx):
             if self._strings.get(key) is not None:
                 session = self._stored(SessionRecord, key)
                 assert session is not None
-                records.append(_Condition("s", key, "", session.version, f"session {sid!r}"))
+                records.append(Condition("s", key, "", session.version, f"session {sid!r}"))
         return versions + records + self._raw
 
     def still_current(self) -> bool:

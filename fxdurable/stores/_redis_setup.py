@@ -16,7 +16,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from fxdurable.errors import ConfigurationError, StoreError
-from fxdurable.stores._redis_tx import text
+from fxdurable.stores._redis_wire import text
 
 __all__ = ["Target", "check_eviction", "check_persistence", "parse_url", "redact"]
 

@@ -117,7 +117,8 @@ from fxdurable.stores._redis_setup import (
     parse_url,
     redact,
 )
-from fxdurable.stores._redis_tx import (
+from fxdurable.stores._redis_tx import RedisTx
+from fxdurable.stores._redis_wire import (
     SCRIPT,
     SCRIPT_SHA,
     Command,
@@ -125,7 +126,6 @@ from fxdurable.stores._redis_tx import (
     Keys,
     Link,
     NoScript,
-    RedisTx,
     Rerun,
     raise_errors,
     text,

@@ -104,7 +104,8 @@ def test_built_wheel_works_in_a_fresh_venv(tmp_path: Path, wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
     assert "fxdurable/py.typed" in names, "py.typed missing from the wheel: types would not ship"
-    assert "fxdurable/stores/lua/commit.lua" in names, "the Redis store's Lua script must ship"
+    for script in ("commit.lua", "read.lua"):
+        assert f"fxdurable/stores/lua/{script}" in names, "the Redis store's Lua scripts must ship"
     assert "fxdurable/testing/invariants.py" in names
     assert "fxdurable/http/app.py" in names
     assert not any(n.startswith(("tests/", "bench/")) for n in names), sorted(names)
