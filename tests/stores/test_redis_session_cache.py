@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import pytest
 import redis
 
+from bench.redis_steps import measure_runtime_trips
 from fxdurable.core.journal import Fence, Journal, WorkerIdentity
 from fxdurable.core.records import ToolCallRequest, Usage
 from fxdurable.core.states import SubmissionStatus, ToolTaskStatus
@@ -310,3 +311,10 @@ def test_a_writer_that_does_not_bump_the_version_is_not_overwritten(
         client.close()
     with pytest.raises(LeaseLostError, match="taken over"):
         journal.heartbeat(fence, ttl_s=TTL)
+
+
+def test_a_runtime_step_costs_seven_round_trips(redis_url: str) -> None:
+    """A tool step plus its model call through the real Runtime (the bench's count): its
+    three transitions and the runtime's four reads, one round trip each (33 on the WATCH
+    path)."""
+    assert measure_runtime_trips(redis_url) == 7
