@@ -206,9 +206,19 @@ class CachedTx(RedisTx):
 
         def take(cache: SessionCache) -> list[tuple[float, bytes]] | None:
             held = cache.members.get(key)
-            if held is None or cache.since.get(key, -math.inf) > low:
+            since = cache.since.get(key, -math.inf)
+            if held is None or since > low:
                 return None
-            return held[bisect.bisect_right(held, low, key=_score) :]
+            start = bisect.bisect_right(held, low, key=_score)
+            if low > since:
+                # A reader past a cursor holds what came before it: let it go, so what the
+                # store holds of a long session does not grow with it.
+                for _, member in held[:start]:
+                    cache.memo.pop(member, None)
+                del held[:start]
+                cache.since[key] = low
+                start = 0
+            return held[start:]
 
         held = self._use(key, take)
         if held is not None:
