@@ -54,12 +54,12 @@ Round trips (measured by tests/stores/test_redis_store.py and
 tests/stores/test_redis_session_cache.py; ``bench.redis_steps`` reports them): with the
 session held (the previous transition of this store leaves it so), every transition is 1,
 its commit script, and a read is 1, the script that checks the version (a miss brings the
-reply in the same trip). A tool step plus its model call through the runtime costs 7: 3
-transitions (``start_tool``, ``finish_tool``, ``record_model_call``) and the runtime's 4
-reads (a snapshot before each step, the blind-repeat pre-read, the model request); it was
-33 on the WATCH path. What the store does not hold costs one more trip per query of the
-body that misses: in a journal-only turn ``admit`` costs 3, ``begin_attempt`` 4, ``settle``
-2 when nothing read the turn's tool tasks before. On the WATCH path a body that reads once
+reply in the same trip). A tool step plus its model call through the runtime costs 4: 3
+transitions (``start_tool``, ``finish_tool``, ``record_model_call``) and the model request's
+read; it was 33 on the WATCH path with a snapshot read before each step. What the store
+does not hold costs one more trip per query of the body that misses: in a journal-only
+turn ``admit`` costs 3, ``begin_attempt`` 4, ``settle`` 2 when nothing read the turn's
+tool tasks before. On the WATCH path a body that reads once
 costs that one round trip; one that reads more WATCHes what it read and ends with an empty
 ``MULTI``/``EXEC`` that validates it, so ``fxdurable check`` on a store under heavy writes
 may need a quieter moment.

@@ -313,8 +313,8 @@ def test_a_writer_that_does_not_bump_the_version_is_not_overwritten(
         journal.heartbeat(fence, ttl_s=TTL)
 
 
-def test_a_runtime_step_costs_at_most_seven_round_trips(redis_url: str) -> None:
+def test_a_runtime_step_costs_four_round_trips(redis_url: str) -> None:
     """A tool step plus its model call through the real Runtime (the bench's count): its
-    three transitions and the runtime's reads, one round trip each (33 on the WATCH path;
-    7 with a snapshot read before each step, a blind-repeat pre-read and a request read)."""
-    assert measure_runtime_trips(redis_url) <= 7
+    three transitions and the model request's read, one round trip each (33 on the WATCH
+    path with a snapshot read before each step)."""
+    assert measure_runtime_trips(redis_url) == 4
