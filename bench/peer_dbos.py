@@ -1,0 +1,78 @@
+"""DBOS Transact: a workflow of N sequential no-op ``@DBOS.step`` steps, SQLite system database.
+
+Modes: DBOS's own SQLite defaults (it sets no journal mode, so SQLite's rollback journal with
+``synchronous=FULL``), then WAL with ``synchronous=FULL`` and ``NORMAL``. For the WAL modes the
+bench passes DBOS a ``system_database_engine`` (its documented hook for a custom engine) built
+the way DBOS builds its own SQLite engine (``IMMEDIATE`` transactions, the same busy timeout
+and foreign keys), plus the two pragmas. DBOS checkpoints each step's output in one
+transaction, and the workflow's status at its start and end.
+
+Run by :mod:`bench.peers` as ``python -m bench.peer_dbos``; needs ``make bench-venv``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.peers import peer_main, seconds_per_step
+
+MODES = ("default (rollback journal, FULL)", "WAL+FULL", "WAL+NORMAL")
+
+
+def _engine(url: str, synchronous: str) -> Any:
+    import sqlalchemy as sa
+    from sqlalchemy import event
+
+    engine = sa.create_engine(url)
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = "IMMEDIATE"  # as dbos/_sys_db_sqlite.py does
+        dbapi_conn.execute("PRAGMA busy_timeout=30000")
+        dbapi_conn.execute("PRAGMA foreign_keys=ON")
+        dbapi_conn.execute("PRAGMA journal_mode=WAL")
+        dbapi_conn.execute(f"PRAGMA synchronous={synchronous}")
+
+    return engine
+
+
+def measure(directory: Path, mode: str, ns: Sequence[int], steps: int) -> dict[str, float]:
+    from dbos import DBOS, DBOSConfig
+
+    @DBOS.step()
+    def noop_step(i: int) -> int:
+        return i
+
+    @DBOS.workflow()
+    def steps_workflow(n: int) -> int:
+        for i in range(n):
+            noop_step(i)
+        return n
+
+    url = f"sqlite:///{(directory / 'dbos.sqlite').resolve()}"
+    config: DBOSConfig = {"name": "fxd-bench", "system_database_url": url, "log_level": "ERROR"}
+    engine = None
+    if mode != MODES[0]:
+        engine = _engine(url, mode.removeprefix("WAL+"))
+        config["system_database_engine"] = engine
+    DBOS(config=config)
+    DBOS.launch()
+    try:
+        return {str(n): seconds_per_step(steps_workflow, n, steps) for n in ns}
+    finally:
+        DBOS.destroy(destroy_registry=True)
+        if engine is not None:
+            engine.dispose()
+
+
+def _import() -> object:
+    import dbos
+
+    return dbos
+
+
+if __name__ == "__main__":
+    sys.exit(peer_main("dbos", _import, MODES, measure))

@@ -1,0 +1,91 @@
+"""fxdurable: one turn of N sequential tool steps through the embedded :class:`~fxdurable.Runtime`.
+
+The :class:`~fxdurable.ScriptedModel` answers each model call with one call of the no-op tool
+``noop`` until N have run, then with a final answer; so a turn of N steps is N + 1 model steps
+and N tool steps (intent committed, tool run, result committed), plus admission, the wake, the
+claim, settling and the release. A step here is a model response with one call and that
+call's tool step: more than a DBOS step or a LangGraph superstep records, since the model's
+response is journaled too. SQLite store (WAL) at ``synchronous=FULL`` and ``NORMAL``; one
+runtime per mode, each turn in a session of its own.
+
+Run by :mod:`bench.peers` as ``python -m bench.peer_fxdurable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pydantic
+
+from bench.peers import peer_main, seconds_per_step
+from bench.runtime_turns import SETTINGS
+from bench.sqlite_steps import sqlite_url
+from fxdurable import (
+    Agent,
+    ModelRequest,
+    ModelResponse,
+    Runtime,
+    ScriptedModel,
+    ToolContext,
+    call,
+    reply,
+)
+from fxdurable.runtime.models.scripted import turn_messages
+from fxdurable.runtime.tools import define_tool
+
+__all__ = ["DONE", "MODES", "noop_agent"]
+
+MODES = ("WAL+FULL", "WAL+NORMAL")
+DONE = "done"
+
+
+class NoopInput(pydantic.BaseModel):
+    i: int
+
+
+async def _noop(inp: NoopInput, ctx: ToolContext) -> str:
+    return "ok"
+
+
+def noop_agent(steps: int) -> Agent:
+    """An agent whose every turn calls ``noop`` ``steps`` times, one call per model response."""
+
+    def policy(request: ModelRequest) -> ModelResponse:
+        done = sum(1 for m in turn_messages(request) if m.role == "assistant")
+        return reply("", call("noop", i=done)) if done < steps else reply(DONE)
+
+    tool = define_tool("noop", description="Do nothing.", input_model=NoopInput, execute=_noop)
+    return Agent(f"noop-{steps}", ScriptedModel(policy), tools=[tool])
+
+
+def measure(directory: Path, mode: str, ns: Sequence[int], steps: int) -> dict[str, float]:
+    url = sqlite_url(directory / "fxd.db", mode.removeprefix("WAL+"))
+    sessions = itertools.count()
+    with asyncio.Runner() as runner:
+        rt = Runtime([noop_agent(n) for n in ns], store=url, settings=SETTINGS)
+        runner.run(rt.start())
+        try:
+
+            def unit(n: int) -> None:
+                handle = rt.session(f"s{next(sessions)}", agent=f"noop-{n}")
+                text = runner.run(handle.run("Go.", timeout=300))
+                if text != DONE:
+                    raise RuntimeError(f"the bench turn ended with {text!r}")
+
+            return {str(n): seconds_per_step(unit, n, steps) for n in ns}
+        finally:
+            runner.run(rt.aclose())
+
+
+def _import() -> object:
+    import fxdurable
+
+    return fxdurable
+
+
+if __name__ == "__main__":
+    sys.exit(peer_main("fxdurable", _import, MODES, measure))

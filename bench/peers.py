@@ -1,0 +1,138 @@
+"""The same workload on fxdurable and its peers: N sequential no-op steps in one durable unit.
+
+Each system runs in a subprocess of its own (``python -m bench.peer_<name>``), one per
+repetition, so the peers' global state (DBOS is a process-wide singleton that configures
+logging; LangGraph imports a large stack) never touches the bench process or each other, and a
+peer that is not installed is a line in the table instead of an ImportError. A subprocess
+measures every mode of its system at every N and prints one JSON object on its last line.
+
+The figure is seconds per step: the wall time of whole durable units (a DBOS workflow, a
+LangGraph ``invoke``, an fxdurable turn) divided by the steps they ran, after one untimed
+warm-up unit per mode. Units of ``N`` steps are repeated until about ``steps`` steps have run,
+so N = 10 and N = 100 are timed over the same number of steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "NOT_INSTALLED_EXIT",
+    "PEERS",
+    "PeerRun",
+    "package_version",
+    "peer_main",
+    "run_peer",
+    "seconds_per_step",
+]
+
+NOT_INSTALLED_EXIT = 3  # a peer module's exit code when its package cannot be imported
+# system name -> (module, the distribution whose version is reported)
+PEERS = {
+    "fxdurable": ("bench.peer_fxdurable", "fxdurable"),
+    "DBOS": ("bench.peer_dbos", "dbos"),
+    "LangGraph": ("bench.peer_langgraph", "langgraph"),
+}
+# Measure one mode at all of ``ns`` into {str(n): seconds per step}.
+Measure = Callable[[Path, str, Sequence[int], int], dict[str, float]]
+
+
+def package_version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def seconds_per_step(run_unit: Callable[[int], object], n: int, steps: int) -> float:
+    """Run one untimed unit of ``n`` steps, then ``max(1, steps // n)`` timed ones; return the
+    wall time per step of the timed units."""
+    run_unit(n)
+    units = max(1, steps // n)
+    start = time.perf_counter()
+    for _ in range(units):
+        run_unit(n)
+    return (time.perf_counter() - start) / (units * n)
+
+
+def peer_main(
+    dist: str, import_check: Callable[[], object], modes: Sequence[str], measure: Measure
+) -> int:
+    """The ``python -m bench.peer_<name>`` entry point shared by every system: parse the
+    arguments, check the package imports (exit ``NOT_INSTALLED_EXIT`` if not), measure each
+    mode, print ``{"version": ..., "figures": {mode: {n: s}}}`` as the last line."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dir", type=Path, required=True)
+    parser.add_argument("--ns", default="10,100")
+    parser.add_argument("--steps", type=int, default=200)
+    args = parser.parse_args()
+    try:
+        import_check()
+    except ImportError as exc:
+        print(f"not installed ({exc})")
+        return NOT_INSTALLED_EXIT
+    ns = [int(n) for n in args.ns.split(",")]
+    figures = {}
+    for index, mode in enumerate(modes):
+        directory = args.dir / f"mode-{index}"
+        directory.mkdir(parents=True, exist_ok=True)
+        figures[mode] = measure(directory, mode, ns, args.steps)
+    print(json.dumps({"version": package_version(dist), "figures": figures}))
+    return 0
+
+
+@dataclass(slots=True)
+class PeerRun:
+    """One system's repetitions: per mode and N, one seconds-per-step sample per repetition;
+    or why there are none (``note``)."""
+
+    system: str
+    version: str | None = None
+    samples: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    reps: int = 0  # subprocesses started
+    note: str | None = None  # "not installed (...)" or "failed: ..."
+
+    def add(self, figures: dict[str, dict[str, float]]) -> None:
+        for mode, by_n in figures.items():
+            for n, seconds in by_n.items():
+                self.samples.setdefault(mode, {}).setdefault(n, []).append(seconds)
+
+
+def run_peer(
+    run: PeerRun, tmp: Path, *, ns: Sequence[int], steps: int, python: str = sys.executable
+) -> None:
+    """One repetition of ``run.system`` in a subprocess; adds its figures to ``run`` or sets
+    ``run.note``. Later repetitions of a system that is not installed are skipped."""
+    if run.note is not None:
+        return
+    module, _dist = PEERS[run.system]
+    directory = tmp / f"{module.rsplit('.', 1)[1]}-{run.reps}"
+    run.reps += 1
+    directory.mkdir(parents=True)
+    command = [python, "-m", module, "--dir", str(directory)]
+    command += ["--ns", ",".join(map(str, ns)), "--steps", str(steps)]
+    proc = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    last = proc.stdout.strip().splitlines()[-1:] or [""]
+    if proc.returncode == NOT_INSTALLED_EXIT:
+        run.note = last[0]
+        return
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        run.note = f"failed: exit {proc.returncode}: {tail}"
+        return
+    result = json.loads(last[0])
+    run.version = result["version"]
+    run.add(result["figures"])
