@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -47,19 +48,22 @@ class NoopInput(pydantic.BaseModel):
     i: int
 
 
-async def _noop(inp: NoopInput, ctx: ToolContext) -> str:
-    return "ok"
+def noop_agent(steps: int, *, name: str | None = None, stamps: list[float] | None = None) -> Agent:
+    """An agent whose every turn calls ``noop`` ``steps`` times, one call per model response
+    (named ``noop-<steps>`` unless ``name`` is given). With ``stamps``, each run of the tool
+    appends ``time.perf_counter()`` to it."""
 
-
-def noop_agent(steps: int) -> Agent:
-    """An agent whose every turn calls ``noop`` ``steps`` times, one call per model response."""
+    async def execute(inp: NoopInput, ctx: ToolContext) -> str:
+        if stamps is not None:
+            stamps.append(time.perf_counter())
+        return "ok"
 
     def policy(request: ModelRequest) -> ModelResponse:
         done = sum(1 for m in turn_messages(request) if m.role == "assistant")
         return reply("", call("noop", i=done)) if done < steps else reply(DONE)
 
-    tool = define_tool("noop", description="Do nothing.", input_model=NoopInput, execute=_noop)
-    return Agent(f"noop-{steps}", ScriptedModel(policy), tools=[tool])
+    tool = define_tool("noop", description="Do nothing.", input_model=NoopInput, execute=execute)
+    return Agent(name or f"noop-{steps}", ScriptedModel(policy), tools=[tool])
 
 
 def measure(directory: Path, mode: str, ns: Sequence[int], steps: int) -> dict[str, float]:
