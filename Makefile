@@ -1,11 +1,15 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# The bench's own environment: fxdurable plus the peers it is measured against (DBOS,
+# LangGraph), pinned in bench/requirements-peers.txt. Never the project's dependencies.
+BENCH_VENV := .venv-bench
+BENCH_BIN := $(BENCH_VENV)/bin
 
 # Directories that are linted; ones that do not exist yet (e.g. bench/) are skipped.
 LINT_PATHS := $(wildcard fxdurable tests bench workers handlers)
 
-.PHONY: demo lint test bench wheel clean
+.PHONY: demo lint test bench bench-venv wheel clean
 
 # Full dev/test environment: the package in editable mode plus the test extras.
 $(VENV)/.installed: pyproject.toml
@@ -45,11 +49,21 @@ test: $(VENV)/.installed
 	$(MAKE) --no-print-directory lint
 	scripts/run-tests $(PYTEST_ARGS)
 
-bench: $(VENV)/.installed
-	$(BIN)/python -m bench $(ARGS)
+$(BENCH_VENV)/.installed: pyproject.toml bench/requirements-peers.txt
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_BIN)/python -m pip install -q --upgrade pip
+	$(BENCH_BIN)/python -m pip install -q -e '.[redis,http]' -r bench/requirements-peers.txt
+	touch $@
+
+bench-venv: $(BENCH_VENV)/.installed
+
+# Measures fxdurable beside DBOS and LangGraph in one run; prints the headline table and
+# writes bench/results/latest.json and docs/benchmarks.md. ARGS=--quick for a short run.
+bench: $(BENCH_VENV)/.installed
+	$(BENCH_BIN)/python -m bench --write $(ARGS)
 
 wheel: $(VENV)/.installed
 	$(BIN)/python -m build --wheel --outdir dist/
 
 clean:
-	rm -rf .venv dist build .pytest_cache .mypy_cache .ruff_cache .fxd-demo
+	rm -rf .venv .venv-bench dist build .pytest_cache .mypy_cache .ruff_cache .fxd-demo

@@ -12,16 +12,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.headline import Headline, redis_rows
+from bench.headline_measure import HeadlinePlan, measure_headline
 from bench.http_admit import HttpFigures, measure_http_admit, render_http
 from bench.http_admit import unavailable_reason as http_unavailable_reason
 from bench.redis_server import RedisServer, unavailable_reason
 from bench.redis_steps import measure_redis_growth, measure_redis_steps
 from bench.report import RedisSection, Report
+from bench.results_file import write_results
 from bench.rq_throughput import measure_rq_throughput
 from bench.runtime_turns import measure_turns
 from bench.sqlite_steps import measure_growth, measure_resume, measure_steps
 from bench.startup import measure_startup, render_startup
-from bench.timing import machine_line
+from bench.timing import machine_facts, machine_line
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,8 @@ class Plan:
     http_requests: int  # timed requests of each kind
     http_batches: int
     http_warm_up: int
+    # issue 10's headline: the peers, runtime growth, RSS over a long session
+    headline: HeadlinePlan
 
 
 QUICK = Plan(
@@ -78,6 +83,9 @@ QUICK = Plan(
     http_requests=60,
     http_batches=3,
     http_warm_up=5,
+    headline=HeadlinePlan(
+        reps=1, steps=100, growth_events=2_000, rss_early=30, rss_late=300, rss_reps=1
+    ),
 )
 DEFAULT = Plan(
     name="default",
@@ -102,6 +110,7 @@ DEFAULT = Plan(
     http_requests=200,
     http_batches=5,
     http_warm_up=10,
+    headline=HeadlinePlan(),
 )
 
 # Fresh processes each, a second or two a round: the quick run only shows the rows.
@@ -127,11 +136,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--only",
-        choices=["http", "startup"],
+        choices=["http", "startup", "headline"],
         default=None,
         help="measure one section alone: 'http' is POST /chat admission latency on a served app "
         "beside GET /healthz and a raw SQLite commit of the same run; 'startup' is import, "
-        "worker and demo start times",
+        "worker and demo start times; 'headline' is issue 10's table (fxdurable, DBOS and "
+        "LangGraph per step, growth with session length, RSS)",
+    )
+    parser.add_argument(
+        "--no-headline",
+        action="store_true",
+        help="leave out the headline section (the peers, runtime growth and RSS)",
+    )
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="write bench/results/latest.json and docs/benchmarks.md (what `make bench` does)",
     )
     return parser
 
@@ -207,6 +227,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 + render_http(http, http_note)
             )
             return 1 if failed else 0
+        headline: Headline | None = None
+        if args.only in (None, "headline") and not args.no_headline:
+            headline = measure_headline(tmp, plan.headline, plan.name, progress)
+        machine = machine_line(tmp)
+        facts = machine_facts(tmp)
+        if args.only == "headline":
+            assert headline is not None
+            print(f"fxdurable bench ({plan.name} run, headline only)\n{machine}\n")
+            print(headline.render())
+            if args.write:
+                _write(headline, facts, started, {}, headline.render())
+            return 0
         startup = measure_startup(tmp, reps=STARTUP_REPS[plan.name])
         progress("startup times measured")
         if args.only == "startup":
@@ -238,7 +270,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             for sync in ("FULL", "NORMAL")
         }
         progress("end-to-end turns measured")
-        machine = machine_line(tmp)
         redis: RedisSection | None = None
         redis_note = unavailable_reason()
         failed = False
@@ -265,12 +296,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         redis=redis,
         redis_note=redis_note,
     )
-    print(report.render())
-    print()
-    print(render_http(http, http_note))
-    print()
-    print(render_startup(startup))
+    rest = "\n\n".join((report.render(), render_http(http, http_note), render_startup(startup)))
+    print(rest)
+    if headline is not None:
+        headline.extra += redis_rows(redis, redis_note)
+        print()
+        print(headline.render())
+        if args.write:
+            ratios = report.ratios() | (redis.ratios() if redis is not None else {})
+            _write(headline, facts, started, ratios, rest)
     return 1 if failed else 0
+
+
+def _write(
+    headline: Headline,
+    facts: dict[str, str | int],
+    started: float,
+    ratios: dict[str, tuple[float, str]],
+    rest: str,
+) -> None:
+    paths = write_results(
+        headline,
+        machine=facts,
+        elapsed_s=time.perf_counter() - started,
+        ratios={name: {"value": v, "note": note} for name, (v, note) in ratios.items()},
+        report=rest,
+    )
+    print("\nwrote " + " and ".join(str(p) for p in paths))
 
 
 if __name__ == "__main__":

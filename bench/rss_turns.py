@@ -68,6 +68,7 @@ async def _run(path: Path, early: int, late: int) -> dict[str, int]:
 
 def measure_rss(tmp: Path, *, early: int, late: int) -> RssFigures:
     """RSS after ``early`` and after ``late`` turns, measured in a subprocess."""
+    tmp.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
         [sys.executable, "-m", "bench.rss_turns", str(tmp / "rss.db"), str(early), str(late)],
         capture_output=True,

@@ -25,7 +25,7 @@ from pathlib import Path
 from bench.peer_fxdurable import DONE, noop_agent
 from bench.redis_server import RedisServer, unavailable_reason
 from bench.runtime_turns import SETTINGS
-from bench.sqlite_steps import MODEL_TEXT, SessionDriver, open_journal, sqlite_url
+from bench.sqlite_steps import MODEL_TEXT, CountingStore, SessionDriver, open_journal, sqlite_url
 from fxdurable import Runtime
 from fxdurable.core.journal import Journal
 from fxdurable.core.store import ReadView
@@ -106,7 +106,7 @@ def _measure(
     return GrowthRuns(store, short_events, long_events, short_s, long_s)
 
 
-def _redis(url: str) -> tuple[Journal, object]:
+def _redis(url: str) -> tuple[Journal, CountingStore]:
     from bench.redis_steps import open_redis_journal
 
     return open_redis_journal(url)
@@ -118,6 +118,7 @@ def measure_runtime_growth(
     events: int,
     reps: int,
     rounds: int,
+    redis: bool = True,
     on_progress: Callable[[str], None],
 ) -> tuple[list[GrowthRuns], str | None]:
     """SQLite (FULL; the long session built at NORMAL) and, where redis-server is installed,
@@ -134,7 +135,7 @@ def measure_runtime_growth(
         )
     ]
     on_progress("runtime step against session length measured on SQLite")
-    note = unavailable_reason()
+    note = unavailable_reason() if redis else "not asked for"
     if note is not None:
         return runs, f"skipped: {note}"
     with RedisServer(tmp / "redis-growth", appendonly=False) as server:

@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["Samples", "filesystem_of", "machine_line"]
+__all__ = ["Samples", "filesystem_of", "machine_facts", "machine_line"]
 
 
 class Samples:
@@ -60,14 +60,25 @@ def filesystem_of(path: Path) -> str:
     return kind
 
 
-def machine_line(db_dir: Path) -> str:
-    python = platform.python_implementation() + " " + ".".join(map(str, sys.version_info[:3]))
+def machine_facts(db_dir: Path) -> dict[str, str | int]:
+    """CPUs (usable and present), Python, SQLite, OS, and the filesystem under ``db_dir``."""
     if hasattr(os, "sched_getaffinity"):
         nproc = len(os.sched_getaffinity(0))  # what this process may use, like nproc(1)
     else:
         nproc = os.cpu_count() or 1
+    return {
+        "nproc": nproc,
+        "cpu_count": os.cpu_count() or 1,
+        "python": platform.python_implementation() + " " + ".".join(map(str, sys.version_info[:3])),
+        "sqlite": sqlite3.sqlite_version,
+        "os": f"{platform.system()} {platform.release()}",
+        "filesystem": filesystem_of(db_dir),
+    }
+
+
+def machine_line(db_dir: Path) -> str:
+    m = machine_facts(db_dir)
     return (
-        f"machine: nproc {nproc}, {python}, "
-        f"SQLite {sqlite3.sqlite_version}, {platform.system()} {platform.release()}; "
-        f"databases in {db_dir} ({filesystem_of(db_dir)})"
+        f"machine: nproc {m['nproc']}, {m['python']}, SQLite {m['sqlite']}, {m['os']}; "
+        f"databases in {db_dir} ({m['filesystem']})"
     )

@@ -1,4 +1,5 @@
-"""``python -m bench --quick`` runs to the end and prints its ratio lines.
+"""``python -m bench --quick`` runs to the end and prints its ratio lines; the headline's
+fxdurable side and its results writer work at a tiny size.
 
 No timing is asserted (DESIGN §8: performance is measured in ``bench/``, never in timed tests);
 only that every ratio is printed as a finite positive number. The Redis and RQ ratios are
@@ -9,6 +10,8 @@ say why it skipped them and still print the SQLite figures. In CI (``CI=true``) 
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import math
 import os
 import re
@@ -18,9 +21,13 @@ from pathlib import Path
 
 import pytest
 
+from bench.headline import Headline
+from bench.headline_measure import HeadlinePlan, measure_headline
 from bench.http_admit import HTTP_RATIO_NAMES
 from bench.redis_server import unavailable_reason
 from bench.report import RATIO_NAMES, REDIS_RATIO_NAMES
+from bench.results_file import write_results
+from bench.timing import machine_facts
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,7 +40,8 @@ def _ratio(out: str, name: str) -> float:
 
 def _run_quick(tmp_path: Path, env: dict[str, str] | None = None) -> str:
     proc = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--dir", str(tmp_path)],
+        # The headline has its own quick tests below; leaving it out keeps these at their time.
+        [sys.executable, "-m", "bench", "--quick", "--no-headline", "--dir", str(tmp_path)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -87,3 +95,75 @@ def test_quick_bench_without_redis_server_says_why(tmp_path: Path) -> None:
     assert "Redis/RQ rows skipped: redis-server is not on PATH" in out
     for name in REDIS_RATIO_NAMES:
         assert f"ratio {name} " not in out
+
+
+# -- the headline (issue 10): fxdurable beside DBOS and LangGraph -----------------------------
+
+TINY = HeadlinePlan(
+    reps=1,
+    ns=(2, 4),
+    steps=4,
+    growth_events=60,
+    growth_rounds=2,
+    rss_early=2,
+    rss_late=4,
+    rss_reps=1,
+    redis=False,
+)
+
+
+@pytest.fixture(scope="module")
+def headline(tmp_path_factory: pytest.TempPathFactory) -> Headline:
+    return measure_headline(tmp_path_factory.mktemp("headline"), TINY, "tiny", lambda _: None)
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def test_headline_measures_fxdurable_and_says_which_peers_are_missing(headline: Headline) -> None:
+    """The fxdurable side of every row is measured; a peer that is not installed (the test
+    environment has neither: they live in .venv-bench) is a cell saying so, not a crash."""
+    fxd = headline.peers["fxdurable"]
+    assert fxd.note is None
+    for mode in ("WAL+FULL", "WAL+NORMAL"):
+        for n in ("2", "4"):
+            (value,) = fxd.samples[mode][n]
+            assert math.isfinite(value) and value > 0
+    out = headline.render()
+    for system, module in (("DBOS", "dbos"), ("LangGraph", "langgraph")):
+        run = headline.peers[system]
+        if _installed(module):
+            assert run.note is None and run.samples, run.note
+        else:
+            assert run.note is not None and run.note.startswith("not installed"), run.note
+            assert f"| {system}" in out and "not installed" in out
+    (growth,) = headline.growth  # SQLite only: TINY leaves Redis out
+    assert growth.long_events > growth.short_events and growth.ratios[0] > 0
+    assert headline.rss[0].ratio > 0
+    assert "| what " in out and "| met? |" in out
+    assert "runtime round, ~" in out and "RSS after 4 ÷ after 2 turns" in out
+
+
+def test_results_are_written_with_machine_versions_and_modes(
+    headline: Headline, tmp_path: Path
+) -> None:
+    json_path, md_path = write_results(
+        headline,
+        machine=machine_facts(tmp_path),
+        elapsed_s=1.0,
+        ratios={"x": {"value": 1.0, "note": "n"}},
+        report="(the rest)",
+        root=tmp_path,
+    )
+    assert json_path == tmp_path / "bench" / "results" / "latest.json"
+    data = json.loads(json_path.read_text())
+    assert data["machine"]["nproc"] >= 1 and data["machine"]["python"]
+    assert data["versions"]["fxdurable"]
+    assert set(data["modes"]) == {"fxdurable", "DBOS", "LangGraph"}
+    assert data["headline"][0]["target"] == "≥ 2"
+    fxd = data["seconds_per_step"]["fxdurable"]["WAL+FULL"]["2"]
+    assert fxd["min"] <= fxd["median"] <= fxd["max"]
+    md = md_path.read_text()
+    assert md_path == tmp_path / "docs" / "benchmarks.md"
+    assert "make bench" in md and "| what " in md and "(the rest)" in md

@@ -1,0 +1,271 @@
+"""The headline: issue 10's claims in one table, each a same-run ratio with its target.
+
+``what | fxdurable | DBOS | LangGraph | ratio | target | met?``. The step rows compare
+fxdurable's runtime step (a model response with one tool call, and that call's tool step) with
+a DBOS step and a LangGraph superstep in the same SQLite mode; their ratio is the cheaper
+peer's cost ÷ fxdurable's, repetition by repetition (the repetitions interleave the systems,
+so a slow patch of the machine lands on all of them). Below them: growth with session length,
+RSS over a long session, and the rows other sections provide (Redis round trips, RQ) when they
+were measured. Every figure is the median of the repetitions with its range (min–max).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from bench.peers import PeerRun
+from bench.report import RedisSection
+from bench.rss_turns import RssFigures
+from bench.runtime_growth import GrowthRuns
+
+__all__ = ["Figure", "Headline", "Row", "peer_mode", "redis_rows"]
+
+# The peer mode compared at each SQLite setting: DBOS on WAL, LangGraph with durability "sync"
+# (a superstep's checkpoint written before the next starts), like fxdurable's journal.
+_COMPARED = {
+    "FULL": {"fxdurable": "WAL+FULL", "DBOS": "WAL+FULL", "LangGraph": "WAL+FULL sync"},
+    "NORMAL": {"fxdurable": "WAL+NORMAL", "DBOS": "WAL+NORMAL", "LangGraph": "WAL+NORMAL sync"},
+}
+SYSTEMS = ("fxdurable", "DBOS", "LangGraph")
+
+
+def peer_mode(system: str, sync: str) -> str:
+    return _COMPARED[sync][system]
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """Repeated measurements of one quantity: their median and range."""
+
+    samples: tuple[float, ...]
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Figure:
+        return cls(tuple(values))
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    def show(self, scale: float = 1.0, digits: int = 2) -> str:
+        lo, hi = min(self.samples) * scale, max(self.samples) * scale
+        mid = self.median * scale
+        if len(self.samples) == 1 or lo == hi:
+            return f"{mid:.{digits}f}"
+        return f"{mid:.{digits}f} ({lo:.{digits}f}–{hi:.{digits}f})"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "median": self.median,
+            "min": min(self.samples),
+            "max": max(self.samples),
+            "samples": list(self.samples),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One line of the table. ``cells`` holds what each system shows (a figure, or a note
+    such as "not installed"); ``ratio`` is checked against ``target`` (``"≥ 2"``, ``"≤ 1.2"``)."""
+
+    what: str
+    cells: dict[str, str]
+    ratio: Figure | None
+    target: str
+    note: str = ""
+
+    @property
+    def met(self) -> str:
+        if self.ratio is None:
+            return "—"
+        op, bound = self.target.split(" ", 1)
+        value = self.ratio.median
+        ok = value >= float(bound) if op == "≥" else value <= float(bound)
+        return "yes" if ok else "no"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "what": self.what,
+            "cells": self.cells,
+            "ratio": None if self.ratio is None else self.ratio.to_json(),
+            "target": self.target,
+            "met": self.met,
+            "note": self.note,
+        }
+
+
+def _ms(run: PeerRun, mode: str, n: int) -> Figure | None:
+    values = run.samples.get(mode, {}).get(str(n))
+    return Figure.of(values) if values else None
+
+
+def _cell(run: PeerRun, mode: str, n: int) -> str:
+    figure = _ms(run, mode, n)
+    if figure is not None:
+        return figure.show(scale=1e3)
+    return (run.note or "not measured").split(" (", 1)[0]  # the reason is in the mode table
+
+
+@dataclass(slots=True)
+class Headline:
+    """What the headline section measured; ``rows()`` builds the table."""
+
+    mode: str  # "default" or "quick"
+    ns: tuple[int, ...]
+    peers: dict[str, PeerRun]
+    growth: list[GrowthRuns] = field(default_factory=list)
+    growth_note: str | None = None  # why a store's growth row is missing
+    rss: list[RssFigures] = field(default_factory=list)
+    extra: list[Row] = field(default_factory=list)  # rows other sections provide
+
+    def step_rows(self) -> list[Row]:
+        rows = []
+        fxd = self.peers["fxdurable"]
+        for sync in ("FULL", "NORMAL"):
+            for n in self.ns:
+                cells = {s: _cell(self.peers[s], peer_mode(s, sync), n) for s in SYSTEMS}
+                ratio = self._cheaper_peer_ratio(sync, n)
+                rows.append(
+                    Row(
+                        f"ms per step, {n} steps per unit, WAL+{sync}",
+                        cells,
+                        ratio,
+                        "≥ 2",
+                        "cheaper peer ÷ fxdurable",
+                    )
+                )
+            first, last = self.ns[0], self.ns[-1]
+            a = _ms(fxd, peer_mode("fxdurable", sync), first)
+            b = _ms(fxd, peer_mode("fxdurable", sync), last)
+            if a is not None and b is not None and first != last:
+                flat = Figure.of([y / x for x, y in zip(a.samples, b.samples, strict=True)])
+                rows.append(
+                    Row(
+                        f"fxdurable ms per step at {last} ÷ at {first} steps, WAL+{sync}",
+                        {"fxdurable": flat.show()},
+                        flat,
+                        "≤ 1.2",
+                        "flat in the number of calls per turn",
+                    )
+                )
+        return rows
+
+    def _cheaper_peer_ratio(self, sync: str, n: int) -> Figure | None:
+        fxd = _ms(self.peers["fxdurable"], peer_mode("fxdurable", sync), n)
+        peers = [_ms(self.peers[s], peer_mode(s, sync), n) for s in SYSTEMS[1:]]
+        present = [p for p in peers if p is not None]
+        if fxd is None or not present:
+            return None
+        reps = min(len(fxd.samples), *(len(p.samples) for p in present))
+        return Figure.of([min(p.samples[i] for p in present) / fxd.samples[i] for i in range(reps)])
+
+    def other_rows(self) -> list[Row]:
+        rows = []
+        for g in self.growth:
+            ratio = Figure.of(g.ratios)
+            short, long = Figure.of(g.short_s), Figure.of(g.long_s)
+            rows.append(
+                Row(
+                    f"runtime round, ~{g.long_events:,}-event ÷ ~{g.short_events}-event "
+                    f"session, {g.store}",
+                    {"fxdurable": f"{long.show(1e3)} ÷ {short.show(1e3)} ms"},
+                    ratio,
+                    "≤ 1.2",
+                    "model step + tool step, through the Runtime",
+                )
+            )
+        if self.rss:
+            ratio = Figure.of([r.ratio for r in self.rss])
+            r = self.rss[0]
+            mib = Figure.of([x.rss_late / 2**20 for x in self.rss])
+            rows.append(
+                Row(
+                    f"RSS after {r.turns_late:,} ÷ after {r.turns_early:,} turns of one session",
+                    {"fxdurable": f"{mib.show(digits=1)} MiB at {r.turns_late:,}"},
+                    ratio,
+                    "≤ 1.1",
+                )
+            )
+        return rows + self.extra
+
+    def rows(self) -> list[Row]:
+        return self.step_rows() + self.other_rows()
+
+    def mode_rows(self) -> list[tuple[str, str, dict[int, str]]]:
+        """Every measured mode of every system: (system, mode, {n: ms per step})."""
+        out = []
+        for system in SYSTEMS:
+            run = self.peers[system]
+            if not run.samples:
+                out.append((system, run.note or "not measured", {}))
+            for mode in run.samples:
+                out.append((system, mode, {n: _cell(run, mode, n) for n in self.ns}))
+        return out
+
+    def render(self) -> str:
+        header = ("what", *SYSTEMS, "ratio", "target", "met?")
+        table = [header] + [
+            (
+                row.what,
+                *(row.cells.get(s, "") for s in SYSTEMS),
+                "" if row.ratio is None else row.ratio.show(),
+                row.target,
+                row.met,
+            )
+            for row in self.rows()
+        ]
+        lines = [
+            "Headline (issue 10): same-run ratios; each figure the median of the repetitions "
+            "(min–max); ms per step for the step rows",
+            "",
+            *_markdown(table),
+            "",
+            "Every mode measured (ms per step):",
+            "",
+            *_markdown(
+                [("system", "mode", *(f"N={n}" for n in self.ns))]
+                + [(s, m, *(cells.get(n, "") for n in self.ns)) for s, m, cells in self.mode_rows()]
+            ),
+        ]
+        if self.growth_note:
+            lines.append(f"\nRedis runtime growth {self.growth_note}")
+        return "\n".join(lines)
+
+
+def _markdown(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    return [line(rows[0]), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [
+        line(r) for r in rows[1:]
+    ]
+
+
+def redis_rows(section: RedisSection | None, note: str | None) -> list[Row]:
+    """Issue 10's Redis and RQ rows from the Redis section: store round trips for one tool
+    step plus its model call (journal-level: the journal calls of a step), and RQ turns/s ÷
+    RQ's own no-op jobs/s (one figure, the median of the section's repetitions)."""
+    if section is None:
+        return [Row("Redis round trips; RQ turns/s ÷ no-op jobs/s", {}, None, "—", note or "")]
+    s = section.steps
+    trips = s.trips_per_model_step + s.trips_per_tool_step
+    rows = [
+        Row(
+            "Redis round trips, one tool step + its model call (journal calls)",
+            {"fxdurable": f"{trips:g}"},
+            Figure.of([trips]),
+            "≤ 6",
+            f"{s.trips_per_model_step:g} + {s.trips_per_tool_step:g}",
+        )
+    ]
+    for name, (value, detail) in section.ratios().items():
+        if name.startswith("rq turns/noop_jobs"):
+            what = "RQ turns/s ÷ no-op jobs/s, " + name.removeprefix("rq turns/noop_jobs ")
+            rows.append(
+                Row(what, {"fxdurable": f"{value:.2f}"}, Figure.of([value]), "≥ 0.5", detail)
+            )
+    return rows

@@ -1,0 +1,56 @@
+"""Measure the headline section: the peers' steps (repetitions interleaved), runtime growth
+with session length, RSS over a long session. :mod:`bench.headline` turns it into the table."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.headline import SYSTEMS, Headline
+from bench.peers import PeerRun, run_peer
+from bench.rss_turns import measure_rss
+from bench.runtime_growth import measure_runtime_growth
+
+__all__ = ["HeadlinePlan", "measure_headline"]
+
+
+@dataclass(frozen=True, slots=True)
+class HeadlinePlan:
+    """How much the headline measures; the defaults are the sizes issue 10 states."""
+
+    reps: int = 3  # repetitions of the step comparison and of the growth turns
+    ns: tuple[int, ...] = (10, 100)  # steps per durable unit
+    steps: int = 200  # steps timed per (system, mode, N) and repetition
+    growth_events: int = 10_000  # length of the long session
+    growth_rounds: int = 5  # rounds per measured turn
+    rss_early: int = 100
+    rss_late: int = 1_000
+    rss_reps: int = 3
+    redis: bool = True  # measure runtime growth on Redis too (where redis-server is installed)
+
+
+def measure_headline(
+    tmp: Path, plan: HeadlinePlan, mode: str, progress: Callable[[str], None]
+) -> Headline:
+    peers = {system: PeerRun(system) for system in SYSTEMS}
+    for rep in range(plan.reps):
+        for run in peers.values():
+            run_peer(run, tmp / "peers", ns=plan.ns, steps=plan.steps)
+        progress(f"peers: repetition {rep + 1} of {plan.reps} done")
+    for run in peers.values():
+        if run.note is not None:
+            progress(f"{run.system}: {run.note}")
+    growth, note = measure_runtime_growth(
+        tmp,
+        events=plan.growth_events,
+        reps=plan.reps,
+        rounds=plan.growth_rounds,
+        redis=plan.redis,
+        on_progress=progress,
+    )
+    rss = []
+    for rep in range(plan.rss_reps):
+        rss.append(measure_rss(tmp / f"rss-{rep}", early=plan.rss_early, late=plan.rss_late))
+    progress(f"RSS over {plan.rss_late:,} turns of one session measured")
+    return Headline(mode=mode, ns=plan.ns, peers=peers, growth=growth, growth_note=note, rss=rss)
