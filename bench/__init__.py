@@ -19,4 +19,15 @@ Modules: :mod:`bench.timing` (batches, medians, machine description),
 :mod:`bench.rq_throughput` (turns/s on RQ workers beside RQ's no-op job rate; its no-op job is
 :func:`bench.rq_noop.noop`),
 :mod:`bench.report` (the printed tables).
+
+The headline (issue 10; ``--only headline`` alone, ``--no-headline`` without it) compares
+fxdurable with its peers in the same run: :mod:`bench.peers` runs the same workload (N no-op
+steps in one durable unit) on :mod:`bench.peer_fxdurable`, :mod:`bench.peer_dbos` and
+:mod:`bench.peer_langgraph`, each in a subprocess; :mod:`bench.runtime_growth` (a runtime step
+late in a long session ÷ early in a short one) and :mod:`bench.rss_turns` (RSS over a long
+session) add the rest; :mod:`bench.headline_measure` runs it all, :mod:`bench.headline` builds
+the table, :mod:`bench.results_file` writes ``bench/results/latest.json`` and
+``docs/benchmarks.md`` (``--write``, which ``make bench`` passes). The peers are installed only
+into ``.venv-bench`` (``make bench-venv``, from ``bench/requirements-peers.txt``); without them
+their cells say "not installed".
 """

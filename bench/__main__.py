@@ -228,8 +228,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 1 if failed else 0
         headline: Headline | None = None
+        peer_failed = False
         if args.only in (None, "headline") and not args.no_headline:
             headline = measure_headline(tmp, plan.headline, plan.name, progress)
+            peer_failed = any(
+                (run.note or "").startswith("failed") for run in headline.peers.values()
+            )
         machine = machine_line(tmp)
         facts = machine_facts(tmp)
         if args.only == "headline":
@@ -238,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(headline.render())
             if args.write:
                 _write(headline, facts, started, {}, headline.render())
-            return 0
+            return 1 if peer_failed else 0
         startup = measure_startup(tmp, reps=STARTUP_REPS[plan.name])
         progress("startup times measured")
         if args.only == "startup":
@@ -272,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress("end-to-end turns measured")
         redis: RedisSection | None = None
         redis_note = unavailable_reason()
-        failed = False
+        failed = peer_failed
         if redis_note is not None:
             redis_note = f"skipped: {redis_note}"
             progress(f"Redis/RQ rows {redis_note}")

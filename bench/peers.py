@@ -119,12 +119,11 @@ def run_peer(
     directory.mkdir(parents=True)
     command = [python, "-m", module, "--dir", str(directory)]
     command += ["--ns", ",".join(map(str, ns)), "--steps", str(steps)]
-    proc = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        run.note = "failed: did not finish within 600 s"
+        return
     last = proc.stdout.strip().splitlines()[-1:] or [""]
     if proc.returncode == NOT_INSTALLED_EXIT:
         run.note = last[0]

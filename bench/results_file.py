@@ -116,14 +116,16 @@ Without them (`python -m bench` in the project's own `.venv`) their columns say
 
 ## Machine and versions
 
-- nproc {machine["nproc"]} (cpu_count {machine["cpu_count"]}), {machine["python"]}, SQLite
-  {machine["sqlite"]}, {machine["os"]}, databases on {machine["filesystem"]}
+- nproc {machine["nproc"]} (cpu_count {machine["cpu_count"]}), {machine["python"]}, \
+SQLite {machine["sqlite"]}, {machine["os"]}, databases on {machine["filesystem"]}
 - {shown}
 
 ## Workloads and modes
 
-N sequential no-op steps in one durable unit, N in {{{", ".join(map(str, headline.ns))}}}; the
-figure is the unit's wall time ÷ N, after an untimed warm-up unit.
+N sequential no-op steps in one durable unit, N in {{{", ".join(map(str, headline.ns))}}}; \
+the figure is the unit's wall time ÷ N, after an untimed warm-up unit. The ratio of a step row
+is the cheaper peer's cost ÷ fxdurable's (target: fxdurable at least 2× cheaper than both),
+taken repetition by repetition.
 
 {modes}
 
