@@ -21,12 +21,15 @@ class HeadlinePlan:
 
     reps: int = 3  # repetitions of the step comparison and of the growth turns
     ns: tuple[int, ...] = (10, 100)  # steps per durable unit
-    steps: int = 200  # steps timed per (system, mode, N) and repetition
+    steps: int = 150  # steps timed per (system, mode, N) and repetition
     growth_events: int = 10_000  # length of the long session
     growth_rounds: int = 5  # rounds per measured turn
     rss_early: int = 100
     rss_late: int = 1_000
-    rss_reps: int = 3
+    # RSS is a size, not a timing: load on the machine does not move it (three runs on a
+    # loaded machine agreed to 0.1 MiB), and a run of 1,000 turns costs ~40 s of the bench's
+    # 10 minutes, so one run by default.
+    rss_reps: int = 1
     redis: bool = True  # measure runtime growth on Redis too (where redis-server is installed)
 
 

@@ -77,7 +77,11 @@ def results(
             for g in headline.growth
         ],
         "rss": [
-            {"turns": [r.turns_early, r.turns_late], "bytes": [r.rss_early, r.rss_late]}
+            {
+                "turns": [r.turns_early, r.turns_late],
+                "bytes": [r.rss_early, r.rss_late],
+                "ratio": r.ratio,
+            }
             for r in headline.rss
         ],
         "ratios": ratios,
