@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.headline import Headline, redis_rows
+from bench.headline import Headline, redis_rows, startup_rows
 from bench.headline_measure import HeadlinePlan, measure_headline
 from bench.http_admit import HttpFigures, measure_http_admit, render_http
 from bench.http_admit import unavailable_reason as http_unavailable_reason
@@ -303,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rest = "\n\n".join((report.render(), render_http(http, http_note), render_startup(startup)))
     print(rest)
     if headline is not None:
-        headline.extra += redis_rows(redis, redis_note)
+        headline.extra += startup_rows(startup) + redis_rows(redis, redis_note)
         print()
         print(headline.render())
         if args.write:

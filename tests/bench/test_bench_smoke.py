@@ -21,12 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.headline import Headline
+from bench.headline import Headline, startup_rows
 from bench.headline_measure import HeadlinePlan, measure_headline
 from bench.http_admit import HTTP_RATIO_NAMES
 from bench.redis_server import unavailable_reason
 from bench.report import RATIO_NAMES, REDIS_RATIO_NAMES
 from bench.results_file import write_results
+from bench.startup import StartupFigures
 from bench.timing import machine_facts
 
 REPO = Path(__file__).resolve().parents[2]
@@ -167,3 +168,13 @@ def test_results_are_written_with_machine_versions_and_modes(
     md = md_path.read_text()
     assert md_path == tmp_path / "docs" / "benchmarks.md"
     assert "make bench" in md and "| what " in md and "(the rest)" in md
+
+
+def test_startup_rows_check_each_figure_against_its_target() -> None:
+    """Startup has no reference to divide by: the row checks the seconds themselves."""
+    figures = StartupFigures(reps=2, samples={"import": [0.1, 0.12], "worker": [0.5, 0.4]})
+    rows = {row.what: row for row in startup_rows(figures)}
+    assert rows["import fxdurable (fresh process)"].met == "yes"
+    worker = rows["worker ready (spawn → registered with Redis)"]
+    assert (worker.met, worker.target, worker.is_ratio) == ("no", "≤ 0.30 s", False)
+    assert len(rows) == 2  # cases that were not measured have no row
