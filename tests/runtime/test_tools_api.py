@@ -42,6 +42,36 @@ def test_tool_decorator_without_arguments():
     assert schema["required"] == ["version"]
 
 
+class Release(Deploy):
+    pass
+
+
+def test_a_tools_schema_is_built_once_per_input_model(monkeypatch):
+    """Every model request carries each tool's schema; pydantic builds it in about a
+    millisecond, so it is built once and shared by every tool with that input model."""
+    built: list[type] = []
+    original = Deploy.model_json_schema.__func__
+
+    def counting(cls, *args, **kwargs):
+        built.append(cls)
+        return original(cls, *args, **kwargs)
+
+    monkeypatch.setattr(Release, "model_json_schema", classmethod(counting))
+
+    @fx.tool
+    def ship(inp: Release, ctx: fx.ToolContext) -> str:
+        return inp.version
+
+    @fx.tool
+    def stage(inp: Release, ctx: fx.ToolContext) -> str:
+        return inp.version
+
+    first = ship.json_schema()
+    assert ship.json_schema() is first and stage.json_schema() is first
+    assert first == Deploy.model_json_schema() | {"title": "Release"}
+    assert built == [Release]
+
+
 def test_tool_decorator_with_arguments():
     @fx.tool(name="ship-it", replay="unsafe", timeout_s=3)
     async def deploy(inp: Deploy, ctx: fx.ToolContext) -> str:
