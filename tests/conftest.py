@@ -127,6 +127,20 @@ def _drop_prefix(url: str, prefix: str) -> None:
         client.close()
 
 
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_put_back() -> Iterator[None]:
+    """Every test leaves the process's stop-signal handlers as it found them. An RQ worker
+    driven in process (``work()``) and ``run_wake`` install their own for SIGINT, SIGTERM
+    and SIGUSR1; left behind, RQ's turns a later test's Ctrl-C into ``StopRequested``."""
+    handlers = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
+    yield
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler)
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL (``redis://host:port``, no database) of a Redis for this test run."""

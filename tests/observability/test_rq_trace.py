@@ -5,7 +5,6 @@ process (rq's SimpleWorker) so their spans reach the in-memory exporter."""
 from __future__ import annotations
 
 import asyncio
-import signal
 import uuid
 
 import pytest
@@ -32,8 +31,6 @@ def test_a_turn_continued_by_a_second_rq_job_is_one_trace(
         ("FXD_AGENTS", "obs_agents:agents"),
     ):
         monkeypatch.setenv(name, value)
-    # run_wake installs its own handlers: put this process's back afterwards.
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGUSR1)}
 
     async def submit() -> tuple[str, trace.Span]:
         async with fx.Runtime([agent()], store=store, queue=queue_url) as rt:
@@ -52,8 +49,6 @@ def test_a_turn_continued_by_a_second_rq_job_is_one_trace(
         monkeypatch.setattr(rq_job, "_early_stop", None)
         worker.work(burst=True)
     finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
         connection.close()
 
     attempts = sorted(spans.named("fxdurable.attempt"), key=lambda s: s.start_time)

@@ -141,19 +141,16 @@ def rq_db(rq_redis: int) -> Iterator[int]:
 @pytest.fixture
 def rq_test_queue(rq_redis: int, rq_db: int) -> Iterator[Any]:
     """An RQ queue on this test's own database, for tests that drive ``FxdWorker`` in
-    process. The worker's signal handlers (its ``work`` installs them for SIGINT and SIGTERM)
-    are taken back afterwards: left behind, they swallow a later test's Ctrl-C."""
+    process (the signal handlers its ``work`` installs are put back by the autouse fixture
+    in tests/conftest.py)."""
     import redis
     import rq
 
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     connection = redis.Redis(host="127.0.0.1", port=rq_redis, db=rq_db)
     try:
         yield rq.Queue("in-process", connection=connection)
     finally:
         connection.close()
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
 
 
 @pytest.fixture(params=STORE_PARAMS)
