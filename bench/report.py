@@ -219,13 +219,13 @@ class Report:
         )
         out["history_read long/short session"] = (
             r.seconds["history long"] / r.seconds["history short"],
-            f"{r.messages['long']:,} vs {r.messages['short']:,} messages: grows with what the "
-            "model is sent",
+            f"{r.messages['long']:,} vs {r.messages['short']:,} messages; a cold load, once per "
+            "worker and session: grows with what the model is sent",
         )
         out["tool_preread long/short session"] = (
             r.seconds["preread long"] / r.seconds["preread short"],
             f"{r.long_events:,} vs {r.short_events:,} events; the turn's tool tasks, read "
-            "before each tool call; 1.0 = no growth",
+            "once per attempt; 1.0 = no growth",
         )
         for sync, t in self.turns.items():
             raw = self._raw(sync)
@@ -271,7 +271,7 @@ class Report:
             seconds = r.seconds[f"history {name}"]
             rows.append(
                 (
-                    f"history read, {events:,} events ({r.messages[name]:,} msgs)",
+                    f"cold history load, {events:,} events ({r.messages[name]:,} msgs)",
                     seconds,
                     seconds / raw_full,
                     "1 read",
@@ -281,7 +281,7 @@ class Report:
             seconds = r.seconds[f"preread {name}"]
             rows.append(
                 (
-                    f"tool pre-read, {events:,} events ({r.tool_tasks[name]:,} turn tasks)",
+                    f"attempt's task read, {events:,} events ({r.tool_tasks[name]:,} turn tasks)",
                     seconds,
                     seconds / raw_full,
                     "1 read",

@@ -371,14 +371,17 @@ def _messages(view: ReadView, session_id: str) -> Sequence[MessageRecord]:
 
 
 def _tool_tasks(view: ReadView, session_id: str) -> Sequence[ToolTaskRecord]:
-    """What ``TurnDriver._run_tool`` reads before each tool call (its blind-repeat check):
-    the running turn's tool tasks, never the whole session's."""
+    """The running turn's tool tasks, never the whole session's: what an attempt reads once,
+    when it begins (the driver keeps them in memory from then on)."""
     unsettled = view.unsettled_submissions(session_id)
     return view.tool_tasks(unsettled[0].id) if unsettled else []
 
 
 def _history(view: ReadView, session_id: str) -> History:
-    """What the next model call is sent, as ``TurnDriver._call_model`` reads it."""
+    """A cold history load with no compaction: every message and tool task of the session.
+    A worker makes it once per session it does not hold yet (runtime/conversation.py); later
+    model steps read only what is newer. It grows with the messages since the latest
+    summary, which is what the model is sent."""
     return build_history(view.messages(session_id), view.session_tool_tasks(session_id))
 
 
@@ -386,8 +389,8 @@ def _history(view: ReadView, session_id: str) -> History:
 class ResumeFigures:
     short_events: int
     long_events: int
-    # "resume", "history" (the messages for the next model call) and "preread" (the turn's
-    # tool tasks, which the runtime reads before every tool call for its blind-repeat check),
+    # "resume", "history" (a cold history load, once per worker and session) and "preread"
+    # (the turn's tool tasks, read once when an attempt begins),
     # each for "short" and "long"
     seconds: dict[str, float]
     messages: dict[str, int]  # messages the model reads, by session
@@ -404,10 +407,10 @@ def measure_resume(
     on_progress: Callable[[str], None],
 ) -> ResumeFigures:
     """Resume reads of a crashed turn (a tool task left ``running``) in a short and a long
-    session. Beside them, the history the model is sent next, which grows with the session
-    (DESIGN §8 allows it), and the running turn's tool tasks, which ``TurnDriver._run_tool``
-    reads before every tool call for its blind-repeat check (it must not grow with the
-    session; tests/bench/test_step_reads.py pins that by counting records).
+    session. Beside them, a cold history load (once per worker and session; it grows with
+    the messages since the latest summary, DESIGN §8 allows it) and the running turn's tool
+    tasks, read once per attempt (it must not grow with the session). What a step reads is
+    pinned by tests/bench/test_step_reads.py, which counts records.
     """
     path = tmp / "resume.db"
     builder, build_store = open_journal(sqlite_url(path, "NORMAL"))
