@@ -3,7 +3,7 @@
 The runtime's constructor, the CLI, the RQ workers and the HTTP handlers all open their
 stores and queues here, so a URL means the same thing everywhere and its errors read the same.
 Every backend is imported only when a URL names it, so those that need an optional package
-(``redis``, ``rq``) load only for a ``redis://`` or ``rq://`` URL.
+(``redis``, ``rq``, ``boto3``) load only for a ``redis://``, ``rq://`` or ``sqs://`` URL.
 """
 
 from __future__ import annotations
@@ -56,16 +56,26 @@ def open_store(url: str, *, create: bool = True) -> Store:
 
 
 def open_queue(url: str) -> WakeQueue:
-    """``local`` (in-process, the embedded default) or ``rq://host:port/db?queue=name``."""
+    """``local`` (in-process, the embedded default), ``rq://host:port/db?queue=name`` or
+    ``sqs://QUEUE_URL_OR_NAME?region=...`` (needs ``pip install 'fxdurable[aws]'``)."""
     if url == "local":
         from fxdurable.queues.local import LocalQueue
 
         return LocalQueue()
     if _is_rq(url):
         return open_rq_queue(url)
+    if url.startswith("sqs://"):
+        try:
+            from fxdurable.queues.sqs import SqsQueue
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"the SQS queue cannot be loaded ({exc}): pip install 'fxdurable[aws]'"
+            ) from exc
+
+        return SqsQueue(url)
     raise ConfigurationError(
-        f"unknown queue URL {url!r}: expected 'local' or rq://host:port/db?queue=name "
-        "(sqs:// comes with the serverless work)"
+        f"unknown queue URL {url!r}: expected 'local', rq://host:port/db?queue=name or "
+        "sqs://QUEUE_URL_OR_NAME?region=..."
     )
 
 

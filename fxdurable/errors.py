@@ -15,6 +15,9 @@ FxDurableError
  │    └── StoreUnavailableError  locked past the busy timeout, an I/O error, no answer:
  │         │                     nothing written; the same call may succeed later
  │         └── StoreFullError  out of space (a full disk): free some, then retry
+ ├── QueueError                a wake could not be sent, or a received one cannot be read
+ │    └── QueueUnavailableError  the queue did not answer (unreachable, timed out, throttled):
+ │                              nothing was sent; the store still holds the work
  ├── ToolInputError            tool arguments that do not validate (the model reads it)
  ├── ModelError                the model could not be called or answered nonsense (not retried:
  │    │                         400/401/403/404, a malformed stream)
@@ -42,6 +45,8 @@ __all__ = [
     "LeaseLostError",
     "ModelError",
     "ModelRetryableError",
+    "QueueError",
+    "QueueUnavailableError",
     "RecordNotFoundError",
     "RequestConflictError",
     "SessionNotFoundError",
@@ -183,6 +188,20 @@ class SteeringPendingError(StoreError):
 
     Raised inside the runtime (the turn driver catches it and takes another round); a user
     sees it only when calling ``Journal.settle`` directly."""
+
+
+class QueueError(FxDurableError):
+    """A wake could not be sent, or a received message is not a wake. A wake is only a hint
+    (DESIGN §1): work it would have announced stays in the store for the reconciliation scan."""
+
+
+class QueueUnavailableError(QueueError):
+    """The queue did not take the wake: unreachable, timed out, throttled or failing. Nothing
+    was sent; the same call may succeed later. ``url`` names the queue (never credentials)."""
+
+    def __init__(self, message: str, *, url: str) -> None:
+        self.url = url
+        super().__init__(message)
 
 
 class ToolInputError(FxDurableError):

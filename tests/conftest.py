@@ -10,6 +10,10 @@ flushed). ``redis_factory`` starts dedicated servers a test may kill and restart
 
 Without ``redis-server`` the Redis tests are skipped, except in CI (``CI=true``), where a
 Redis that cannot be run or reached fails them.
+
+AWS: ``moto_server`` starts one moto server for the whole run on a free port and yields its
+endpoint URL; clients take dummy credentials from ``aws_support.aws_session()``. Without moto
+the AWS tests are skipped, except in CI, where they fail.
 """
 
 from __future__ import annotations
@@ -24,7 +28,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from aws_support import moto_running
 from redis_support import free_port, unavailable
+
+from fxdurable.testing.net import stop_process
 
 REDIS_SERVER = "redis-server"
 
@@ -99,12 +106,7 @@ class RedisServer:
         """SIGTERM shuts down cleanly; SIGKILL is a crash (the AOF is all that remains)."""
         if self.proc is None:
             return
-        self.proc.send_signal(sig)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc, sig)
         self.proc = None
 
     def restart(self, sig: int = signal.SIGTERM) -> None:
@@ -200,3 +202,15 @@ def redis_factory(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
     yield start
     for server in started:
         server.stop(signal.SIGKILL)
+
+
+@pytest.fixture(scope="session")
+def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The endpoint URL (``http://127.0.0.1:PORT``) of a moto server for this test run."""
+    try:
+        import boto3  # noqa: F401
+        import moto.server  # noqa: F401
+    except ImportError as exc:
+        unavailable(f"{exc.name} is not installed: pip install -e '.[test]'", "the AWS tests")
+    with moto_running(tmp_path_factory.mktemp("moto")) as endpoint_url:
+        yield endpoint_url

@@ -28,13 +28,13 @@ def test_an_rq_queue_is_consumed_elsewhere() -> None:
     assert queue.url == "rq://127.0.0.1:1/0?queue=q"
 
 
-@pytest.mark.parametrize("url", ["sqs://queue", "redis://127.0.0.1:6379/0", "locale"])
+@pytest.mark.parametrize("url", ["sqs:queue", "redis://127.0.0.1:6379/0", "locale"])
 def test_an_unknown_queue_url_names_the_accepted_ones(url: str) -> None:
-    with pytest.raises(ConfigurationError, match=r"expected 'local' or rq://"):
+    with pytest.raises(ConfigurationError, match=r"expected 'local', rq://.* or sqs://"):
         open_queue(url)
 
 
-@pytest.mark.parametrize("url", ["local", "redis://127.0.0.1:6379/0"])
+@pytest.mark.parametrize("url", ["local", "redis://127.0.0.1:6379/0", "sqs://q?region=us-east-1"])
 def test_rq_workers_refuse_a_queue_that_is_not_rq(url: str) -> None:
     with pytest.raises(ConfigurationError, match=r"need an rq://\.\.\. queue URL"):
         open_rq_queue(url)

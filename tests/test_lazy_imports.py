@@ -29,6 +29,7 @@ OPTIONAL = (
     "uvicorn",
     "fxdurable.stores.redis",
     "fxdurable.queues.rq",
+    "fxdurable.queues.sqs",
     "fxdurable.workers.rq_worker",
     "redis",
     "rq",
@@ -64,6 +65,13 @@ def test_import_fxdurable_loads_nothing_optional_and_every_public_name_resolves(
         "    assert getattr(fxdurable, name) is not None, name\n"
     )
     assert optional_modules_loaded(code) == []
+
+
+def test_boto3_loads_when_an_sqs_queue_is_opened_and_not_before() -> None:
+    opened = "from fxdurable.backends import open_queue\nopen_queue('local')\n"
+    assert optional_modules_loaded(opened) == []
+    sqs = opened + "open_queue('sqs://wakes?region=us-east-1')  # connects to nothing yet\n"
+    assert optional_modules_loaded(sqs) == ["boto3", "botocore", "fxdurable.queues.sqs"]
 
 
 def test_dir_lists_every_public_name_before_any_is_read() -> None:

@@ -1,7 +1,9 @@
-"""Local servers for tests and benchmarks: a free port, and waiting for a server to answer."""
+"""Local servers for tests and benchmarks: a free port, waiting for a server to answer, and
+stopping it."""
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import time
@@ -9,7 +11,7 @@ from collections.abc import Callable
 
 import httpx
 
-__all__ = ["free_port", "wait_healthy"]
+__all__ = ["free_port", "stop_process", "wait_healthy"]
 
 
 def free_port() -> int:
@@ -40,3 +42,13 @@ def wait_healthy(
             pass
         time.sleep(0.05)
     raise RuntimeError(f"the server did not answer {url} in {timeout_s:g}s:\n{output()}")
+
+
+def stop_process(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    """Send ``sig`` and reap the process; SIGKILL it if it has not exited in 10 s."""
+    process.send_signal(sig)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -1,0 +1,262 @@
+"""The SQS queue: a wake is a small JSON message on an Amazon SQS queue.
+
+``sqs://NAME?region=eu-west-1`` names a queue by name (resolved with one ``GetQueueUrl``, on
+the first send); ``sqs://https://sqs.eu-west-1.amazonaws.com/123456789012/NAME`` gives its URL,
+as is or percent-encoded. Options: ``region`` (else the queue URL's, else boto3's default),
+``endpoint_url`` (moto, LocalStack; else a non-AWS queue URL's own origin) and
+``max_attempts`` (3: botocore's standard retries of one send). Credentials come from boto3's
+usual chain (environment, profile, instance or Lambda role), never from the URL. Needs
+``pip install 'fxdurable[aws]'``; :mod:`fxdurable.backends` imports this module (and boto3)
+only when an ``sqs://`` URL is opened.
+
+A message body is ``{"v": 1, "session": ..., "reason": ..., "traceparent": ...}`` (the last
+only when traced); :func:`decode_wake` reads one back. A standard queue is the default: its
+duplicates and reordering are harmless, because the store orders and deduplicates the work. A
+``.fifo`` queue is accepted, with ``MessageGroupId`` = the session.
+
+**Delayed wakes.** ``enqueue(..., delay_s=30)`` sets ``DelaySeconds`` (whole seconds, rounded
+up, at most 900: SQS's limit, so longer asks are clamped to it), so a backoff can outlast the
+invocation that chose it: the invocation commits, enqueues a delayed continuation and ends,
+instead of sleeping on a billed Lambda. FIFO queues have no per-message delay; a delayed wake
+on one is refused (:class:`~fxdurable.errors.ConfigurationError`).
+
+**Errors.** A missing queue, denied access, or no credentials or region: ConfigurationError.
+An unreachable endpoint, a timeout, throttling or a failing service:
+:class:`~fxdurable.errors.QueueUnavailableError`. Both name the queue, never a credential.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import math
+import re
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlparse
+
+import boto3
+from botocore import exceptions as bx
+from botocore.config import Config
+
+from fxdurable.core import tracecontext
+from fxdurable.errors import ConfigurationError, QueueError, QueueUnavailableError
+
+__all__ = ["MAX_DELAY_S", "SqsQueue", "SqsSettings", "decode_wake", "encode_wake", "parse_sqs_url"]
+
+MAX_DELAY_S = 900
+WAKE_VERSION = 1
+CONNECT_TIMEOUT_S = 5
+READ_TIMEOUT_S = 10
+# SQS keeps a FIFO deduplication id for 5 minutes, even after the message was consumed. A
+# bucket that wide would swallow a wake sent after the previous identical one was handled
+# (the worker may have read the store before the new work landed), leaving that work to the
+# scan. One second collapses a burst of identical wakes and botocore's retries of one send;
+# a later wake always goes through. The store deduplicates the rest anyway.
+FIFO_DEDUP_BUCKET_S = 1
+
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
+_AWS_HOST = re.compile(r"sqs[.-]([a-z0-9-]+)\.amazonaws\.com(\.cn)?")
+_MISSING = {"AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"}
+_DENIED = {
+    "AccessDenied",
+    "AccessDeniedException",
+    "InvalidClientTokenId",
+    "UnrecognizedClientException",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+    "KMS.AccessDeniedException",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SqsSettings:
+    name: str
+    queue_url: str | None  # None: resolve ``name`` with GetQueueUrl
+    region: str | None
+    endpoint_url: str | None
+    max_attempts: int = 3
+
+    @property
+    def fifo(self) -> bool:
+        return self.name.endswith(".fifo")
+
+
+def parse_sqs_url(url: str) -> SqsSettings:
+    if not url.startswith("sqs://"):
+        raise ConfigurationError(f"not an SQS URL: {url!r} (expected sqs://QUEUE_URL_OR_NAME)")
+    # A queue URL has no query of its own, so the last "?" starts ours.
+    target, sep, query = url[len("sqs://") :].rpartition("?")
+    if not sep:
+        target, query = query, ""
+    target = unquote(target)
+    options = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
+    region = options.pop("region", "") or None
+    endpoint_url = options.pop("endpoint_url", "") or None
+    try:
+        max_attempts = int(options.pop("max_attempts", "3"))
+    except ValueError as exc:
+        raise ConfigurationError(f"max_attempts must be a whole number in {url!r}") from exc
+    if not 1 <= max_attempts <= 10:
+        raise ConfigurationError(f"max_attempts must be 1 to 10 in {url!r}")
+    if options:
+        raise ConfigurationError(f"unknown SQS URL options {sorted(options)} in {url!r}")
+    if endpoint_url is not None and urlparse(endpoint_url).scheme not in ("http", "https"):
+        raise ConfigurationError(f"endpoint_url must be an http(s) URL in {url!r}")
+    queue_url = None
+    if target.startswith(("https://", "http://")):
+        parsed = urlparse(target)
+        parts = [p for p in parsed.path.split("/") if p]
+        if not parsed.hostname or len(parts) != 2:
+            raise ConfigurationError(
+                f"not an SQS queue URL: {target!r} (expected https://HOST/ACCOUNT/NAME)"
+            )
+        queue_url, name = target, parts[1]
+        aws = _AWS_HOST.fullmatch(parsed.hostname)
+        if aws and region is None:
+            region = aws.group(1)
+        if not aws and endpoint_url is None:  # moto, LocalStack: the queue URL's own server
+            endpoint_url = f"{parsed.scheme}://{parsed.netloc}"
+    else:
+        name = target
+    if not _NAME.fullmatch(name):
+        raise ConfigurationError(
+            f"not an SQS queue name: {name!r} in {url!r} (1-80 letters, digits, '-' or '_', "
+            "optionally ending .fifo; or give the queue URL)"
+        )
+    return SqsSettings(name, queue_url, region, endpoint_url, max_attempts)
+
+
+def encode_wake(session_id: str, reason: str, trace_parent: str | None) -> str:
+    body: dict[str, Any] = {"v": WAKE_VERSION, "session": session_id, "reason": reason}
+    if trace_parent:
+        body["traceparent"] = trace_parent
+    return json.dumps(body, separators=(",", ":"))
+
+
+def decode_wake(body: str | bytes) -> tuple[str, str, str | None]:
+    """``(session_id, reason, trace_parent)`` from a message body :class:`SqsQueue` sent.
+    Raises :class:`~fxdurable.errors.QueueError` for anything else (a poison message)."""
+    try:
+        data = json.loads(body)
+    except (ValueError, TypeError) as exc:
+        raise QueueError(f"an SQS message that is not a wake (not JSON): {exc}") from None
+    if not isinstance(data, dict) or data.get("v") != WAKE_VERSION:
+        raise QueueError(f"an SQS message that is not a version-{WAKE_VERSION} wake: {body!r:.200}")
+    session, reason, trace_parent = data.get("session"), data.get("reason"), data.get("traceparent")
+    if not (isinstance(session, str) and session and isinstance(reason, str)):
+        raise QueueError(f"an SQS wake without a session id and a reason: {body!r:.200}")
+    if trace_parent is not None and not isinstance(trace_parent, str):
+        raise QueueError(f"an SQS wake whose traceparent is not a string: {body!r:.200}")
+    return session, reason, trace_parent
+
+
+class SqsQueue:
+    """Wakes on SQS. ``session`` is a ``boto3.Session`` to take credentials and the default
+    region from (an assumed role, a profile); by default boto3's own."""
+
+    def __init__(self, url: str, *, session: Any = None) -> None:
+        self.url = url
+        self.settings = parse_sqs_url(url)
+        self._queue_url = self.settings.queue_url
+        self._resolving = threading.Lock()
+        try:
+            self._client: Any = (session or boto3).client(
+                "sqs",
+                region_name=self.settings.region,
+                endpoint_url=self.settings.endpoint_url,
+                config=Config(
+                    connect_timeout=CONNECT_TIMEOUT_S,
+                    read_timeout=READ_TIMEOUT_S,
+                    retries={"max_attempts": self.settings.max_attempts, "mode": "standard"},
+                ),
+            )
+        except Exception as exc:  # botocore's NoRegionError and friends
+            raise ConfigurationError(f"cannot open the SQS queue {self._where}: {exc}") from None
+
+    @property
+    def _where(self) -> str:
+        if self._queue_url:
+            return self._queue_url
+        return f"{self.settings.name!r} (region {self.settings.region or 'default'}" + (
+            f", endpoint {self.settings.endpoint_url})" if self.settings.endpoint_url else ")"
+        )
+
+    def queue_url(self) -> str:
+        """The queue's URL, resolved from its name with one ``GetQueueUrl`` the first time."""
+        with self._resolving:
+            if self._queue_url is None:
+                with self._mapped():
+                    answer = self._client.get_queue_url(QueueName=self.settings.name)
+                self._queue_url = str(answer["QueueUrl"])
+            return self._queue_url
+
+    def send_now(self, session_id: str, *, reason: str, delay_s: float = 0) -> None:
+        """Synchronous enqueue (for callers outside an event loop)."""
+        if delay_s < 0:
+            raise ValueError(f"a wake's delay cannot be negative: {delay_s}")
+        delay = min(math.ceil(delay_s), MAX_DELAY_S)
+        if delay and self.settings.fifo:
+            raise ConfigurationError(
+                f"the FIFO queue {self._where} cannot delay one message (SQS allows a delay "
+                "only per FIFO queue); use a standard queue for delayed wakes"
+            )
+        body = encode_wake(session_id, reason, tracecontext.current_traceparent())
+        params: dict[str, Any] = {"QueueUrl": self.queue_url(), "MessageBody": body}
+        if delay:
+            params["DelaySeconds"] = delay
+        if self.settings.fifo:
+            bucket = int(time.time() // FIFO_DEDUP_BUCKET_S)
+            key = f"{session_id}\0{reason}\0{bucket}".encode()
+            params["MessageGroupId"] = session_id
+            params["MessageDeduplicationId"] = hashlib.sha256(key).hexdigest()
+        with self._mapped():
+            self._client.send_message(**params)
+
+    async def enqueue(self, session_id: str, *, reason: str, delay_s: float = 0) -> None:
+        await asyncio.to_thread(self.send_now, session_id, reason=reason, delay_s=delay_s)
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self._client.close)
+
+    def _mapped(self) -> contextlib.AbstractContextManager[None]:
+        return _boto_errors(self._where)
+
+
+@contextlib.contextmanager
+def _boto_errors(where: str) -> Iterator[None]:
+    """Translate botocore's errors into fxdurable's at the adapter boundary (httpx's habit)."""
+    try:
+        yield
+    except QueueError:
+        raise
+    except Exception as exc:
+        if isinstance(exc, bx.ClientError):
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code in _MISSING:
+                raise ConfigurationError(
+                    f"the SQS queue {where} does not exist; create it or fix FXD_QUEUE"
+                ) from None
+            if code in _DENIED:
+                raise ConfigurationError(
+                    f"access to the SQS queue {where} was refused ({code}); check the "
+                    "credentials and that their policy allows sqs:SendMessage and "
+                    "sqs:GetQueueUrl on it"
+                ) from None
+            raise QueueUnavailableError(
+                f"the SQS queue {where} refused the wake ({code or 'unknown error'})", url=where
+            ) from None
+        if isinstance(exc, (bx.NoCredentialsError, bx.NoRegionError, bx.PartialCredentialsError)):
+            raise ConfigurationError(f"cannot use the SQS queue {where}: {exc}") from None
+        if isinstance(exc, bx.BotoCoreError):  # connection refused, timeouts, DNS
+            raise QueueUnavailableError(
+                f"cannot reach the SQS queue {where}: {type(exc).__name__}; is the endpoint "
+                "right and reachable?",
+                url=where,
+            ) from None
+        raise

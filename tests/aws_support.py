@@ -1,0 +1,60 @@
+"""AWS for tests: one moto server (a real HTTP endpoint boto3 talks to) per test run.
+
+Credentials and region are dummies passed to boto3 explicitly (:func:`aws_session`), so
+nothing here reads or writes the process's AWS environment, and no test can reach real AWS.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from redis_support import unavailable
+
+from fxdurable.testing.net import free_port, stop_process, wait_healthy
+
+__all__ = ["REGION", "aws_session", "moto_running"]
+
+REGION = "us-east-1"
+
+
+def aws_session() -> Any:
+    """A ``boto3.Session`` with dummy credentials, for clients of the moto server."""
+    import boto3
+
+    return boto3.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
+    )
+
+
+@contextlib.contextmanager
+def moto_running(directory: Path, timeout_s: float = 20.0) -> Iterator[str]:
+    """``python -m moto.server`` on 127.0.0.1 and a free port, its output in ``moto.log``;
+    yields its endpoint URL. Skips (fails in CI) when it does not start."""
+    log = directory / "moto.log"
+    port = free_port()
+    endpoint_url = f"http://127.0.0.1:{port}"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        try:
+            wait_healthy(
+                f"{endpoint_url}/moto-api/data.json",
+                proc,
+                timeout_s=timeout_s,
+                output=lambda: log.read_text()[-2000:],
+            )
+        except RuntimeError as exc:
+            unavailable(f"moto server would not start: {exc}", "the AWS tests")
+        yield endpoint_url
+    finally:
+        if proc.poll() is None:
+            stop_process(proc)
