@@ -22,7 +22,9 @@ on one is refused (:class:`~fxdurable.errors.ConfigurationError`).
 
 **Errors.** A missing queue, denied access, or no credentials or region: ConfigurationError.
 An unreachable endpoint, a timeout, throttling or a failing service:
-:class:`~fxdurable.errors.QueueUnavailableError`. Both name the queue, never a credential.
+:class:`~fxdurable.errors.QueueUnavailableError`. Any other refusal (a session id SQS will not
+take as a FIFO group id, past 128 characters): :class:`~fxdurable.errors.QueueError`. All name
+the queue, never a credential.
 """
 
 from __future__ import annotations
@@ -200,7 +202,7 @@ class SqsQueue:
         """Synchronous enqueue (for callers outside an event loop)."""
         if delay_s < 0:
             raise ValueError(f"a wake's delay cannot be negative: {delay_s}")
-        delay = min(math.ceil(delay_s), MAX_DELAY_S)
+        delay = math.ceil(min(delay_s, MAX_DELAY_S))
         if delay and self.settings.fifo:
             raise ConfigurationError(
                 f"the FIFO queue {self._where} cannot delay one message (SQS allows a delay "
@@ -248,9 +250,11 @@ def _boto_errors(where: str) -> Iterator[None]:
                     "credentials and that their policy allows sqs:SendMessage and "
                     "sqs:GetQueueUrl on it"
                 ) from None
-            raise QueueUnavailableError(
-                f"the SQS queue {where} refused the wake ({code or 'unknown error'})", url=where
-            ) from None
+            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+            message = f"the SQS queue {where} refused the wake ({code or 'unknown error'})"
+            if status >= 500 or status == 429 or "Throttl" in code or code == "RequestThrottled":
+                raise QueueUnavailableError(message, url=where) from None
+            raise QueueError(message) from None  # a request SQS will refuse again
         if isinstance(exc, (bx.NoCredentialsError, bx.NoRegionError, bx.PartialCredentialsError)):
             raise ConfigurationError(f"cannot use the SQS queue {where}: {exc}") from None
         if isinstance(exc, bx.BotoCoreError):  # connection refused, timeouts, DNS

@@ -177,6 +177,7 @@ def test_a_delay_past_the_sqs_limit_is_clamped_and_a_negative_one_refused(
     name, queue_url = make_queue(sqs)
     send(by_name(moto_server, name), "s4", reason="backoff", delay_s=3600)  # sent as 900
     assert receive(sqs, queue_url) == []
+    send(by_name(moto_server, name), "s4", reason="backoff", delay_s=float("inf"))
     with pytest.raises(ValueError, match="cannot be negative"):
         send(by_name(moto_server, name), "s4", reason="backoff", delay_s=-1)
 
