@@ -234,16 +234,18 @@ class _SessionScope:
                 self.session, status=advance("session", self.session.status, status)
             )
 
-    def write(self, receipt: Receipt | None = None, submission_id: str | None = None) -> None:
-        """Write the session back; fill ``receipt`` in for the turn of ``submission_id``."""
+    def write(self, receipt: Receipt | None = None, turn_id: str | None = None) -> None:
+        """Write the session back; fill ``receipt`` in for the turn ``turn_id``. A turn's id
+        is its submission's (``begin_attempt`` creates it so), which is what carries the
+        abort intent."""
         new_version = 1 if self._read_version is None else self._read_version + 1
         self.tx.put_session(
             replace(self.session, version=new_version), expected_version=self._read_version
         )
-        if receipt is not None and submission_id is not None:
+        if receipt is not None and turn_id is not None:
             receipt.session_version = new_version
             receipt.steering = self.session.steering
-            sub = self.tx.get_submission(submission_id)
+            sub = self.tx.get_submission(turn_id)
             receipt.abort_requested = sub is not None and sub.abort_requested
 
 
@@ -690,7 +692,7 @@ class Journal:
                 ),
                 turn_id=turn_id,
             )
-            scope.write(receipt, turn.submission_id)
+            scope.write(receipt, turn_id)
             if receipt is not None:
                 receipt.turn, receipt.model_call = updated, recorded
             return tasks
