@@ -74,6 +74,14 @@ def test_boto3_loads_when_an_sqs_queue_is_opened_and_not_before() -> None:
     assert optional_modules_loaded(sqs) == ["boto3", "botocore", "fxdurable.queues.sqs"]
 
 
+def test_a_worker_loads_no_model_client_until_a_provider_is_used() -> None:
+    """The warm context a no-fork worker and each work horse build closes model clients
+    only if some provider loaded them: a worker on scripted agents never imports httpx."""
+    loaded = optional_modules_loaded("import fxdurable.workers.warm\n")
+    assert "httpx" not in loaded
+    assert "fxdurable.runtime.models.http" not in loaded
+
+
 def test_dir_lists_every_public_name_before_any_is_read() -> None:
     assert set(fxdurable.__all__) <= set(dir(fxdurable))
 

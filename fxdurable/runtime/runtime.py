@@ -13,7 +13,6 @@ import logging
 import os
 import random
 import signal
-import sys
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Literal
@@ -37,6 +36,7 @@ from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.history import conversation
 from fxdurable.runtime.model_step import Sleep
+from fxdurable.runtime.models import aclose_loaded_clients
 from fxdurable.runtime.models.base import ChatMessage
 from fxdurable.runtime.reconcile import orphaned_sessions
 from fxdurable.runtime.submission import Submission
@@ -153,11 +153,7 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
-        # Provider HTTP clients belong to this event loop: close them before it ends. Without a
-        # provider model the HTTP module (and httpx) never loaded, and there is nothing to close.
-        http = sys.modules.get("fxdurable.runtime.models.http")
-        if http is not None:
-            await http.aclose_clients()
+        await aclose_loaded_clients()  # they belong to this event loop
         await self.queue.aclose()
         if self._owns_store:
             self._store.close()

@@ -107,7 +107,6 @@ def run_worker(
     scanner.start()
     # needs the redis extra
     from fxdurable.workers.rq_worker_class import FxdSimpleWorker, FxdWorker
-    from fxdurable.workers.warm import close_warm_context, keep_warm
 
     worker: Any = None
     try:
@@ -119,6 +118,10 @@ def run_worker(
                 [queue.queue], connection=queue.queue.connection, no_fork=no_fork, **options
             )
         else:
+            # Only a worker that runs jobs itself loads the runtime; a forking one leaves that
+            # to its work horses, and registers with Redis without paying for it.
+            from fxdurable.workers.warm import keep_warm
+
             keep_warm()
             worker = FxdSimpleWorker([queue.queue], connection=queue.queue.connection, **options)
         worker.work(burst=burst, with_scheduler=False)
@@ -131,5 +134,8 @@ def run_worker(
         log.warning("RQ failed while shutting down; exiting anyway", exc_info=True)
     finally:
         stop.set()
-        close_warm_context()
+        if not fork:
+            from fxdurable.workers.warm import close_warm_context
+
+            close_warm_context()
     return 0

@@ -33,7 +33,7 @@ from fxdurable.core.journal import Journal
 from fxdurable.core.store import Store
 from fxdurable.queues.rq import RqQueue
 from fxdurable.runtime.agent_spec import load_agents
-from fxdurable.runtime.models.http import aclose_clients
+from fxdurable.runtime.models import aclose_loaded_clients
 from fxdurable.runtime.worker import WakeHandler, WorkerSettings
 from fxdurable.workers.config import WorkerConfig
 
@@ -93,7 +93,7 @@ class WarmContext:
                         asyncio.gather(*pending, return_exceptions=True), CLOSE_GRACE_S
                     )
                 )
-            loop.run_until_complete(aclose_clients())
+            loop.run_until_complete(aclose_loaded_clients())
             if self.queue is not None:
                 loop.run_until_complete(self.queue.aclose())
             loop.run_until_complete(loop.shutdown_default_executor())

@@ -6,6 +6,7 @@ The provider clients load on first use (:mod:`fxdurable.core.lazy`): importing
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from fxdurable.core.lazy import lazy_exports
@@ -16,7 +17,24 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what ru
     from fxdurable.runtime.models.openai import OpenAIModel
     from fxdurable.runtime.models.providers import resolve_model
 
-__all__ = ["AnthropicModel", "OpenAIModel", "Timeouts", "aclose_clients", "resolve_model"]
+__all__ = [
+    "AnthropicModel",
+    "OpenAIModel",
+    "Timeouts",
+    "aclose_clients",
+    "aclose_loaded_clients",
+    "resolve_model",
+]
+
+
+async def aclose_loaded_clients() -> None:
+    """Close the provider HTTP clients of the running loop before it ends, if a provider was
+    ever loaded. A process that never used one has nothing to close, and does not import the
+    HTTP module (and httpx) to find that out."""
+    http = sys.modules.get("fxdurable.runtime.models.http")
+    if http is not None:
+        await http.aclose_clients()
+
 
 # Hidden from type checkers, which read the imports above instead: a misspelt name stays an
 # error there rather than an ``object`` from ``__getattr__``.
