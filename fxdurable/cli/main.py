@@ -17,6 +17,7 @@ from fxdurable.errors import ConfigurationError, FxDurableError, StoreError
 
 if TYPE_CHECKING:
     from fxdurable.core.store import Store
+    from fxdurable.workers.config import WorkerConfig
 
 # Each command imports what it runs (the store and its records, the runtime, RQ, the HTTP
 # stack) inside its branch, so `fxdurable --help` and a mistyped flag answer at once.
@@ -64,13 +65,18 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     worker = sub.add_parser(
-        "worker", help="run an RQ worker for fxdurable wakes, with the reconciliation scan"
+        "worker",
+        help="run a worker for fxdurable wakes (RQ or SQS), with the reconciliation scan",
     )
     scan = sub.add_parser(
         "scan", help="wake every session with unsettled work and no live owner (beside rq worker)"
     )
     for cmd in (worker, scan):
-        cmd.add_argument("--queue", default=os.environ.get("FXD_QUEUE"), help="rq://host:port/db")
+        cmd.add_argument(
+            "--queue",
+            default=os.environ.get("FXD_QUEUE"),
+            help="rq://host:port/db" + (" or sqs://QUEUE_URL_OR_NAME" if cmd is worker else ""),
+        )
         cmd.add_argument("--store", default=os.environ.get("FXD_STORE"), help="store URL")
         cmd.add_argument(
             "--agents",
@@ -79,7 +85,20 @@ def _parser() -> argparse.ArgumentParser:
         )
     worker.add_argument("--burst", action="store_true", help="exit when the queue is empty")
     worker.add_argument("--name", help="the RQ worker name")
-    worker.add_argument("--scan-interval", type=float, default=5.0, metavar="SECONDS")
+    worker.add_argument(
+        "--scan-interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="reconciliation scan period (default 5; an SQS worker takes 0 to scan never)",
+    )
+    worker.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        metavar="N",
+        help="SQS only: run up to N wakes at once in this process (1-10, default 1)",
+    )
     worker.add_argument(
         "--no-fork",
         action="store_true",
@@ -162,11 +181,14 @@ def _run_worker_command(args: argparse.Namespace) -> int:
         raise ConfigurationError(
             f"{args.command} needs {', '.join(missing)} (or FXD_QUEUE, FXD_STORE, FXD_AGENTS)"
         )
+    config = WorkerConfig(store_url=args.store, queue_url=args.queue, agents_spec=args.agents)
+    if args.command == "worker" and str(args.queue).startswith("sqs://"):
+        return _run_sqs_worker(args, config)
     if not str(args.queue).startswith(("rq://", "rqs://")):
         raise ConfigurationError(
             f"{args.command} runs RQ wakes: --queue must be rq://..., not {args.queue!r}"
+            + (" (or sqs://... for a worker)" if args.command == "worker" else "")
         )
-    config = WorkerConfig(store_url=args.store, queue_url=args.queue, agents_spec=args.agents)
     if args.command == "worker":
         from fxdurable.workers.rq_worker import run_worker
 
@@ -207,6 +229,23 @@ def _run_worker_command(args: argparse.Namespace) -> int:
             print(f"woke {found} session(s)", flush=True)
         if args.every is None or stop.wait(args.every):
             return 0
+
+
+def _run_sqs_worker(args: argparse.Namespace, config: WorkerConfig) -> int:
+    given = (("--name", args.name), ("--no-fork", args.no_fork))
+    rq_only = [flag for flag, value in given if value]
+    if rq_only:
+        raise ConfigurationError(
+            f"{' and '.join(rq_only)} apply to RQ workers only (an SQS worker never forks)"
+        )
+    from fxdurable.workers.sqs_worker import run_sqs_worker
+
+    return run_sqs_worker(
+        config,
+        burst=args.burst,
+        scan_interval_s=args.scan_interval,
+        concurrency=args.concurrency,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,6 +20,7 @@ from typing import Any
 
 from fxdurable.runtime import tracing
 from fxdurable.runtime.budget import InvocationBudget
+from fxdurable.workers.config import job_budget
 from fxdurable.workers.warm import close_warm_context, keeps_warm, warm_context
 
 __all__ = ["job_budget", "run_wake"]
@@ -37,11 +38,6 @@ _early_stop: str | None = None
 def note_early_stop(signum: int, _frame: object) -> None:
     global _early_stop
     _early_stop = signal.Signals(signum).name
-
-
-def job_budget(timeout_s: float) -> InvocationBudget:
-    """Keep a fifth of the job's time (at most 30 s) for the continuation hand-off."""
-    return InvocationBudget(timeout_s, margin_s=min(30.0, timeout_s * 0.2))
 
 
 def run_wake(session_id: str, reason: str = "wake", trace_parent: str | None = None) -> str:

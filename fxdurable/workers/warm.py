@@ -1,4 +1,4 @@
-"""What an RQ job process keeps from one wake to the next: its warm context.
+"""What a worker process keeps from one wake to the next: its warm context.
 
 Opening the store, building an event loop and its thread pool, connecting a queue client and a
 :class:`~fxdurable.runtime.worker.WakeHandler` cost more than a short wake's own work. A
@@ -27,11 +27,11 @@ import os
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from fxdurable.backends import open_rq_queue, open_store
+from fxdurable.backends import open_queue, open_store
 from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Journal
+from fxdurable.core.queue import WakeQueue
 from fxdurable.core.store import Store
-from fxdurable.queues.rq import RqQueue
 from fxdurable.runtime.agent_spec import load_agents
 from fxdurable.runtime.models import aclose_loaded_clients
 from fxdurable.runtime.worker import WakeHandler, WorkerSettings
@@ -39,7 +39,7 @@ from fxdurable.workers.config import WorkerConfig
 
 __all__ = ["WarmContext", "close_warm_context", "keep_warm", "keeps_warm", "warm_context"]
 
-log = logging.getLogger("fxdurable.rq")
+log = logging.getLogger("fxdurable.worker")
 
 T = TypeVar("T")
 
@@ -49,23 +49,22 @@ CLOSE_GRACE_S = 10.0
 
 class WarmContext:
     """One process's store, queue client, event loop (with its default thread pool), agents
-    and :class:`WakeHandler`, reused by every job the process runs."""
+    and :class:`WakeHandler`, reused by every job the process runs (an RQ ``--no-fork``
+    worker's jobs, or every message an SQS worker receives)."""
 
     def __init__(self, config: WorkerConfig) -> None:
         self.pid = os.getpid()
         self.config = config
         self.agents = {a.name: a for a in load_agents(config.agents_spec)}
         self.store: Store = open_store(config.store_url)
-        self.queue: RqQueue | None = None
+        self.queue: WakeQueue | None = None
         self.loop = asyncio.new_event_loop()
         try:
-            self.queue = open_rq_queue(config.queue_url)
+            self.settings = WorkerSettings.from_env()
+            self.journal = Journal(self.store, SystemClock(), RandomIds())
+            self.queue = open_queue(config.queue_url)
             self.handler = WakeHandler(
-                Journal(self.store, SystemClock(), RandomIds()),
-                self.queue,
-                self.agents,
-                SystemClock(),
-                WorkerSettings.from_env(),
+                self.journal, self.queue, self.agents, SystemClock(), self.settings
             )
         except BaseException:
             self.close()

@@ -11,6 +11,11 @@ that fails.
 (workers on one host sharing a file) and on the Redis store (a database of its own per test on
 this same server), the deployment the issue asks for. ``FXD_TEST_WORKER_STORES=sqlite`` (or
 ``redis``) narrows it for a quick local run.
+
+The SQS worker tests use ``make_sqs_harness`` (:class:`~sqs_support.SqsHarness`: a queue of
+their own on the run's moto server) on ``sqs_store_url``, parametrised by
+``FXD_TEST_SQS_STORES`` (``sqlite`` by default; ``redis`` too). The DynamoDB store joins it
+once it exists: the issue's deployment is DynamoDB + SQS.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ if HERE not in sys.path:  # whatever pytest's import mode, the tests import rq_s
 
 from redis_support import free_port, unavailable  # noqa: E402
 from rq_support import RqHarness  # noqa: E402
+from sqs_support import AWS_ENV, SqsHarness  # noqa: E402
 
 REDIS_SERVER = "redis-server"
 DATABASES = 512
@@ -42,6 +48,9 @@ STORE_PARAMS = [
     p.strip()
     for p in os.environ.get("FXD_TEST_WORKER_STORES", "sqlite,redis").split(",")
     if p.strip()
+]
+SQS_STORE_PARAMS = [
+    p.strip() for p in os.environ.get("FXD_TEST_SQS_STORES", "sqlite").split(",") if p.strip()
 ]
 
 
@@ -194,3 +203,45 @@ def rq_harness(make_harness: Callable[..., RqHarness]) -> RqHarness:
     """A harness with the defaults: job timeout 60 s, lease TTL 3 s, heartbeat 0.5 s, scan
     every 0.5 s."""
     return make_harness()
+
+
+@pytest.fixture(params=SQS_STORE_PARAMS)
+def sqs_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty store of each backend the SQS worker tests run on."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path.resolve()}/store.db"
+    if request.param == "redis":
+        port = request.getfixturevalue("rq_redis")
+        db = next(_databases)
+        _flush(port, db)
+        return f"redis://127.0.0.1:{port}/{db}?prefix=t{uuid.uuid4().hex[:10]}"
+    raise NotImplementedError(request.param)  # pragma: no cover
+
+
+@pytest.fixture
+def make_sqs_harness(
+    tmp_path: Path, sqs_store_url: str, moto_server: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., SqsHarness]]:
+    """``make_sqs_harness(fifo=..., max_receives=..., visibility_s=..., ...)``: a harness with
+    a queue of its own on the moto server. The test process gets moto's dummy credentials
+    (for its submitting Runtime) for the length of the test; every worker started is killed
+    at teardown."""
+    for key, value in AWS_ENV.items():
+        monkeypatch.setenv(key, value)
+    for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+    made: list[SqsHarness] = []
+
+    def make(**kwargs: Any) -> SqsHarness:
+        harness = SqsHarness(
+            tmp_path / f"h{len(made)}",
+            store_url=sqs_store_url,
+            endpoint_url=moto_server,
+            **kwargs,
+        )
+        made.append(harness)
+        return harness
+
+    yield make
+    for harness in made:
+        harness.cleanup()

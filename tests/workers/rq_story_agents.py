@@ -13,6 +13,7 @@ Configuration comes from the environment of the worker:
   (deploy, before its effect), ``FXD_TEST_TICK_S`` (tick): how long each tool takes
   (:class:`tests.kit.story.Timings`);
 - ``FXD_TEST_AGENTS_DELAY_S``: how long :func:`agents` takes (a slow application import);
+- ``FXD_TEST_MAX_ATTEMPTS``: the agent's attempt budget (``fx.Durability.max_attempts``);
 - ``FXD_TEST_CRASH_PLAN`` (``point[:tool],point[:tool],...``) with ``FXD_TEST_CRASH_LOG`` (the
   worker's stderr, where :func:`fxdurable.core.crash.crash_point` writes "crash injected at"):
   the k-th job after k injected crashes runs with ``FXD_CRASH_AT`` set to the plan's k-th entry,
@@ -69,4 +70,6 @@ def agents() -> list[fx.Agent]:
         deploy_s=_seconds("FXD_TEST_DEPLOY_S"),
         tick_s=_seconds("FXD_TEST_TICK_S"),
     )
-    return [story_agent(world, timings=timings)]
+    attempts = os.environ.get("FXD_TEST_MAX_ATTEMPTS")
+    durability = fx.Durability(max_attempts=int(attempts)) if attempts else None
+    return [story_agent(world, timings=timings, durability=durability)]
