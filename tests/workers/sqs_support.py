@@ -97,10 +97,10 @@ class SqsHarness(WorkerHarness):
             attributes["ApproximateNumberOfMessagesNotVisible"]
         )
 
-    def dead_letters(self) -> list[str]:
-        """The bodies on the dead-letter queue (read, then made visible again)."""
-        assert self.dlq_url is not None, "this harness's queue has no dead-letter queue"
+    def bodies(self, url: str | None = None) -> list[str]:
+        """The bodies of (up to 10) messages on the queue, or on ``url`` (the dead-letter
+        queue's: :attr:`dlq_url`); read, and visible again at once."""
         answer = self.sqs.receive_message(
-            QueueUrl=self.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=0
+            QueueUrl=url or self.sqs_url, MaxNumberOfMessages=10, VisibilityTimeout=0
         )
         return [str(m["Body"]) for m in answer.get("Messages", [])]
