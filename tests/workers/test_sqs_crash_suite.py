@@ -17,6 +17,7 @@ submitter: no wake was ever sent, and the worker's reconciliation scan finds the
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import time
@@ -172,4 +173,37 @@ def test_crash_after_admission_is_found_by_the_scan(
     assert_invariants(world, [REQUEST])
     assert_story_completed(world, interruptions=0)
     assert_model_requests(world)
+    follow_up(h)
+
+
+def test_a_hung_worker_is_taken_over_once_its_lease_expires(
+    make_sqs_harness: Callable[..., SqsHarness],
+) -> None:
+    """A worker frozen mid-deploy (SIGSTOP: how a partitioned host or a stalled VM looks) is
+    alive, so its pid proves nothing: its message comes back once it stops being extended,
+    the other worker finds the lease still held and drops that delivery, and the session is
+    recovered by the reconciliation scan once the lease (6 s: well past the redelivery after the
+    2 s visibility timeout, even with a slow worker start) expires. The frozen worker is then
+    killed before it can resume (fencing, should it resume, is the RQ fencing tests')."""
+    h = make_sqs_harness(lease_ttl_s=6.0)
+    frozen = h.start_worker(env={"FXD_TEST_DEPLOY_S": "5"}, scan_interval_s=0)
+    sub_id = h.submit_one(SESSION, STORY, REQUEST)
+    h.wait_event(SESSION, lambda e: e.type == "tool.started" and e.data.get("tool") == "deploy")
+    os.kill(frozen.pid, signal.SIGSTOP)
+    stopped_at = time.time()
+    try:
+        survivor = h.start_worker()
+        (sub,) = h.wait_settled([sub_id], timeout=30)
+    finally:
+        frozen.kill()
+    recovery = (sub.settled_at or 0.0) - stopped_at
+    print_measure("SQS recovery from a hung worker (lease expiry + scan)", recovery)
+    assert recovery >= h.lease_ttl_s - h.heartbeat_s, "taken over while the lease still held"
+    # Its message was delivered again and dropped (the lease was held); the scan recovered it.
+    wait_until(lambda: delivered_again(survivor, 2), 30, "the redelivery")
+    assert "wake s (reconcile) done" in survivor.log(), survivor.log()
+    world = h.world()
+    assert_invariants(world, [REQUEST])
+    assert_unknown_deploy(world, deploys=0, calls=1)
+    assert world.attempt_pids(REQUEST) == [frozen.pid, survivor.pid]
     follow_up(h)

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
+import pytest
 from sqs_support import SqsHarness
 from worker_support import REPO, wait_until
 
@@ -212,3 +213,26 @@ def test_burst_through_the_deployable_entry_point(
     (sub,) = h.read(lambda v: [v.get_submission(sub_id)])
     assert sub.status == "completed" and sub.result_text == done_text("sqs"), sub
     assert h.depth() == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        pytest.param([], {"FXD_QUEUE": "missing"}, "does not exist; create it", id="no-queue"),
+        pytest.param(["--no-fork"], {}, "--no-fork apply to RQ workers only", id="no-fork"),
+        pytest.param(["--concurrency", "11"], {}, "--concurrency must be 1 to 10", id="many"),
+        pytest.param([], {"FXD_SQS_VISIBILITY_S": "soon"}, "VISIBILITY_S must be", id="vis"),
+    ],
+)
+def test_a_worker_that_cannot_run_says_why_before_taking_any_message(
+    make_sqs_harness: Callable[..., SqsHarness], args: list[str], env: dict[str, str], says: str
+) -> None:
+    h = make_sqs_harness()
+    h.send_raw("left alone")
+    if env.get("FXD_QUEUE") == "missing":
+        env = {"FXD_QUEUE": h.queue_url.replace(h.queue_name, f"{h.queue_name}-gone")}
+    code, out, err = h.run_cli("worker", "--burst", *args, env=env)
+    assert (code, out) == (2, ""), (code, out, err)
+    assert says in err, err
+    assert "Traceback" not in err and "testing" not in err  # no stack, no credential
+    assert h.bodies() == ["left alone"]  # nothing was received before the check
