@@ -201,7 +201,7 @@ def test_a_hung_worker_is_taken_over_once_its_lease_expires(
     assert recovery >= h.lease_ttl_s - h.heartbeat_s, "taken over while the lease still held"
     # Its message was delivered again and dropped (the lease was held); the scan recovered it.
     wait_until(lambda: delivered_again(survivor, 2), 30, "the redelivery")
-    assert "wake s (reconcile) done" in survivor.log(), survivor.log()
+    wait_until(lambda: "wake s (reconcile) done" in survivor.log(), 30, "the scan's wake")
     world = h.world()
     assert_invariants(world, [REQUEST])
     assert_unknown_deploy(world, deploys=0, calls=1)

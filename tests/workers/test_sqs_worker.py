@@ -119,7 +119,8 @@ def test_sigterm_stops_at_a_step_boundary_and_hands_the_turn_on(
     second = h.start_worker(env=env, scan_interval_s=0)
     (sub,) = h.wait_settled([sub_id], timeout=30)
     assert sub.status == "completed" and sub.result_text == "Ticked 3 times: term", sub
-    assert "wake s (continuation (SIGTERM)) done" in second.log(), second.log()
+    # Logged once its message is deleted, just after the turn settled.
+    wait_until(lambda: "wake s (continuation (SIGTERM)) done" in second.log(), 30, "the log")
     assert h.stop_workers() == [0]
     world = h.world()
     assert_invariants(world, ["r1"])
@@ -182,7 +183,7 @@ def test_a_wake_that_kills_every_worker_settles_failed_and_the_session_rests(
     ), sub.error
     wait_until(lambda: len(h.bodies(h.dlq_url)) == 1, 30, "the wake in the dead-letter queue")
     assert [json.loads(b)["session"] for b in h.bodies(h.dlq_url)] == ["s"]
-    assert "wake s (reconcile) done" in worker.log(), worker.log()
+    wait_until(lambda: "wake s (reconcile) done" in worker.log(), 30, "the scan's wake")
 
     next_id = h.submit_one("s", "status?", "r2")
     (nxt,) = h.wait_settled([next_id], timeout=30)
