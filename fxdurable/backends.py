@@ -3,7 +3,8 @@
 The runtime's constructor, the CLI, the RQ workers and the HTTP handlers all open their
 stores and queues here, so a URL means the same thing everywhere and its errors read the same.
 Every backend is imported only when a URL names it, so those that need an optional package
-(``redis``, ``rq``, ``boto3``) load only for a ``redis://``, ``rq://`` or ``sqs://`` URL.
+(``redis``, ``rq``, ``boto3``) load only for a ``redis://``, ``rq://``, ``sqs://`` or
+``dynamodb://`` URL.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ DEFAULT_QUEUE = "local"
 
 
 def open_store(url: str, *, create: bool = True) -> Store:
-    """Open the store a URL names: ``sqlite:///path.db`` (the embedded default) or
-    ``redis://host:port/db`` (``rediss://`` for TLS; needs ``pip install 'fxdurable[redis]'``).
+    """Open the store a URL names: ``sqlite:///path.db`` (the embedded default),
+    ``redis://host:port/db`` (``rediss://`` for TLS; needs ``pip install 'fxdurable[redis]'``)
+    or ``dynamodb://TABLE?region=...`` (needs ``pip install 'fxdurable[aws]'``).
 
     ``create=False`` is for read-only tools: a missing or foreign store is an error, and
     nothing (not even the schema) is written.
@@ -45,13 +47,17 @@ def open_store(url: str, *, create: bool = True) -> Store:
 
         return RedisStore(url, create=create)
     if scheme == "dynamodb":
-        raise ConfigurationError(
-            "the dynamodb store is not available in this version of fxdurable; "
-            "use sqlite:///path.db or redis://host:port/db"
-        )
+        try:
+            from fxdurable.stores.dynamodb import DynamoStore
+        except ImportError as exc:  # the module itself maps a missing boto3
+            raise ConfigurationError(
+                f"the DynamoDB store cannot be loaded ({exc}): pip install 'fxdurable[aws]'"
+            ) from exc
+
+        return DynamoStore(url, create=create)
     raise ConfigurationError(
-        f"unknown store URL {url!r}: expected sqlite:///path.db or redis://host:port/db "
-        "(dynamodb:// comes later)"
+        f"unknown store URL {url!r}: expected sqlite:///path.db, redis://host:port/db or "
+        "dynamodb://TABLE?region=..."
     )
 
 

@@ -92,7 +92,6 @@ the URL never appears in messages or in ``store.url``.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import random
 import threading
 import time
@@ -109,6 +108,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
         "the Redis store needs the redis package: pip install 'fxdurable[redis]'"
     ) from exc
 
+from fxdurable.stores._body import refuse_awaitable
 from fxdurable.stores._redis_cache import READ_SCRIPT, READ_SHA, Caches, Unsupported
 from fxdurable.stores._redis_cached_tx import CachedTx
 from fxdurable.stores._redis_setup import (
@@ -322,13 +322,8 @@ class RedisStore:
     def _attempt(tx: RedisTx, body: Callable[[RedisTx], T], *, writable: bool) -> T:
         try:
             result = body(tx)
-            if writable and inspect.isawaitable(result):
-                if inspect.iscoroutine(result):
-                    result.close()
-                raise TypeError(
-                    "a transaction body returned an awaitable: the durable core is "
-                    "synchronous, do the async work outside the transaction"
-                )
+            if writable:
+                refuse_awaitable(result)
         except Exception as exc:
             if not tx.still_current():
                 raise Rerun from exc  # the body saw a torn view: its error may be spurious

@@ -18,7 +18,6 @@ schema changes only when a query needs a new column. Migrations are forward-only
 from __future__ import annotations
 
 import contextlib
-import inspect
 import sqlite3
 import threading
 import time
@@ -47,6 +46,7 @@ from fxdurable.errors import (
     StoreFullError,
     StoreUnavailableError,
 )
+from fxdurable.stores._body import refuse_awaitable
 
 __all__ = ["SqliteStore"]
 
@@ -532,13 +532,7 @@ class SqliteStore:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 result = body(_SqliteTx(conn))
-                if inspect.isawaitable(result):
-                    if inspect.iscoroutine(result):
-                        result.close()
-                    raise TypeError(
-                        "a transaction body returned an awaitable: the durable core is "
-                        "synchronous, do the async work outside the transaction"
-                    )
+                refuse_awaitable(result)
                 conn.execute("COMMIT")
                 return result
             except BaseException:

@@ -55,11 +55,30 @@ def _redis(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     return RedisStore(request.getfixturevalue("redis_url"))  # a key prefix of this test's own
 
 
+def _dynamodb(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    from dynamo_support import dynamo_store
+
+    return dynamo_store(request.getfixturevalue("moto_server"))  # a table of this test's own
+
+
+def _dynamodb_s3(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    """Every record past 64 bytes goes to S3: the whole contract runs through the offload."""
+    from dynamo_support import dynamo_store
+
+    return dynamo_store(request.getfixturevalue("moto_server"), offload_threshold=64)
+
+
 FACTORIES: dict[str, Callable[[pytest.FixtureRequest, Path], Store]] = {
     "sqlite": _sqlite,
     "redis": _redis,
+    "dynamodb": _dynamodb,
+    "dynamodb-s3": _dynamodb_s3,
 }
-MARKS: dict[str, pytest.MarkDecorator] = {"redis": pytest.mark.redis}
+MARKS: dict[str, pytest.MarkDecorator] = {
+    "redis": pytest.mark.redis,
+    "dynamodb": pytest.mark.aws,
+    "dynamodb-s3": pytest.mark.aws,
+}
 
 
 @pytest.fixture(
@@ -707,7 +726,7 @@ def test_open_store_picks_sqlite(tmp_path: Path) -> None:
         store.close()
 
 
-@pytest.mark.parametrize("url", ["mysql://x", "dynamodb://table"])
+@pytest.mark.parametrize("url", ["mysql://x", "dynamo://table"])
 def test_open_store_explains_unsupported_urls(url: str) -> None:
     with pytest.raises(ConfigurationError, match="sqlite:///"):
         open_store(url)

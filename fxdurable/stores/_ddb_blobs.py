@@ -1,0 +1,92 @@
+"""Record bodies too large for a DynamoDB item, kept in S3 under a content-addressed key.
+
+A body past the threshold is put at ``<s3_prefix>/sha256/<hex>`` *before* the transaction
+that references it (the item keeps the hex): the same content is the same object, so a re-put
+(a rerun body, a retried commit) is idempotent. A body read back is resolved by its hash and
+kept (it can never change). If the transaction never commits, the object is an orphan no item
+references: harmless, and removed by the bucket's lifecycle rule on the prefix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+
+from fxdurable.errors import StoreError
+from fxdurable.stores._ddb_api import Api
+
+__all__ = ["ITEM_LIMIT", "Blobs"]
+
+ITEM_LIMIT = 390_000  # bytes of body an item may hold: DynamoDB's 400 KB, less keys and names
+_KEEP_BYTES = 32 * 1024 * 1024  # resolved bodies kept (least recently used go first)
+
+
+class Blobs:
+    def __init__(self, api: Api) -> None:
+        self._api = api
+        self._settings = api.settings
+        self._lock = threading.Lock()
+        self._held: OrderedDict[str, str] = OrderedDict()
+        self._held_bytes = 0
+        self._put_done: set[str] = set()  # hashes this store has put (a re-put is skipped)
+
+    def offload(self, body: str, what: str) -> str | None:
+        """The hash of ``body`` once it is in S3, or None when it stays in the item."""
+        size = len(body.encode())
+        bucket = self._settings.bucket
+        if bucket is None or size <= self._settings.offload_threshold:
+            if size > ITEM_LIMIT:
+                raise StoreError(
+                    f"{what} is {size} bytes, more than a DynamoDB item holds (400 KB): give the "
+                    "store an S3 bucket for large records, dynamodb://TABLE?bucket=NAME"
+                )
+            return None
+        digest = hashlib.sha256(body.encode()).hexdigest()
+        if digest not in self._put_done:
+            self._api.call(
+                self._api.s3,
+                "put_object",
+                Bucket=bucket,
+                Key=self._key(digest),
+                Body=body.encode(),
+                ContentType="application/json",
+            )
+            with self._lock:
+                self._put_done.add(digest)
+        self._hold(digest, body)
+        return digest
+
+    def resolve(self, digest: str) -> str:
+        with self._lock:
+            body = self._held.get(digest)
+            if body is not None:
+                self._held.move_to_end(digest)
+                return body
+        if self._api.s3 is None:
+            raise StoreError(
+                f"a record of DynamoDB {self._api.where} is in S3 but the store has no bucket: "
+                "open it with ?bucket=NAME"
+            )
+        reply = self._api.call(
+            self._api.s3, "get_object", Bucket=self._settings.bucket, Key=self._key(digest)
+        )
+        data: bytes = reply["Body"].read()
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise StoreError(f"S3 object {self._key(digest)} does not match its hash")
+        body = data.decode()
+        self._hold(digest, body)
+        return body
+
+    def _key(self, digest: str) -> str:
+        return f"{self._settings.s3_prefix}/sha256/{digest}"
+
+    def _hold(self, digest: str, body: str) -> None:
+        with self._lock:
+            if digest in self._held:
+                return
+            self._held[digest] = body
+            self._held_bytes += len(body)
+            while self._held_bytes > _KEEP_BYTES and len(self._held) > 1:
+                _, dropped = self._held.popitem(last=False)
+                self._held_bytes -= len(dropped)

@@ -1,0 +1,125 @@
+"""The DynamoDB store's read cache: what a partition held at one version of its head.
+
+Every commit that writes an item of a versioned partition (a session's, a turn's model calls,
+a submission's attempts) moves the partition's head version ``sv`` in the same transaction.
+So what was read of a partition at version *v* is what it holds while its head says *v*: a
+:class:`PartCache` keeps it. A reader learns the version with one strongly consistent
+``GetItem`` of the head, read *before* anything else of the partition (so what follows is
+at least that new: anything newer moved the head, which the next check sees). A commit
+conditioned on ``sv = v`` proves the cache was current; this store then applies its own
+writes to it and moves it to *v + 1* (:meth:`Caches.advance`).
+
+Pointers and request ids never change once written: :attr:`Caches.fixed` keeps them for
+good. At most :data:`MAX_PARTITIONS` partitions are held (least recently used goes first).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+
+from fxdurable.stores._ddb_items import HEAD, Item, Key
+
+__all__ = ["MAX_PARTITIONS", "Caches", "PartCache"]
+
+MAX_PARTITIONS = 256
+_MAX_FIXED = 100_000
+
+
+class PartCache:
+    """What one partition held at ``version`` (only what some reader fetched)."""
+
+    __slots__ = ("items", "ranges", "version")
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.items: dict[str, Item | None] = {}  # sort key -> item (None: absent)
+        # prefix -> the first sort key from which every item under the prefix is in items
+        # ("" : all of them)
+        self.ranges: dict[str, str] = {}
+
+    def range(self, prefix: str, start: str) -> list[Item] | None:
+        """The items under ``prefix`` from ``start`` on, if held whole (else None)."""
+        since = self.ranges.get(prefix)
+        if since is None or since > start:
+            return None
+        found = [
+            item
+            for sk, item in self.items.items()
+            if item is not None and sk.startswith(prefix) and sk >= start
+        ]
+        return sorted(found, key=lambda i: i.sk)
+
+    def hold_range(self, prefix: str, start: str, items: Iterable[Item]) -> None:
+        for item in items:
+            self.items[item.sk] = item
+        since = self.ranges.get(prefix)
+        if since is None or start < since:
+            self.ranges[prefix] = start
+        elif start > since:
+            # A reader past a cursor holds what came before it: let that go, so what the
+            # store holds of a long session does not grow with it.
+            for sk in [sk for sk in self.items if sk.startswith(prefix) and since <= sk < start]:
+                del self.items[sk]
+            self.ranges[prefix] = start
+
+
+class Caches:
+    """Every partition's cache, shared by the threads of one store (one lock)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._by_pk: OrderedDict[str, PartCache] = OrderedDict()
+        self.fixed: dict[Key, Item] = {}  # pointers and request ids as written (never change)
+
+    def get(self, pk: str) -> PartCache | None:
+        cache = self._by_pk.get(pk)
+        if cache is not None:
+            self._by_pk.move_to_end(pk)
+        return cache
+
+    def at(self, pk: str, version: int) -> PartCache:
+        """The cache of ``pk`` at ``version``, made afresh if it held another one."""
+        cache = self.get(pk)
+        if cache is None or cache.version != version:
+            cache = self._by_pk[pk] = PartCache(version)
+            while len(self._by_pk) > MAX_PARTITIONS:
+                self._by_pk.popitem(last=False)
+        return cache
+
+    def drop(self, pks: Iterable[str]) -> None:
+        with self.lock:
+            for pk in pks:
+                self._by_pk.pop(pk, None)
+
+    def learn(self, item: Item) -> None:
+        with self.lock:
+            if len(self.fixed) >= _MAX_FIXED:
+                self.fixed.clear()
+            self.fixed[item.key] = item
+
+    def advance(self, read: dict[str, int], writes: dict[Key, Item | None]) -> None:
+        """After a commit conditioned on ``sv = read[pk]`` for each partition it wrote and
+        read: apply its writes to those partitions' caches (now at ``read[pk] + 1``) and drop
+        the caches of partitions it wrote without that condition."""
+        written: dict[str, list[tuple[str, Item | None]]] = {}
+        for (pk, sk), item in writes.items():
+            written.setdefault(pk, []).append((sk, item))
+        with self.lock:
+            for pk, changes in written.items():
+                cache = self._by_pk.get(pk)
+                if cache is None:
+                    continue
+                if read.get(pk) != cache.version:
+                    del self._by_pk[pk]
+                    continue
+                for sk, item in changes:
+                    cache.items[sk] = item
+                cache.version += 1
+                head = cache.items.get(HEAD)
+                if head is None or head.sv != cache.version:
+                    # The commit moved the head (ADD sv 1) without rewriting its record.
+                    base = head or Item(pk=pk, sk=HEAD)
+                    cache.items[HEAD] = dataclasses.replace(base, sv=cache.version)

@@ -1,0 +1,244 @@
+"""The DynamoDB store: ``dynamodb://TABLE?region=...&endpoint_url=...&bucket=...``.
+
+One table (``pk`` and ``sk``, both strings, on-demand capacity), every read strongly
+consistent, every transaction one ``TransactWriteItems``. Needs ``pip install
+'fxdurable[aws]'``; :mod:`fxdurable.backends` imports this module (and boto3) only for a
+``dynamodb://`` URL. Credentials come from boto3's usual chain, never from the URL.
+
+**Layout.** Everything the journal reads is reachable by primary key (a global secondary index
+cannot be read strongly consistent), so a session's records share its partition and a range
+of them is one ``Query``::
+
+    pk                    sk                            item
+    S#<sid>               #                             the session's head: its version sv
+                                                        and SessionRecord (b, v); lease inside
+    S#<sid>               SUB#<seq:012d>                SubmissionRecord, by admission order
+    S#<sid>               UNS#<seq:012d>                a copy of each queued/running one
+    S#<sid>               TURN#<turn id>                TurnRecord
+    S#<sid>               TASK#<len>:<turn>#<round:012d>#<index:012d>   ToolTaskRecord
+    S#<sid>               MSG#<seq:012d>                MessageRecord (append-only)
+    S#<sid>               EV#<seq:012d>                 EventRecord (append-only, gap-free)
+    T#<turn id>           #  /  MC#<round:012d>          head / ModelCallRecord (insert-only)
+    A#<submission id>     #  /  AT#<number:012d>         head / AttemptRecord
+    I#sub#<id>            #                             pointer: the submission's (pk, sk)
+    I#turn#<id>           #                             pointer: the turn's (pk, sk)
+    I#task#<id>           #                             pointer: the tool task's (pk, sk)
+    R#<request id>        #                             the submission of a request id
+    SESSIONS              <sid>                         every session: list_sessions
+    ACTIVE                <sid>                         sessions whose status is active
+    #SCHEMA               #                             layout version (the data marker)
+
+Record attributes: ``b`` the record's JSON (:mod:`fxdurable.core.recordcodec`) or ``o`` the
+sha256 of it in S3, ``v`` its version; a head's ``sv``; a pointer's ``tpk``/``tsk``. Ids are
+random (``sub-…``), so a submission, turn or tool task looked up by its id alone goes through
+its pointer, written with it in the same transaction and never changed (so this store keeps
+it for good). Model calls and attempts have partitions of their own because their records
+name only a turn or a submission. A request id's item is written on condition
+``attribute_not_exists``: one submission per request id.
+
+**Transactions** are optimistic. Each versioned partition (``S#``, ``T#``, ``A#``) has a
+head whose ``sv`` every commit writing the partition moves, on condition that it is still
+the version the body read (:mod:`._ddb_commit`): if another writer got there first, or a
+fence went stale, nothing is written and the body runs again from fresh reads (bodies are
+pure over their reads; at most 50 runs, then :class:`~fxdurable.errors.StoreError`). A write
+the body made blind carries its record condition; its failure raises
+:class:`~fxdurable.errors.ConflictError` and nothing is written. The event sequence stays
+gap-free under concurrent writers: an event is a conditional put of the session's next seq,
+in the transaction that moves the session record's ``next_event_seq``.
+
+**Requests** (counted by tests/stores/test_dynamodb_store.py through the runtime;
+``bench.dynamodb_steps`` reports them). The store keeps what it read of a partition at its
+version (:mod:`._ddb_cache`). With the session held (its previous transition through this
+store leaves it so), a transition is 1 request, its ``TransactWriteItems``, and the model
+request's read is 1, a ``GetItem`` of the session's head: a **tool step** (``start_tool``,
+``finish_tool``, ``record_model_call`` and the read) costs **4** and a **model step** **2**,
+however long the session. A cold read costs one more ``Query`` or ``GetItem`` per range or
+record it misses, plus one ``BatchGetItem`` of the heads it relied on (so what it returns
+is one snapshot). Reads never ``Scan``.
+
+**Large records** go to S3 (``?bucket=NAME``; ``s3_prefix=``, default ``fxd-blobs``;
+``offload_threshold=`` bytes, default 65536): a record whose JSON is past the threshold is put
+at ``<s3_prefix>/sha256/<hex>`` *before* the transaction that references it, so a committed
+item never points at a missing object. If that transaction never commits (a crash, a
+conflict), the object is an orphan nothing references: harmless, and removed by the bucket's
+lifecycle rule on the prefix (objects older than a day). Without a bucket, a record that
+would not fit an item (400 KB) raises :class:`~fxdurable.errors.StoreError` naming
+``?bucket=`` before anything is written.
+
+**Errors and retries.** Throttling and 5xx are retried (botocore's standard mode, then capped
+exponential backoff with jitter for about 10 s), then
+:class:`~fxdurable.errors.StoreUnavailableError`; a commit that cannot be confirmed raises it
+too (its outcome unknown; it carries a ``ClientRequestToken``, so a resend never applies it
+twice). Nothing raised is a botocore exception.
+
+**Limits.** A transaction holds at most 100 items and 4 MB. ``SESSIONS`` and ``ACTIVE`` are
+single partitions (about 1,000 writes a second each): a session's creation writes
+``SESSIONS`` once, and a status change between active and idle writes ``ACTIVE``; a
+deployment admitting hundreds of new sessions a second needs them sharded. ``list_sessions``
+and ``active_sessions`` are a ``Query`` of them and a ``BatchGetItem`` of the heads, not a
+snapshot validated at commit (they serve scans and checks, whose wakes are hints).
+
+``create=True`` opens create a missing table (on-demand, for tests and local use) and wait
+for it; production tables come from the SAM template. ``create=False`` (read-only tools)
+refuses a table without the ``#SCHEMA`` marker and writes nothing. See docs/dynamodb.md
+(IAM actions, costs).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from fxdurable.core.store import ReadView, Tx
+from fxdurable.errors import ConfigurationError, StoreError
+
+try:
+    import boto3  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the install
+    raise ConfigurationError(
+        "the DynamoDB store needs boto3: pip install 'fxdurable[aws]'"
+    ) from exc
+
+from fxdurable.stores._body import refuse_awaitable
+from fxdurable.stores._ddb_api import Api, TableMissing
+from fxdurable.stores._ddb_blobs import Blobs
+from fxdurable.stores._ddb_cache import Caches
+from fxdurable.stores._ddb_commit import Rerun, commit
+from fxdurable.stores._ddb_items import SCHEMA, Item, to_wire
+from fxdurable.stores._ddb_reads import Reads
+from fxdurable.stores._ddb_settings import parse_url
+from fxdurable.stores._ddb_tx import DynamoTx
+
+__all__ = ["DynamoStore"]
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+_MAX_RUNS = 50  # runs of one body before giving up on concurrent writers
+
+
+class DynamoStore:
+    """``dynamodb://TABLE[?region=&endpoint_url=&bucket=&s3_prefix=&offload_threshold=]``.
+
+    ``session`` is a ``boto3.Session`` to take credentials and the default region from (an
+    assumed role, a profile, tests' dummies); by default boto3's own.
+    """
+
+    def __init__(self, url: str, *, create: bool = True, session: Any = None) -> None:
+        self._settings = parse_url(url)
+        self.url = url
+        self._api = Api(self._settings, session)
+        self._blobs = Blobs(self._api)
+        self._caches = Caches()
+        self._closed = False
+        self._lock = threading.Lock()
+        self._open(create)
+
+    @property
+    def where(self) -> str:
+        return self._settings.where
+
+    @property
+    def requests(self) -> int:
+        """DynamoDB and S3 requests this store has sent (what a step costs)."""
+        return self._api.requests
+
+    def _open(self, create: bool) -> None:
+        api, table = self._api, self._settings.table
+        if create:
+            try:
+                api.call(api.dynamodb, "describe_table", TableName=table)
+            except TableMissing:
+                self._create_table()
+            marker = to_wire(Item(pk=SCHEMA[0], sk=SCHEMA[1], ver=SCHEMA_VERSION))
+            try:
+                api.call(
+                    api.dynamodb,
+                    "put_item",
+                    TableName=table,
+                    Item=marker,
+                    ConditionExpression="attribute_not_exists(pk)",
+                )
+            except StoreError as exc:
+                if "ConditionalCheckFailed" not in str(exc):
+                    raise
+        found = api.get(SCHEMA)
+        if found is None:
+            raise StoreError(f"no fxdurable store in DynamoDB {self.where}: no schema marker")
+        if found.ver != SCHEMA_VERSION:
+            raise StoreError(
+                f"DynamoDB {self.where} holds fxdurable layout version {found.ver}, this "
+                f"fxdurable uses version {SCHEMA_VERSION}: open it with a matching fxdurable"
+            )
+
+    def _create_table(self) -> None:
+        api, table = self._api, self._settings.table
+        try:
+            api.call(
+                api.dynamodb,
+                "create_table",
+                TableName=table,
+                AttributeDefinitions=[
+                    {"AttributeName": "pk", "AttributeType": "S"},
+                    {"AttributeName": "sk", "AttributeType": "S"},
+                ],
+                KeySchema=[
+                    {"AttributeName": "pk", "KeyType": "HASH"},
+                    {"AttributeName": "sk", "KeyType": "RANGE"},
+                ],
+                BillingMode="PAY_PER_REQUEST",
+            )
+        except StoreError as exc:
+            if "ResourceInUse" not in str(exc):  # another process is creating it
+                raise
+        deadline = time.monotonic() + 120
+        while True:
+            reply = api.call(api.dynamodb, "describe_table", TableName=table)
+            if reply["Table"]["TableStatus"] == "ACTIVE":
+                return
+            if time.monotonic() > deadline:
+                raise StoreError(f"DynamoDB {self.where} did not become ACTIVE in 120 s")
+            time.sleep(0.5)
+
+    # -- the Store protocol -------------------------------------------------------------------
+
+    def _run(self, body: Callable[[DynamoTx], T], *, writable: bool) -> T:
+        if self._closed:
+            raise StoreError(f"the DynamoDB store on {self.where} is closed")
+        for run in range(_MAX_RUNS):
+            reads = Reads(self._api, self._blobs, self._caches, writable=writable)
+            tx = DynamoTx(reads, writable=writable)
+            try:
+                result = body(tx)
+                if writable:
+                    refuse_awaitable(result)
+            except Exception:
+                if reads.still_current():
+                    raise
+                continue  # the body saw a stale or torn view: its error may be spurious
+            try:
+                if tx.writes:
+                    commit(self._api, self._blobs, self._caches, reads, tx.writes)
+                elif not reads.still_current():
+                    continue
+            except Rerun:
+                if run >= 3:  # contention: spread the runs out a little
+                    time.sleep(random.uniform(0, 0.001 * 2 ** min(run, 8)))
+                continue
+            return result
+        raise StoreError(
+            f"a transaction on DynamoDB {self.where} kept meeting concurrent writes: gave up "
+            f"after {_MAX_RUNS} runs"
+        )
+
+    def transact(self, body: Callable[[Tx], T]) -> T:
+        return self._run(body, writable=True)
+
+    def read(self, body: Callable[[ReadView], T]) -> T:
+        return self._run(body, writable=False)
+
+    def close(self) -> None:
+        self._closed = True
