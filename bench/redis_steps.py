@@ -158,22 +158,9 @@ def measure_redis_steps(
 # -- round trips of a runtime step ----------------------------------------------------------
 
 
-def _stepping_agent(tool_steps: int) -> Any:
-    from bench.runtime_turns import ANSWER, LookupInput, _lookup
-    from fxdurable import Agent, ScriptedModel, call, reply
-    from fxdurable.runtime.tools import define_tool
-
-    steps = [reply(f"Step {n}.", call("lookup", key=f"k{n}")) for n in range(tool_steps)]
-    model = ScriptedModel([*steps, reply(ANSWER)], chunk_size=64)
-    lookup = define_tool(
-        "lookup", description="Look a key up.", input_model=LookupInput, execute=_lookup
-    )
-    return Agent("bench", model, instructions="Answer briefly.", tools=[lookup])
-
-
 async def _wake_trips(url: str, tool_steps: int) -> int:
     """Round trips of the one wake that runs a turn of ``tool_steps`` tool steps."""
-    from bench.runtime_turns import ANSWER, SETTINGS
+    from bench.runtime_turns import ANSWER, SETTINGS, stepping_agent
     from fxdurable import Runtime
     from fxdurable.stores.redis import RedisStore
 
@@ -181,7 +168,7 @@ async def _wake_trips(url: str, tool_steps: int) -> int:
     try:
         # No consumer (concurrency=0) and timers far past the run: only the wake writes.
         async with Runtime(
-            [_stepping_agent(tool_steps)], store=store, settings=SETTINGS, concurrency=0
+            [stepping_agent(tool_steps)], store=store, settings=SETTINGS, concurrency=0
         ) as rt:
             session = rt.session(f"trips-{tool_steps}")
             sub = await session.submit("Look the keys up.")

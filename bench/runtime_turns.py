@@ -22,7 +22,15 @@ from fxdurable.core.states import SubmissionStatus
 from fxdurable.runtime.tools import define_tool
 from fxdurable.stores.sqlite import SqliteStore
 
-__all__ = ["ANSWER", "PROMPT", "SETTINGS", "TurnFigures", "bench_agent", "measure_turns"]
+__all__ = [
+    "ANSWER",
+    "PROMPT",
+    "SETTINGS",
+    "TurnFigures",
+    "bench_agent",
+    "measure_turns",
+    "stepping_agent",
+]
 
 PROMPT = "What are alpha and beta?"
 ANSWER = "Both values are 42."
@@ -97,3 +105,13 @@ async def _run(url: str, turns: int, concurrency: int) -> TurnFigures:
 def measure_turns(tmp: Path, *, synchronous: str, turns: int, concurrency: int) -> TurnFigures:
     path = tmp / f"turns-{synchronous.lower()}.db"
     return asyncio.run(_run(sqlite_url(path, synchronous), turns, concurrency))
+
+
+def stepping_agent(tool_steps: int) -> Agent:
+    """An agent whose turn is ``tool_steps`` tool steps (a ``lookup`` each), then ANSWER."""
+    steps = [reply(f"Step {n}.", call("lookup", key=f"k{n}")) for n in range(tool_steps)]
+    model = ScriptedModel([*steps, reply(ANSWER)], chunk_size=64)
+    lookup = define_tool(
+        "lookup", description="Look a key up.", input_model=LookupInput, execute=_lookup
+    )
+    return Agent("bench", model, instructions="Answer briefly.", tools=[lookup])

@@ -7,15 +7,11 @@ nothing here reads or writes the process's AWS environment, and no test can reac
 from __future__ import annotations
 
 import contextlib
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from redis_support import unavailable
-
-from fxdurable.testing.net import free_port, stop_process, wait_healthy
 
 __all__ = ["REGION", "aws_session", "moto_running"]
 
@@ -35,26 +31,11 @@ def aws_session() -> Any:
 def moto_running(directory: Path, timeout_s: float = 20.0) -> Iterator[str]:
     """``python -m moto.server`` on 127.0.0.1 and a free port, its output in ``moto.log``;
     yields its endpoint URL. Skips (fails in CI) when it does not start."""
-    log = directory / "moto.log"
-    port = free_port()
-    endpoint_url = f"http://127.0.0.1:{port}"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
+    from bench.moto_server import moto_server
+
+    with contextlib.ExitStack() as stack:
         try:
-            wait_healthy(
-                f"{endpoint_url}/moto-api/data.json",
-                proc,
-                timeout_s=timeout_s,
-                output=lambda: log.read_text()[-2000:],
-            )
+            endpoint_url = stack.enter_context(moto_server(directory, timeout_s))
         except RuntimeError as exc:
             unavailable(f"moto server would not start: {exc}", "the AWS tests")
         yield endpoint_url
-    finally:
-        if proc.poll() is None:
-            stop_process(proc)

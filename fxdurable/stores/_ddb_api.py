@@ -3,8 +3,8 @@
 Every request goes through :meth:`Api.call`, which counts it (``requests``: what the tests and
 ``bench.dynamodb_steps`` read), lets botocore's standard retry mode retry throttling and 5xx
 a few times, then keeps retrying them with capped exponential backoff and full jitter for
-about :data:`RETRY_BUDGET_S` before raising :class:`~fxdurable.errors.StoreUnavailableError`.
-Nothing raised from here is a botocore exception.
+``?retry_budget_s=`` (10 s by default) before raising
+:class:`~fxdurable.errors.StoreUnavailableError`. Nothing raised here is a botocore exception.
 
 A ``TransactWriteItems`` carries a ``ClientRequestToken``: DynamoDB applies a request with the
 same token at most once within ten minutes, so re-sending a commit whose answer was lost is
@@ -27,11 +27,10 @@ from fxdurable.errors import ConfigurationError, StoreError, StoreUnavailableErr
 from fxdurable.stores._ddb_items import Item, Key, from_wire
 from fxdurable.stores._ddb_settings import DynamoSettings
 
-__all__ = ["RETRY_BUDGET_S", "Api", "Cancelled", "TableMissing"]
+__all__ = ["Api", "Cancelled", "TableMissing"]
 
 CONNECT_TIMEOUT_S = 5
 READ_TIMEOUT_S = 10
-RETRY_BUDGET_S = 10.0
 _BACKOFF_BASE_S = 0.05
 _BACKOFF_CAP_S = 2.0
 _BATCH_GET_MAX = 100
@@ -123,7 +122,8 @@ class Api:
         """``client.<operation>(**params)``, counted, retried while the service is throttling
         or failing (bounded), mapped to fxdurable errors. ``unknown_outcome``: a write whose
         loss in transit leaves its outcome unknown (said in the error)."""
-        deadline = time.monotonic() + RETRY_BUDGET_S
+        budget = self.settings.retry_budget_s
+        deadline = time.monotonic() + budget
         failures = 0
         while True:
             with self._lock:
@@ -160,7 +160,7 @@ class Api:
                 )
                 raise StoreUnavailableError(
                     f"{operation} on DynamoDB {self.where} kept failing for "
-                    f"{RETRY_BUDGET_S:.0f} s ({cause}); {what}",
+                    f"{budget:g} s ({cause}); {what}",
                     where=self.where,
                     cause=cause,
                 ) from None

@@ -27,6 +27,7 @@ import secrets
 import time
 from typing import Any
 
+from fxdurable.core.crash import crash_point
 from fxdurable.errors import ConflictError, StoreError
 from fxdurable.stores._ddb_api import Api, Cancelled
 from fxdurable.stores._ddb_blobs import Blobs
@@ -57,11 +58,13 @@ def commit(api: Api, blobs: Blobs, caches: Caches, reads: Reads, writes: dict[Ke
     relied on; then move the caches on. Raises :class:`Rerun` or ConflictError."""
     table = api.settings.table
     size = 0
+    offloaded = False
     for write in writes.values():
         if write.item is not None and write.item.body is not None:
             write.item.ref = blobs.offload(write.item.body, write.what)  # before the commit
             if write.item.ref is None:
                 size += len(write.item.body.encode())
+            offloaded = offloaded or write.item.ref is not None
     if size > MAX_BYTES:
         raise StoreError(
             f"a transaction of {size} bytes is more than DynamoDB commits at once (4 MB): give "
@@ -94,6 +97,8 @@ def commit(api: Api, blobs: Blobs, caches: Caches, reads: Reads, writes: dict[Ke
             f"a transaction of {len(entries)} items is more than DynamoDB commits at once "
             f"({MAX_ITEMS}): write fewer records per transition"
         )
+    if offloaded:
+        crash_point("store.after-offload")
     try:
         api.transact([e.request for e in entries], secrets.token_hex(16))
     except Cancelled as cancelled:

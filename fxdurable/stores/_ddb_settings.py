@@ -28,6 +28,7 @@ class DynamoSettings:
     bucket: str | None  # None: no S3 offload
     s3_prefix: str
     offload_threshold: int  # bytes of one record's JSON past which it goes to S3
+    retry_budget_s: float = 10.0  # how long throttling and 5xx are retried before giving up
 
     @property
     def where(self) -> str:
@@ -49,6 +50,7 @@ def parse_url(url: str) -> DynamoSettings:
     bucket = options.pop("bucket", "") or None
     s3_prefix = options.pop("s3_prefix", DEFAULT_S3_PREFIX).strip("/")
     threshold_text = options.pop("offload_threshold", str(DEFAULT_OFFLOAD_THRESHOLD))
+    budget_text = options.pop("retry_budget_s", "10")
     if options:
         raise ConfigurationError(f"unknown DynamoDB URL options {sorted(options)} in {url!r}")
     if endpoint_url is not None and urlparse(endpoint_url).scheme not in ("http", "https"):
@@ -61,6 +63,12 @@ def parse_url(url: str) -> DynamoSettings:
         raise ConfigurationError(
             f"offload_threshold must be a whole number of bytes in {url!r}"
         ) from None
+    try:
+        retry_budget_s = float(budget_text)
+    except ValueError:
+        retry_budget_s = -1.0
+    if not 0 <= retry_budget_s <= 300:
+        raise ConfigurationError(f"retry_budget_s must be 0 to 300 seconds in {url!r}")
     if not 1 <= threshold <= 350_000:
         # An item holds at most 400 KB: a record past ~350 KB must go to S3 to leave room
         # for its keys and the transaction's other attributes.
@@ -72,4 +80,5 @@ def parse_url(url: str) -> DynamoSettings:
         bucket=bucket,
         s3_prefix=s3_prefix or DEFAULT_S3_PREFIX,
         offload_threshold=threshold,
+        retry_budget_s=retry_budget_s,
     )
