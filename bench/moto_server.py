@@ -2,6 +2,11 @@
 
 The DynamoDB figures (:mod:`bench.dynamodb_steps`) are counted against a server the bench
 starts, never against AWS; the tests' ``moto_server`` fixture starts theirs through this too.
+
+moto applies a ``TransactWriteItems`` item by item, without a lock, and rolls a failed one
+back by restoring a copy of the whole table: on its (threaded) server, two concurrent
+transactions are not isolated, which DynamoDB's are. ``serial=True`` serves one request at a
+time, so tests of concurrent writers see DynamoDB's serializable transactions.
 """
 
 from __future__ import annotations
@@ -16,17 +21,26 @@ from fxdurable.testing.net import free_port, stop_process, wait_healthy
 
 __all__ = ["moto_server"]
 
+_SERIAL = """
+from werkzeug.serving import run_simple
+from moto.server import DomainDispatcherApplication, create_backend_app
+run_simple("127.0.0.1", {port}, DomainDispatcherApplication(create_backend_app), threaded=False)
+"""
+
 
 @contextmanager
-def moto_server(directory: Path, timeout_s: float = 30.0) -> Iterator[str]:
+def moto_server(directory: Path, timeout_s: float = 30.0, *, serial: bool = False) -> Iterator[str]:
     """Yields the endpoint URL; its output goes to ``directory/moto.log``. Raises
     RuntimeError when it does not answer within ``timeout_s``."""
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
-    log = directory / "moto.log"
+    log = directory / ("moto-serial.log" if serial else "moto.log")
+    command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    if serial:
+        command = [sys.executable, "-c", _SERIAL.format(port=port)]
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            command,
             stdout=out,
             stderr=subprocess.STDOUT,
         )

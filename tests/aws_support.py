@@ -13,7 +13,7 @@ from typing import Any
 
 from redis_support import unavailable
 
-__all__ = ["REGION", "aws_session", "moto_running"]
+__all__ = ["REGION", "aws_environment", "aws_session", "moto_running"]
 
 REGION = "us-east-1"
 
@@ -27,15 +27,29 @@ def aws_session() -> Any:
     )
 
 
+def aws_environment(tmp_path: Path) -> dict[str, str]:
+    """Variables under which boto3's own chain finds the dummy credentials and no profile
+    of the machine's: for code that opens clients from a URL (``open_queue``, a CLI)."""
+    return {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+    }
+
+
 @contextlib.contextmanager
-def moto_running(directory: Path, timeout_s: float = 20.0) -> Iterator[str]:
+def moto_running(
+    directory: Path, timeout_s: float = 20.0, *, serial: bool = False
+) -> Iterator[str]:
     """``python -m moto.server`` on 127.0.0.1 and a free port, its output in ``moto.log``;
-    yields its endpoint URL. Skips (fails in CI) when it does not start."""
+    yields its endpoint URL. Skips (fails in CI) when it does not start. ``serial``: one
+    request at a time (bench/moto_server.py says why)."""
     from bench.moto_server import moto_server
 
     with contextlib.ExitStack() as stack:
         try:
-            endpoint_url = stack.enter_context(moto_server(directory, timeout_s))
+            endpoint_url = stack.enter_context(moto_server(directory, timeout_s, serial=serial))
         except RuntimeError as exc:
             unavailable(f"moto server would not start: {exc}", "the AWS tests")
         yield endpoint_url

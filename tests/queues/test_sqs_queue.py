@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from aws_support import REGION, aws_session
+from aws_support import REGION, aws_environment, aws_session
 
 from fxdurable.backends import open_queue
 from fxdurable.core import tracecontext
@@ -204,12 +204,7 @@ def test_open_queue_opens_an_sqs_url(
 ) -> None:
     # A URL carries no credentials, so this path takes them from boto3's chain: the dummies
     # here, and no profile of the machine's.
-    for var, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_CONFIG_FILE": str(tmp_path / "none"),
-        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
-    }.items():
+    for var, value in aws_environment(tmp_path).items():
         monkeypatch.setenv(var, value)
     name, queue_url = make_queue(sqs)
     queue = open_queue(f"sqs://{name}?region={REGION}&endpoint_url={moto_server}")
