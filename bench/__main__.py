@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.dynamodb_steps import measure_dynamodb
 from bench.headline import Headline, redis_rows, startup_rows
 from bench.headline_measure import HeadlinePlan, measure_headline
 from bench.http_admit import HttpFigures, measure_http_admit, render_http
@@ -288,7 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 failed = True
                 redis_note = f"failed: {type(exc).__name__}: {exc}"
         http, http_note, http_failed = measure_http(tmp, plan, progress)
-        failed = failed or http_failed
+        dynamodb, dynamodb_failed = measure_dynamodb(tmp, progress)
+        failed = failed or http_failed or dynamodb_failed
     report = Report(
         mode=plan.name,
         machine=machine,
@@ -300,7 +302,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         redis=redis,
         redis_note=redis_note,
     )
-    rest = "\n\n".join((report.render(), render_http(http, http_note), render_startup(startup)))
+    rest = "\n\n".join(
+        (report.render(), render_http(http, http_note), dynamodb, render_startup(startup))
+    )
     print(rest)
     if headline is not None:
         headline.extra += startup_rows(startup) + redis_rows(redis, redis_note)

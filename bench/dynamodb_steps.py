@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from bench.moto_server import moto_server
@@ -39,11 +41,12 @@ __all__ = [
     "MANY",
     "SHORT",
     "DynamoStepFigures",
+    "measure_dynamodb",
     "measure_dynamodb_steps",
     "measure_journal_requests",
     "measure_runtime_requests",
-    "moto_server",
     "prefill",
+    "unavailable_reason",
 ]
 
 FEW, MANY = 1, 4  # tool steps in the two turns whose requests are compared
@@ -176,3 +179,42 @@ def measure_dynamodb_steps(
         store.close()
     runtime = {n: measure_runtime_requests(open_store, n) for n in (SHORT, LONG)}
     return DynamoStepFigures(model, tool, runtime)
+
+
+def unavailable_reason() -> str | None:
+    """Why the DynamoDB rows cannot be measured here (boto3 or moto missing), or None."""
+    import importlib.util
+
+    for module, extra in (("boto3", "fxdurable[aws]"), ("moto.server", "moto[server]")):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            found = False
+        if not found:
+            return f"{module.split('.')[0]} is not installed (pip install '{extra}')"
+    return None
+
+
+def measure_dynamodb(tmp: Path, progress: Callable[[str], None]) -> tuple[str, bool]:
+    """The DynamoDB section of the report, and whether measuring it failed (a skip is not a
+    failure: the bench environment may lack boto3 and moto)."""
+    note = unavailable_reason()
+    if note is not None:
+        progress(f"DynamoDB rows skipped: {note}")
+        return f"DynamoDB rows skipped: {note}", False
+    directory = tmp / "moto"
+    directory.mkdir(exist_ok=True)
+    try:
+        # The store takes boto3's own chain: the bench's moto wants only dummies.
+        import boto3
+
+        session = boto3.Session(
+            aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+        )
+        with moto_server(directory) as endpoint_url:
+            figures = measure_dynamodb_steps(endpoint_url, session=session)
+    except Exception as exc:
+        traceback.print_exc()
+        return f"DynamoDB rows failed: {type(exc).__name__}: {exc}", True
+    progress("DynamoDB requests per step counted")
+    return figures.render(), False

@@ -67,6 +67,10 @@ def test_quick_bench_prints_every_ratio(tmp_path: Path) -> None:
         value = _ratio(out, name)
         assert math.isfinite(value) and value > 0, f"{name}: {value}"
     assert "raw commit (WAL, 1 INSERT), FULL" in out
+    # The test extras include boto3 and moto: the DynamoDB requests are counted, and a step
+    # costs the same at 10 and 200 earlier messages.
+    for earlier in (10, 200):
+        assert re.search(rf"tool step \+ its model call, +{earlier} msgs +4$", out, re.M), out
     if missing is None:
         assert "raw round trip: SET (64 B), no AOF" in out
         assert "no-op job (rq worker, rq.Worker), 2 workers" in out
