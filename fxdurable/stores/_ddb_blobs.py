@@ -4,7 +4,8 @@ A body past the threshold is put at ``<s3_prefix>/sha256/<hex>`` *before* the tr
 that references it (the item keeps the hex): the same content is the same object, so a re-put
 (a rerun body, a retried commit) is idempotent. A body read back is resolved by its hash and
 kept (it can never change). If the transaction never commits, the object is an orphan no item
-references: harmless, and removed by the bucket's lifecycle rule on the prefix.
+references: harmless (never read; a retry re-uses it), removed by the bucket's lifecycle rule
+on the prefix after the sessions' retention (docs/dynamodb.md says why not sooner).
 """
 
 from __future__ import annotations

@@ -25,6 +25,9 @@ from fxdurable.stores._ddb_items import HEAD, Item, Key
 __all__ = ["MAX_PARTITIONS", "Caches", "PartCache"]
 
 MAX_PARTITIONS = 256
+# Sort-key prefixes of append-only records (messages, events): kept only inside a range a
+# reader holds, never one by one, so a session's history is not held just for being written.
+_APPEND_ONLY = ("MSG#", "EV#")
 _MAX_FIXED = 100_000
 
 
@@ -40,11 +43,21 @@ class PartCache:
         # ("" : all of them)
         self.ranges: dict[str, str] = {}
 
+    def covers(self, sk: str) -> bool:
+        """Whether a held range includes ``sk`` (so its absence from items means absent)."""
+        return any(sk.startswith(p) and sk >= since for p, since in self.ranges.items())
+
     def range(self, prefix: str, start: str) -> list[Item] | None:
         """The items under ``prefix`` from ``start`` on, if held whole (else None)."""
         since = self.ranges.get(prefix)
         if since is None or since > start:
             return None
+        if prefix in _APPEND_ONLY and start > since:
+            # A reader past a cursor holds what came before it: let that go, so what the
+            # store holds of a long session does not grow with it.
+            for sk in [sk for sk in self.items if sk.startswith(prefix) and sk < start]:
+                del self.items[sk]
+            self.ranges[prefix] = start
         found = [
             item
             for sk, item in self.items.items()
@@ -57,12 +70,6 @@ class PartCache:
             self.items[item.sk] = item
         since = self.ranges.get(prefix)
         if since is None or start < since:
-            self.ranges[prefix] = start
-        elif start > since:
-            # A reader past a cursor holds what came before it: let that go, so what the
-            # store holds of a long session does not grow with it.
-            for sk in [sk for sk in self.items if sk.startswith(prefix) and since <= sk < start]:
-                del self.items[sk]
             self.ranges[prefix] = start
 
 
@@ -116,6 +123,8 @@ class Caches:
                     del self._by_pk[pk]
                     continue
                 for sk, item in changes:
+                    if sk.startswith(_APPEND_ONLY) and not cache.covers(sk):
+                        continue
                     cache.items[sk] = item
                 cache.version += 1
                 head = cache.items.get(HEAD)

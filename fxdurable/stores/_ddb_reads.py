@@ -113,8 +113,7 @@ class Reads:
         def take(cache: PartCache) -> tuple[Item | None] | None:
             if sk in cache.items:
                 return (cache.items[sk],)
-            held = [p for p, since in cache.ranges.items() if sk.startswith(p) and sk >= since]
-            return (None,) if held else None
+            return (None,) if cache.covers(sk) else None
 
         found = self._cache(pk, take) if pk in self.used else None
         return UNKNOWN if found is None else found[0]

@@ -46,7 +46,7 @@ the body made blind carries its record condition; its failure raises
 gap-free under concurrent writers: an event is a conditional put of the session's next seq,
 in the transaction that moves the session record's ``next_event_seq``.
 
-**Requests** (counted by tests/stores/test_dynamodb_store.py through the runtime;
+**Requests** (counted by tests/stores/test_dynamodb_steps.py through the runtime;
 ``bench.dynamodb_steps`` reports them). The store keeps what it read of a partition at its
 version (:mod:`._ddb_cache`). With the session held (its previous transition through this
 store leaves it so), a transition is 1 request, its ``TransactWriteItems``, and the model
@@ -60,8 +60,10 @@ is one snapshot). Reads never ``Scan``.
 ``offload_threshold=`` bytes, default 65536): a record whose JSON is past the threshold is put
 at ``<s3_prefix>/sha256/<hex>`` *before* the transaction that references it, so a committed
 item never points at a missing object. If that transaction never commits (a crash, a
-conflict), the object is an orphan nothing references: harmless, and removed by the bucket's
-lifecycle rule on the prefix (objects older than a day). Without a bucket, a record that
+conflict), the object is an orphan nothing references: harmless (never read; a retry re-uses
+it), costing only storage, and removed by the bucket's lifecycle rule on the prefix, which
+must not expire objects younger than the sessions kept (committed items reference objects
+under the same prefix; docs/dynamodb.md). Without a bucket, a record that
 would not fit an item (400 KB) raises :class:`~fxdurable.errors.StoreError` naming
 ``?bucket=`` before anything is written.
 
@@ -147,12 +149,17 @@ class DynamoStore:
         return self._api.requests
 
     def _open(self, create: bool) -> None:
+        """One ``GetItem`` of the marker when the table is there (a Lambda cold start);
+        ``create``: make a missing table and write the marker first."""
         api, table = self._api, self._settings.table
-        if create:
-            try:
-                api.call(api.dynamodb, "describe_table", TableName=table)
-            except TableMissing:
-                self._create_table()
+        try:
+            found = api.get(SCHEMA)
+        except TableMissing:
+            if not create:
+                raise
+            self._create_table()
+            found = None
+        if found is None and create:
             marker = to_wire(Item(pk=SCHEMA[0], sk=SCHEMA[1], ver=SCHEMA_VERSION))
             try:
                 api.call(
@@ -162,12 +169,15 @@ class DynamoStore:
                     Item=marker,
                     ConditionExpression="attribute_not_exists(pk)",
                 )
-            except StoreError as exc:
+            except StoreError as exc:  # another process wrote it first: read theirs
                 if "ConditionalCheckFailed" not in str(exc):
                     raise
-        found = api.get(SCHEMA)
+            found = api.get(SCHEMA)
         if found is None:
-            raise StoreError(f"no fxdurable store in DynamoDB {self.where}: no schema marker")
+            raise StoreError(
+                f"no fxdurable store in DynamoDB {self.where}: the table has no #SCHEMA marker "
+                "(open it once to write, or check the table name)"
+            )
         if found.ver != SCHEMA_VERSION:
             raise StoreError(
                 f"DynamoDB {self.where} holds fxdurable layout version {found.ver}, this "

@@ -138,6 +138,15 @@ def test_a_read_only_open_refuses_a_missing_table_and_creates_nothing(moto_serve
     assert parse_url(url).table not in client.list_tables()["TableNames"]
 
 
+def test_opening_an_existing_store_is_one_get_item(url: str) -> None:
+    """What a Lambda cold start pays: the schema marker's GetItem, no DescribeTable."""
+    opened(url).close()  # creates the table and writes the marker
+    for create in (True, False):
+        store = opened(url, create=create)
+        assert store.requests == 1
+        store.close()
+
+
 def test_a_foreign_layout_version_is_refused(url: str) -> None:
     opened(url).close()
     settings = parse_url(url)
