@@ -107,8 +107,11 @@ class Reads:
         if not versioned(pk):
             fixed = self._caches.fixed.get(key)
             return UNKNOWN if fixed is None else fixed
-        if self._writable and pk not in self.used and self._caches.get(pk) is not None:
-            self._use(pk)
+        if self._writable and pk not in self.used:
+            with self._caches.lock:
+                held = self._caches.get(pk) is not None
+            if held:
+                self._use(pk)
 
         def take(cache: PartCache) -> tuple[Item | None] | None:
             if sk in cache.items:
