@@ -114,6 +114,11 @@ class Api:
                 "URL or set AWS_REGION"
             ) from None
 
+    def close(self) -> None:
+        for client in (self.dynamodb, self.s3):
+            if client is not None:
+                client.close()
+
     # -- one request --------------------------------------------------------------------------
 
     def call(

@@ -251,4 +251,6 @@ class DynamoStore:
         return self._run(body, writable=False)
 
     def close(self) -> None:
+        """Refuse further calls and close the clients' connection pools."""
         self._closed = True
+        self._api.close()
