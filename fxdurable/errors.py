@@ -236,8 +236,17 @@ class SubmissionFailedError(FxDurableError):
 
 
 class Suspend(BaseException):
-    """Stop at this step boundary: commit, enqueue a continuation, release the lease."""
+    """Stop at this step boundary: commit, enqueue a continuation, release the lease.
 
-    def __init__(self, reason: str) -> None:
+    ``resume_after_s`` delays the continuation's wake (a model backoff that outlasts the
+    invocation); ``attempt_started`` is False when the stop came before the turn began an
+    attempt, so there is no attempt to end.
+    """
+
+    def __init__(
+        self, reason: str, *, resume_after_s: float = 0.0, attempt_started: bool = True
+    ) -> None:
         self.reason = reason
+        self.resume_after_s = resume_after_s
+        self.attempt_started = attempt_started
         super().__init__(reason)

@@ -770,17 +770,35 @@ class Journal:
         return self._store.transact(body)
 
     def record_model_error(
-        self, fence: Fence, turn_id: str, *, round_: int, error: ErrorInfo
+        self,
+        fence: Fence,
+        turn_id: str,
+        *,
+        round_: int,
+        error: ErrorInfo,
+        backoff_s: Callable[[int], float] | None = None,
     ) -> TurnRecord:
-        """Count a transient model failure against the turn's error budget (a retry follows)."""
+        """Count a transient model failure against the turn's error budget (a retry follows).
+
+        ``backoff_s(failures)`` is how long to wait before that retry, given the turn's count
+        of failures including this one; the record keeps when the wait ends
+        (``model_retry_at``), so a later invocation or another worker waits out the rest of it
+        instead of calling the model again at once.
+        """
 
         def body(tx: Tx) -> TurnRecord:
             session = self._fenced(tx, fence)
             scope = _SessionScope(tx, session, self._clock.now())
             turn = self._running_turn(tx, fence, turn_id)
             # The failed stream's text is no answer: the retry streams the round afresh.
+            failures = turn.model_errors + 1
+            retry_at = scope.now + backoff_s(failures) if backoff_s is not None else None
             updated = replace(
-                turn, model_errors=turn.model_errors + 1, partial_text="", version=turn.version + 1
+                turn,
+                model_errors=failures,
+                model_retry_at=retry_at,
+                partial_text="",
+                version=turn.version + 1,
             )
             tx.put_turn(updated, expected_version=turn.version)
             scope.emit(

@@ -16,9 +16,13 @@ __all__ = ["InProcessQueue", "WakeQueue"]
 
 class WakeQueue(Protocol):
     url: str
+    # Whether ``enqueue(..., delay_s=...)`` holds the wake back. A queue that cannot (RQ
+    # without its scheduler, a FIFO SQS queue) delivers it at once and ignores the delay.
+    delays_wakes: bool
 
-    async def enqueue(self, session_id: str, *, reason: str) -> None:
-        """Ask some worker to look at ``session_id``. ``reason`` is for logs and traces."""
+    async def enqueue(self, session_id: str, *, reason: str, delay_s: float = 0) -> None:
+        """Ask some worker to look at ``session_id``, after ``delay_s`` seconds where the
+        queue can delay a wake. ``reason`` is for logs and traces."""
         ...
 
     async def aclose(self) -> None: ...

@@ -118,6 +118,9 @@ class TurnRecord:
     status: TurnStatus
     rounds: int = 0  # model calls recorded so far
     model_errors: int = 0  # transient model failures so far: the turn's error budget
+    # When the model may be called again after the last transient failure (journal clock):
+    # a backoff, honouring Retry-After, that outlives the invocation which recorded it.
+    model_retry_at: float | None = None
     final_text: str | None = None
     # Text streamed in round ``rounds`` and not recorded yet (``model.partial``): if the
     # attempt dies, recovery closes it out as an interrupted assistant entry.

@@ -60,6 +60,8 @@ def _import_rq() -> tuple[Any, Any]:
 
 
 class RqQueue:
+    delays_wakes = False
+
     def __init__(self, url: str) -> None:
         self.url = url
         self.settings = parse_rq_url(url)
@@ -94,7 +96,10 @@ class RqQueue:
             description=f"fxdurable wake {session_id} ({reason})",
         )
 
-    async def enqueue(self, session_id: str, *, reason: str) -> None:
+    async def enqueue(self, session_id: str, *, reason: str, delay_s: float = 0) -> None:
+        # No delay: RQ delays a job only with its scheduler, which fxdurable's workers do not
+        # run; a wake that comes before a model backoff ends sleeps out what it can instead
+        # (TurnDriver._wait_out_model_backoff).
         await asyncio.to_thread(self.enqueue_now, session_id, reason=reason)
 
     async def aclose(self) -> None:

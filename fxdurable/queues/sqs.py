@@ -18,7 +18,10 @@ duplicates and reordering are harmless, because the store orders and deduplicate
 up, at most 900: SQS's limit, so longer asks are clamped to it), so a backoff can outlast the
 invocation that chose it: the invocation commits, enqueues a delayed continuation and ends,
 instead of sleeping on a billed Lambda. FIFO queues have no per-message delay; a delayed wake
-on one is refused (:class:`~fxdurable.errors.ConfigurationError`).
+on one is refused (:class:`~fxdurable.errors.ConfigurationError`), and ``delays_wakes`` is
+False, so the runtime sends its continuations undelayed there. A delay past 900 s, or a wake
+that comes early for any other reason, finds the backoff's end recorded on the turn and waits
+out or defers the rest (``TurnRecord.model_retry_at``).
 
 **Errors.** A missing queue, denied access, or no credentials or region: ConfigurationError.
 An unreachable endpoint, a timeout, throttling or a failing service:
@@ -165,6 +168,8 @@ class SqsQueue:
     def __init__(self, url: str, *, session: Any = None) -> None:
         self.url = url
         self.settings = parse_sqs_url(url)
+        # A standard queue delays one message (DelaySeconds); a FIFO queue cannot.
+        self.delays_wakes = not self.settings.fifo
         self._queue_url = self.settings.queue_url
         self._resolving = threading.Lock()
         try:

@@ -265,12 +265,19 @@ class ModelStep:
         self, turn: TurnRecord, round_: int, exc: ModelRetryableError
     ) -> StepOutcome:
         policy = self._agent.durability.model_retries
+        chosen: list[float] = []  # the wait the committed transaction recorded (the last run)
+
+        def backoff_s(failures: int) -> float:
+            chosen.append(backoff_delay(failures, exc.retry_after_s, policy, self._rng))
+            return chosen[-1]
+
         updated = await durable(
             self._journal.record_model_error,
             self._fence,
             turn.id,
             round_=round_,
             error=ErrorInfo(code="model_unavailable", message=str(exc)),
+            backoff_s=backoff_s,
         )
         if updated.model_errors > policy.budget:
             return Failed(
@@ -278,11 +285,12 @@ class ModelStep:
                 f"the model failed {updated.model_errors} times in this turn (budget "
                 f"{policy.budget}); last error: {exc}",
             )
-        delay = backoff_delay(updated.model_errors, exc.retry_after_s, policy, self._rng)
+        delay = chosen[-1]
         remaining = self._budget.remaining()
         if remaining is not None and delay >= remaining:
-            # The wait does not fit in this invocation: a continuation retries.
-            raise Suspend("model backoff")
+            # The wait does not fit in this invocation: the turn records when it ends, and a
+            # continuation delayed by the wait (where the queue can delay a wake) retries.
+            raise Suspend("model backoff", resume_after_s=delay)
         await self._sleep(delay)
         return Retry()
 

@@ -75,8 +75,13 @@ class TurnDriver:
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
         conversations: ConversationCache | None = None,
+        queue_delays_wakes: bool = False,
     ) -> None:
         self._journal = journal
+        # Whether a continuation's wake can be delayed (SQS, the in-process queue): a model
+        # backoff longer than the invocation then ends it at once instead of sleeping it out.
+        self._queue_delays_wakes = queue_delays_wakes
+        self._sleep = sleep
         self._conversations = ConversationCache() if conversations is None else conversations
         self._agent = agent
         self._fence = fence
@@ -109,12 +114,17 @@ class TurnDriver:
 
     async def run(self, submission_id: str) -> None:
         j = self._journal
-        queued = await durable(j.read, lambda view: view.get_submission(submission_id))
+        # A turn's id is its submission's.
+        queued, turn = await durable(
+            j.read, lambda view: (view.get_submission(submission_id), view.get_turn(submission_id))
+        )
         if queued is not None and queued.status == "queued" and queued.abort_requested:
             # Aborted before it ever ran: it settles without a turn, so its prompt never
             # enters the conversation later turns are shown.
             await durable(j.settle, self._fence, submission_id, "aborted")
             return
+        if turn is not None and turn.model_retry_at is not None:
+            await self._wait_out_model_backoff(turn.model_retry_at)
         start = await durable(j.begin_attempt, self._fence, submission_id, worker=self._worker)
         self._attempt = start.attempt.number
         if start.recovered:
@@ -185,6 +195,25 @@ class TurnDriver:
 
     def _now(self) -> float:
         return self._clock.now()
+
+    async def _wait_out_model_backoff(self, retry_at: float) -> None:
+        """Before an attempt begins: the model's last failure asked for a wait that has not
+        ended (an early wake: the reconciliation scan, a duplicate, a queue that cannot delay).
+        Sleep it out if it fits in this invocation; otherwise stop before recording anything,
+        with a continuation delayed by the rest of the wait. A queue that cannot delay a wake
+        (RQ) would bring the next one back at once, so this invocation sleeps for as long as
+        it may first: a backoff never becomes a loop of empty wakes."""
+        wait = retry_at - self._now()
+        if wait <= 0:
+            return
+        remaining = self._budget.remaining()
+        if remaining is None or wait < remaining:
+            await self._sleep(wait)
+            return
+        if not self._queue_delays_wakes:
+            await self._sleep(remaining)
+            wait -= remaining
+        raise Suspend("model backoff", resume_after_s=wait, attempt_started=False)
 
     def _timed_out(self) -> bool:
         assert self._state is not None

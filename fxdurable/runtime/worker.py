@@ -162,7 +162,7 @@ class WakeHandler:
             await work
         except Suspend as stop:
             await _stop(beat)
-            await self._continue_later(fence, stop.reason)
+            await self._continue_later(fence, stop)
             return
         except LeaseLostError as exc:
             log.warning("%s", exc)
@@ -221,6 +221,7 @@ class WakeHandler:
                 sleep=self._sleep,
                 rng=self._rng,
                 conversations=self._conversations,
+                queue_delays_wakes=self._queue.delays_wakes,
             )
             box[:] = [driver]
             async with tracing.attempt(j, unsettled[0], agent.name):
@@ -310,19 +311,22 @@ class WakeHandler:
         if box and unsettled and unsettled[0].abort_requested:
             box[0].abort_requested()
 
-    async def _continue_later(self, fence: Fence, reason: str) -> None:
-        """Deadline or shutdown at a step boundary: commit, enqueue a continuation, let go."""
+    async def _continue_later(self, fence: Fence, stop: Suspend) -> None:
+        """Deadline, shutdown or a long model backoff at a step boundary: commit, enqueue a
+        continuation (delayed by the backoff, where the queue can delay), let go."""
         j = self._journal
+        reason = f"continuation ({stop.reason})"
+        delay_s = stop.resume_after_s if self._queue.delays_wakes else 0.0
         running = await durable(j.read, lambda v: v.unsettled_submissions(fence.session_id))
-        if running:
-            await durable(j.suspend, fence, running[0].id, reason=reason)
+        if running and stop.attempt_started:
+            await durable(j.suspend, fence, running[0].id, reason=stop.reason)
         crash_point("continuation.before-enqueue")
-        await self._queue.enqueue(fence.session_id, reason=f"continuation ({reason})")
+        await self._queue.enqueue(fence.session_id, reason=reason, delay_s=delay_s)
         crash_point("continuation.after-enqueue")
         if await durable(j.release, fence):
             # Another worker may have taken the continuation wake while we still held the
             # lease and dropped it: wake again now that the lease is free (DESIGN §9).
-            await self._queue.enqueue(fence.session_id, reason=f"continuation ({reason})")
+            await self._queue.enqueue(fence.session_id, reason=reason, delay_s=delay_s)
 
 
 async def _stop(beat: asyncio.Future[bool]) -> bool:

@@ -3,6 +3,7 @@ errors, compaction on a context-length error, partial text kept visible, cost ac
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -116,6 +117,9 @@ def test_a_fatal_model_error_fails_at_once(tmp_path: Path) -> None:
 
 
 def test_backoff_that_does_not_fit_the_invocation_continues_later(tmp_path: Path) -> None:
+    """An hour's Retry-After in a 5 s invocation: the attempt yields, the continuation waits
+    (tests/runtime/test_model_backoff_across_invocations.py sees one through), and the scan's
+    early wakes neither sleep nor call the model nor begin attempts."""
     model = FailingFirstModel(
         ScriptedModel([fx.reply("later")]), [ModelRetryableError("429", retry_after_s=3600)]
     )
@@ -124,12 +128,17 @@ def test_backoff_that_does_not_fit_the_invocation_continues_later(tmp_path: Path
     async def go() -> None:
         async with runtime(tmp_path, fx.Agent("a", model), sleeps, invocation_budget_s=5.0) as rt:
             s = rt.session("s")
-            assert await s.run("hi", timeout=10) == "later"
+            sub = await s.submit("hi")
+            while not [e for e in await s.events() if e.type == "attempt.yielded"]:
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(1.0)  # the scan wakes the session 5 times a second here
             yielded = [e for e in await s.events() if e.type == "attempt.yielded"]
             assert [e.data["reason"] for e in yielded] == ["model backoff"]
+            assert len(rt.journal.read(lambda v: v.attempts(sub.id))) == 1
 
     run(go())
     assert sleeps.delays == [], "an hour's wait is not slept inside a 5 s invocation"
+    assert len(model.requests) == 1, "nor is the model called again before it ends"
 
 
 def test_backoff_delay_grows_and_is_capped() -> None:
