@@ -323,9 +323,11 @@ class WakeHandler:
         crash_point("continuation.before-enqueue")
         await self._queue.enqueue(fence.session_id, reason=reason, delay_s=delay_s)
         crash_point("continuation.after-enqueue")
-        if await durable(j.release, fence):
+        if await durable(j.release, fence) and stop.attempt_started:
             # Another worker may have taken the continuation wake while we still held the
-            # lease and dropped it: wake again now that the lease is free (DESIGN §9).
+            # lease and dropped it: wake again now that the lease is free (DESIGN §9). Not
+            # after an early wake in a model backoff: each of those would double the delayed
+            # wakes in flight (one stop per wake), and a lost one is found by the scan.
             await self._queue.enqueue(fence.session_id, reason=reason, delay_s=delay_s)
 
 
