@@ -31,6 +31,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "http": frozenset({"core", "errors", "runtime", "fxdurable"}),
     # The RQ worker consumes the RQ queue itself (its connection, queue name and job function).
     "workers": frozenset({"core", "errors", "backends", "queues", "runtime"}),
+    # The Lambda functions: the HTTP app, the runtime's wake handler and scan, the SQS queue.
+    "aws_lambda": frozenset({"core", "errors", "backends", "queues", "runtime", "http"}),
     "cli": frozenset(
         {"core", "errors", "backends", "runtime", "testing", "http", "workers", "fxdurable"}
     ),

@@ -47,6 +47,7 @@ from fxdurable.http.problems import ApiError, invalid, session_not_found, unauth
 from fxdurable.http.schemas import (
     AbortReply,
     AbortRequest,
+    ChatReceipt,
     ChatRequest,
     HistoryMessage,
     HistoryReply,
@@ -65,7 +66,7 @@ from fxdurable.http.scoping import (
 )
 from fxdurable.http.settings import HttpSettings
 from fxdurable.http.signing import SIGNATURE_HEADER, SignatureError, verify_wake
-from fxdurable.http.stream import ReadEvents, tail
+from fxdurable.http.stream import ReadEvents, long_poll, tail
 from fxdurable.runtime import tracing
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.history import conversation
@@ -118,7 +119,7 @@ def create_app(
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/healthz", api.healthz, methods=["GET"]),
     ]
-    return Starlette(
+    app = Starlette(
         routes=routes,
         lifespan=lifespan,
         exception_handlers={
@@ -129,6 +130,9 @@ def create_app(
             Exception: _unexpected,
         },
     )
+    # For whoever runs the app without its lifespan (the Lambda adapter), to close it.
+    app.state.runtime = runtime
+    return app
 
 
 class _Api:
@@ -152,6 +156,19 @@ class _Api:
             sub = admission.submission
             key = sub.session_id
             await self._wake(key, "submitted")
+        headers = {
+            "X-Fxd-Session-Id": public_session_id(key),
+            "X-Fxd-Submission-Id": sub.id,
+            "Cache-Control": "no-store",
+        }
+        from_line = max(0, sub.cursor - 1)  # its turn_start line comes next
+        if self._settings.mode == "receipt":
+            receipt = ChatReceipt(
+                session_id=public_session_id(key), submission_id=sub.id, cursor=from_line
+            )
+            reply = _json(receipt, status=202)
+            reply.headers.update(headers)
+            return reply
 
         def ends_this_turn(event: EventRecord) -> bool:
             return event.type in SETTLED_EVENTS and event.data.get("submission") == sub.id
@@ -159,15 +176,10 @@ class _Api:
         lines = tail(
             self._events_reader(key),
             public_session_id(key),
-            max(0, sub.cursor - 1),  # from its turn_start line
+            from_line,
             self._settings,
             until=ends_this_turn,
         )
-        headers = {
-            "X-Fxd-Session-Id": public_session_id(key),
-            "X-Fxd-Submission-Id": sub.id,
-            "Cache-Control": "no-store",
-        }
         return StreamingResponse(lines, media_type=_NDJSON, headers=headers)
 
     async def _admit(
@@ -224,6 +236,9 @@ class _Api:
         public = _session_id(request.query_params.get("sessionId"))
         session = await self._owned(principal, public)
         cursor = _cursor(request.query_params.get("cursor"), session)
+        if self._settings.mode == "receipt":
+            body = await long_poll(self._events_reader(session.id), public, cursor, self._settings)
+            return Response(body, media_type=_NDJSON, headers={"Cache-Control": "no-store"})
         lines = tail(
             self._events_reader(session.id),
             public,

@@ -28,6 +28,7 @@ def app_from_env(
     store: str | None = None,
     queue: str | None = None,
     invocation_budget_s: float | None = None,
+    settings: HttpSettings | None = None,
 ) -> Starlette:
     """The app for ``FXD_AGENTS`` on ``FXD_STORE`` / ``FXD_QUEUE`` (default: the embedded
     SQLite store and the in-process queue).
@@ -35,6 +36,7 @@ def app_from_env(
     Authentication is bearer tokens from ``FXD_HTTP_TOKENS`` (``alice=<token>,bob=<token>``)
     or the file ``FXD_HTTP_TOKENS_FILE``. Without any, it refuses to start unless ``dev``
     (``--dev`` or ``FXD_HTTP_DEV=1``), which lets every caller in as the principal ``dev``.
+    ``settings`` replaces :meth:`HttpSettings.from_env` (the Lambda adapter's receipt mode).
     """
     if dev is None:
         dev = os.environ.get("FXD_HTTP_DEV") == "1"
@@ -54,7 +56,9 @@ def app_from_env(
         settings=WorkerSettings.from_env(),
         invocation_budget_s=budget,
     )
-    return create_app(runtime, authenticate=authenticate, settings=HttpSettings.from_env())
+    return create_app(
+        runtime, authenticate=authenticate, settings=settings or HttpSettings.from_env()
+    )
 
 
 def _authenticator(dev: bool, tokens_file: str | None) -> Authenticate:

@@ -13,6 +13,7 @@ from fxdurable.http.lines import line_adapter
 from fxdurable.http.schemas import (
     AbortReply,
     AbortRequest,
+    ChatReceipt,
     ChatRequest,
     ErrorReply,
     HistoryReply,
@@ -27,7 +28,7 @@ from fxdurable.http.scoping import SESSION_ID_PATTERN
 __all__ = ["openapi_document"]
 
 _REQUESTS = (ChatRequest, SteerRequest, AbortRequest, WakeRequest)
-_REPLIES = (SteerReply, AbortReply, SessionReply, HistoryReply, WakeReply, ErrorReply)
+_REPLIES = (ChatReceipt, SteerReply, AbortReply, SessionReply, HistoryReply, WakeReply, ErrorReply)
 _ERRORS = {
     "400": "malformed JSON, a bad cursor or a bad Idempotency-Key",
     "401": "missing or invalid credentials",
@@ -134,6 +135,11 @@ def openapi_document() -> dict[str, Any]:
                     "requestBody": _json_body(ChatRequest),
                     "responses": {
                         "200": _stream("The turn, from turn_start to turn_end."),
+                        "202": _reply(
+                            ChatReceipt,
+                            "Receipt mode (FXD_HTTP_MODE=receipt, the AWS Lambda function): "
+                            "admitted and queued; read the turn with GET /chat from `cursor`.",
+                        ),
                         **_errors("400", "401", "404", "408", "409", "413", "422"),
                     },
                 },
@@ -150,7 +156,12 @@ def openapi_document() -> dict[str, Any]:
                         },
                     ],
                     "responses": {
-                        "200": _stream("Lines after the cursor; ends after an idle timeout."),
+                        "200": _stream(
+                            "Lines after the cursor; ends after an idle timeout. In receipt "
+                            "mode, a long poll: the lines there are as soon as there are any, "
+                            "else after the long-poll wait a stream_end line (idle) with the "
+                            "cursor to poll from again."
+                        ),
                         **_errors("400", "401", "404", "422"),
                     },
                 },

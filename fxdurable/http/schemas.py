@@ -16,6 +16,7 @@ from fxdurable.http.scoping import SESSION_ID_PATTERN, SESSION_KEY_PATTERN
 __all__ = [
     "AbortReply",
     "AbortRequest",
+    "ChatReceipt",
     "ChatRequest",
     "ErrorReply",
     "HistoryReply",
@@ -68,6 +69,14 @@ class WakeRequest(_Body):
 
     session_id: SessionKey
     reason: str | None = None
+
+
+class ChatReceipt(_Body):
+    """Receipt mode's answer to ``POST /chat``: the prompt is admitted and its wake queued."""
+
+    session_id: str
+    submission_id: str
+    cursor: int = Field(description="GET /chat from here: the next line is this turn's start")
 
 
 class SteerReply(_Body):

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Literal
 
 from fxdurable.errors import ConfigurationError
 
-__all__ = ["HttpSettings"]
+__all__ = ["HTTP_MODES", "HttpSettings"]
+
+HTTP_MODES = ("stream", "receipt")
+# API Gateway cuts every integration off at 30 s (29 s for an HTTP API's default): a long
+# poll must answer before that, with time left for the function's own overhead.
+MAX_LONG_POLL_S = 28.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,6 +39,12 @@ class HttpSettings:
     wake_window_s: float = 300.0
     # How long one /wake may run the session before handing the rest to the queue.
     wake_budget_s: float | None = None
+    # "stream": POST /chat streams its turn and GET /chat streams from a cursor. "receipt"
+    # (behind API Gateway, which cannot stream from a Python Lambda): POST /chat admits and
+    # answers 202 with the cursor to read from, and GET /chat long-polls for the lines after a
+    # cursor, answering as soon as there are some or after ``long_poll_s``.
+    mode: Literal["stream", "receipt"] = "stream"
+    long_poll_s: float = 20.0
 
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "max_prompt_chars"):
@@ -45,22 +57,36 @@ class HttpSettings:
             "max_stream_s",
             "poll_min_s",
             "wake_window_s",
+            "long_poll_s",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigurationError(f"HttpSettings.{name} must be positive")
         if self.poll_max_s < self.poll_min_s:
             raise ConfigurationError("HttpSettings.poll_max_s must be at least poll_min_s")
+        if self.mode not in HTTP_MODES:
+            raise ConfigurationError(f"the HTTP mode is 'stream' or 'receipt', not {self.mode!r}")
+        if self.long_poll_s > MAX_LONG_POLL_S:
+            raise ConfigurationError(
+                f"a long poll of {self.long_poll_s:g} s would outlast API Gateway's 30 s "
+                f"limit; keep it at most {MAX_LONG_POLL_S:g} s"
+            )
         if self.wake_secret is not None and len(self.wake_secret) < 16:
             raise ConfigurationError("the wake secret must be at least 16 characters")
 
     @classmethod
     def from_env(cls) -> HttpSettings:
         """``FXD_WAKE_SECRET``, ``FXD_WAKE_BUDGET_S``, ``FXD_HTTP_IDLE_TIMEOUT_S``,
-        ``FXD_HTTP_MAX_BODY_BYTES``, ``FXD_HTTP_BODY_TIMEOUT_S``; the rest keep their
+        ``FXD_HTTP_MAX_BODY_BYTES``, ``FXD_HTTP_BODY_TIMEOUT_S``, ``FXD_HTTP_MODE``
+        (``stream`` or ``receipt``), ``FXD_HTTP_LONG_POLL_S``; the rest keep their
         defaults."""
         env = os.environ
+        mode = env.get("FXD_HTTP_MODE") or "stream"
+        if mode not in HTTP_MODES:
+            raise ConfigurationError(f"FXD_HTTP_MODE is 'stream' or 'receipt', not {mode!r}")
         try:
             return cls(
+                mode="receipt" if mode == "receipt" else "stream",
+                long_poll_s=_float(env.get("FXD_HTTP_LONG_POLL_S")) or 20.0,
                 wake_secret=env.get("FXD_WAKE_SECRET") or None,
                 wake_budget_s=_float(env.get("FXD_WAKE_BUDGET_S")),
                 idle_timeout_s=_float(env.get("FXD_HTTP_IDLE_TIMEOUT_S")) or 60.0,

@@ -17,7 +17,10 @@ from fxdurable.core.records import EventRecord
 from fxdurable.http.lines import Marker, line_for, marker_line
 from fxdurable.http.settings import HttpSettings
 
-__all__ = ["ReadEvents", "tail"]
+__all__ = ["ReadEvents", "long_poll", "tail"]
+
+# A long poll answers with at most this many lines; the client polls again from the last one.
+LONG_POLL_MAX_LINES = 1000
 
 ReadEvents = Callable[[int], Awaitable[Sequence[EventRecord]]]
 
@@ -66,4 +69,34 @@ async def tail(
             yield _marker(Marker.KEEPALIVE, session_id, cursor)
             last_line = now
         await asyncio.sleep(poll)
+        poll = min(poll * 2, settings.poll_max_s)
+
+
+async def long_poll(
+    read_events: ReadEvents, session_id: str, after: int, settings: HttpSettings
+) -> bytes:
+    """The lines after ``after`` as one body (receipt mode: nothing streams).
+
+    Answers as soon as there is at least one line, with every line there is then (up to
+    :data:`LONG_POLL_MAX_LINES`); after ``settings.long_poll_s`` with none, answers a single
+    ``stream_end`` line (``idle``) that carries the cursor to poll from again. A turn that
+    settles ends the wait too, since its ``turn_end`` is a line.
+    """
+    poll = settings.poll_min_s
+    deadline = time.monotonic() + settings.long_poll_s
+    lines: list[bytes] = []
+    cursor = after
+    while True:
+        batch = await read_events(cursor)
+        for event in batch:
+            cursor = event.seq
+            lines.append(_encode(line_for(event)))
+        if batch and len(lines) < LONG_POLL_MAX_LINES:
+            continue  # a full page may have more behind it
+        if lines:
+            return b"".join(lines)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return _marker(Marker.STREAM_END, session_id, cursor, reason="idle")
+        await asyncio.sleep(min(poll, left))
         poll = min(poll * 2, settings.poll_max_s)

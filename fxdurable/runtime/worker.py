@@ -115,7 +115,12 @@ class WakeHandler:
         *,
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
+        identity: WorkerIdentity | None = None,
     ) -> None:
+        # ``identity`` names this worker in the leases it takes. The default (this host and
+        # pid) lets a restarted process on the same host take over from its dead self at once;
+        # a worker whose host name and pid may repeat elsewhere (a Lambda sandbox) passes one
+        # no other process can have, so its leases are only ever taken over on expiry.
         self._journal = journal
         self._queue = queue
         self._agents = agents
@@ -123,7 +128,7 @@ class WakeHandler:
         self._settings = settings
         self._sleep = sleep
         self._rng = rng or random.Random()
-        self._identity = this_worker()
+        self._identity = identity or this_worker()
         # The conversations of sessions this process ran: later steps and wakes read only
         # what is newer (runtime/conversation.py).
         self._conversations = ConversationCache()

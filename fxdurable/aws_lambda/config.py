@@ -1,0 +1,67 @@
+"""The Lambda functions' configuration, from the environment the SAM template sets.
+
+``FXD_STORE`` and ``FXD_QUEUE`` (required: the functions share nothing but them),
+``FXD_AGENTS`` (the wake function), ``FXD_LAMBDA_MARGIN_S`` (the wake function: the time kept
+in hand at every step boundary) and ``FXD_SECRETS_SSM_PATH`` (every function: SSM parameters
+to load into the environment at a cold start, see :mod:`fxdurable.aws_lambda.secrets`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from fxdurable.errors import ConfigurationError
+
+__all__ = ["DEFAULT_MARGIN_S", "LambdaConfig", "require_remote_queue"]
+
+# A step that starts with less than this left could be cut off by the function's timeout:
+# the longest model call or tool the agents make, plus a few seconds to commit, enqueue the
+# continuation and let the lease go. A minute covers a long model call; raise it for longer
+# tools (and the function's timeout with it).
+DEFAULT_MARGIN_S = 60.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LambdaConfig:
+    store_url: str
+    queue_url: str
+    agents_spec: str | None = None
+    margin_s: float = DEFAULT_MARGIN_S
+
+    @classmethod
+    def from_env(cls, *, needs_agents: bool = False) -> LambdaConfig:
+        env = os.environ
+        wanted = ["FXD_STORE", "FXD_QUEUE", *(["FXD_AGENTS"] if needs_agents else [])]
+        missing = [name for name in wanted if not env.get(name)]
+        if missing:
+            raise ConfigurationError(
+                f"this Lambda function needs {', '.join(missing)} in its environment "
+                "(infra/template.yaml sets them)"
+            )
+        raw_margin = env.get("FXD_LAMBDA_MARGIN_S") or str(DEFAULT_MARGIN_S)
+        try:
+            margin_s = float(raw_margin)
+        except ValueError:
+            raise ConfigurationError(
+                f"FXD_LAMBDA_MARGIN_S must be a number of seconds, not {raw_margin!r}"
+            ) from None
+        if margin_s <= 0:
+            raise ConfigurationError("FXD_LAMBDA_MARGIN_S must be positive")
+        queue_url = env["FXD_QUEUE"]
+        require_remote_queue(queue_url)
+        return cls(
+            store_url=env["FXD_STORE"],
+            queue_url=queue_url,
+            agents_spec=env.get("FXD_AGENTS") or None,
+            margin_s=margin_s,
+        )
+
+
+def require_remote_queue(url: str) -> None:
+    """An in-process queue in a Lambda would lose every wake when the invocation ends."""
+    if url == "local":
+        raise ConfigurationError(
+            "FXD_QUEUE=local cannot work on Lambda: wakes must outlive the invocation; "
+            "use the SQS queue (sqs://NAME_OR_URL)"
+        )
