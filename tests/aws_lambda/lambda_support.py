@@ -18,7 +18,11 @@ from urllib.parse import parse_qsl, urlencode
 from aws_support import REGION, aws_session
 
 from fxdurable.backends import open_store
+from fxdurable.core.clock import RandomIds, SystemClock
+from fxdurable.core.journal import Journal
 from fxdurable.core.records import SessionRecord
+from fxdurable.queues.sqs import encode_wake
+from tests.kit.story import AGENT
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -81,7 +85,7 @@ class LambdaWorld:
 
     def subprocess_env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("FXD_", "AWS_"))}
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(HERE)])
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "tests"), str(HERE)])
         env["PYTHONUNBUFFERED"] = "1"
         return {**env, **self.env(), **extra}
 
@@ -102,6 +106,19 @@ class LambdaWorld:
 
     def send(self, body: str) -> None:
         self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=body)
+
+    def admit(self, session_key: str, prompt: str, request_id: str, *, agent: str = AGENT) -> str:
+        """Admit ``prompt`` and send its wake, as the HTTP function does; its submission id."""
+        store = open_store(self.store_url)
+        try:
+            journal = Journal(store, SystemClock(), RandomIds())
+            admission = journal.admit(
+                session_key, agent=agent, prompt=prompt, request_id=request_id
+            )
+        finally:
+            store.close()
+        self.send(encode_wake(session_key, "submitted", None))
+        return admission.submission.id
 
     # -- the store --------------------------------------------------------------------------
 
