@@ -1,7 +1,7 @@
 """The Lambda functions' configuration, from the environment the SAM template sets.
 
 ``FXD_STORE`` and ``FXD_QUEUE`` (required: the functions share nothing but them),
-``FXD_AGENTS`` (the wake function), ``FXD_LAMBDA_MARGIN_S`` (the wake function: the time kept
+``FXD_LAMBDA_MARGIN_S`` (the wake function: the time kept
 in hand at every step boundary) and ``FXD_SECRETS_SSM_PATH`` (every function: SSM parameters
 to load into the environment at a cold start, see :mod:`fxdurable.aws_lambda.secrets`).
 """
@@ -26,14 +26,12 @@ DEFAULT_MARGIN_S = 60.0
 class LambdaConfig:
     store_url: str
     queue_url: str
-    agents_spec: str | None = None
     margin_s: float = DEFAULT_MARGIN_S
 
     @classmethod
-    def from_env(cls, *, needs_agents: bool = False) -> LambdaConfig:
+    def from_env(cls) -> LambdaConfig:
         env = os.environ
-        wanted = ["FXD_STORE", "FXD_QUEUE", *(["FXD_AGENTS"] if needs_agents else [])]
-        missing = [name for name in wanted if not env.get(name)]
+        missing = [name for name in ("FXD_STORE", "FXD_QUEUE") if not env.get(name)]
         if missing:
             raise ConfigurationError(
                 f"this Lambda function needs {', '.join(missing)} in its environment "
@@ -53,7 +51,6 @@ class LambdaConfig:
         return cls(
             store_url=env["FXD_STORE"],
             queue_url=queue_url,
-            agents_spec=env.get("FXD_AGENTS") or None,
             margin_s=margin_s,
         )
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,6 +39,7 @@ from fxdurable.backends import open_queue, open_store
 from fxdurable.core import tracecontext
 from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Journal
+from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.agent_spec import load_agents
 from fxdurable.runtime.budget import InvocationBudget
@@ -80,9 +82,14 @@ class WakeFunction:
     @classmethod
     def from_env(cls) -> WakeFunction:
         secrets_from_env()  # before the agents load: their model clients read the keys
-        config = LambdaConfig.from_env(needs_agents=True)
-        assert config.agents_spec is not None
-        return cls(config, load_agents(config.agents_spec))
+        config = LambdaConfig.from_env()
+        spec = os.environ.get("FXD_AGENTS")
+        if not spec:
+            raise ConfigurationError(
+                "the wake function needs FXD_AGENTS (module:attribute naming your agents) in "
+                "its environment (infra/template.yaml sets it)"
+            )
+        return cls(config, load_agents(spec))
 
     def __call__(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
         return self.loop.run_until_complete(self.handle(event, remaining_s(context)))
