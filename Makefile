@@ -9,7 +9,7 @@ BENCH_BIN := $(BENCH_VENV)/bin
 # Directories that are linted; ones that do not exist yet (e.g. bench/) are skipped.
 LINT_PATHS := $(wildcard fxdurable tests bench workers handlers)
 
-.PHONY: demo lint test bench bench-venv wheel clean
+.PHONY: demo lint test bench bench-venv wheel clean deploy localstack-test
 
 # Full dev/test environment: the package in editable mode plus the test extras.
 $(VENV)/.installed: pyproject.toml
@@ -61,6 +61,21 @@ bench-venv: $(BENCH_VENV)/.installed
 # writes bench/results/latest.json and docs/benchmarks.md. ARGS=--quick for a short run.
 bench: $(BENCH_VENV)/.installed
 	$(BENCH_BIN)/python -m bench --write $(ARGS)
+
+# AWS Lambda (infra/template.yaml): needs the SAM CLI and AWS credentials; asks for the stack
+# name, region and parameters the first time and saves them in samconfig.toml.
+deploy:
+	sam build --template infra/template.yaml
+	sam deploy --guided
+
+# The AWS tests against LocalStack instead of moto (needs Docker): start it, wait until its
+# init script has created the queue, table and bucket, run the tests, stop it whatever happened.
+LOCALSTACK := docker compose -f localstack/docker-compose.yml
+AWS_TESTS := tests/queues/test_sqs_queue.py tests/aws_lambda
+localstack-test: $(VENV)/.installed
+	$(LOCALSTACK) up -d --wait
+	FXD_TEST_AWS_ENDPOINT=http://127.0.0.1:4566 scripts/run-tests $(AWS_TESTS) $(PYTEST_ARGS); \
+		rc=$$?; $(LOCALSTACK) down; exit $$rc
 
 wheel: $(VENV)/.installed
 	$(BIN)/python -m build --wheel --outdir dist/

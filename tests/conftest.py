@@ -12,7 +12,8 @@ Without ``redis-server`` the Redis tests are skipped, except in CI (``CI=true``)
 Redis that cannot be run or reached fails them.
 
 AWS: ``moto_server`` starts one moto server for the whole run on a free port and yields its
-endpoint URL; clients take dummy credentials from ``aws_support.aws_session()``. Without moto
+endpoint URL (or yields ``FXD_TEST_AWS_ENDPOINT``, e.g. LocalStack's, without starting one);
+clients take dummy credentials from ``aws_support.aws_session()``. Without moto
 the AWS tests are skipped, except in CI, where they fail.
 """
 
@@ -206,7 +207,12 @@ def redis_factory(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
 
 @pytest.fixture(scope="session")
 def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The endpoint URL (``http://127.0.0.1:PORT``) of a moto server for this test run."""
+    """The endpoint URL (``http://127.0.0.1:PORT``) of a moto server for this test run, or
+    of the emulator ``FXD_TEST_AWS_ENDPOINT`` names (LocalStack: ``make localstack-test``)."""
+    given = os.environ.get("FXD_TEST_AWS_ENDPOINT")
+    if given:
+        yield given.rstrip("/")
+        return
     try:
         import boto3  # noqa: F401
         import moto.server  # noqa: F401
