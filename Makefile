@@ -52,7 +52,7 @@ test: $(VENV)/.installed
 $(BENCH_VENV)/.installed: pyproject.toml bench/requirements-peers.txt
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_BIN)/python -m pip install -q --upgrade pip
-	$(BENCH_BIN)/python -m pip install -q -e '.[redis,http]' -r bench/requirements-peers.txt
+	$(BENCH_BIN)/python -m pip install -q -e '.[redis,http,lambda]' -r bench/requirements-peers.txt
 	touch $@
 
 bench-venv: $(BENCH_VENV)/.installed

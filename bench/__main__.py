@@ -11,12 +11,15 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from bench.dynamodb_steps import measure_dynamodb
 from bench.headline import Headline, redis_rows, startup_rows
 from bench.headline_measure import HeadlinePlan, measure_headline
 from bench.http_admit import HttpFigures, measure_http_admit, render_http
 from bench.http_admit import unavailable_reason as http_unavailable_reason
+from bench.lambda_turns import LambdaFigures, measure_lambda_turns, render_lambda
+from bench.lambda_turns import unavailable_reason as lambda_unavailable_reason
 from bench.redis_server import RedisServer, unavailable_reason
 from bench.redis_steps import measure_redis_growth, measure_redis_steps
 from bench.report import RedisSection, Report
@@ -114,8 +117,11 @@ DEFAULT = Plan(
     headline=HeadlinePlan(),
 )
 
+T = TypeVar("T")
+
 # Fresh processes each, a second or two a round: the quick run only shows the rows.
 STARTUP_REPS = {QUICK.name: 1, DEFAULT.name: 7}
+LAMBDA_REPS = {QUICK.name: 1, DEFAULT.name: 5}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -137,12 +143,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--only",
-        choices=["http", "startup", "headline"],
+        choices=["http", "startup", "headline", "lambda"],
         default=None,
         help="measure one section alone: 'http' is POST /chat admission latency on a served app "
         "beside GET /healthz and a raw SQLite commit of the same run; 'startup' is import, "
         "worker and demo start times; 'headline' is issue 10's table (fxdurable, DBOS and "
-        "LangGraph per step, growth with session length, RSS)",
+        "LangGraph per step, growth with session length, RSS; 'lambda' is a turn across many "
+        "wake-function invocations against the same turn in one, on moto",
     )
     parser.add_argument(
         "--no-headline",
@@ -184,27 +191,51 @@ def measure_redis(tmp: Path, plan: Plan, progress: Callable[[str], None]) -> Red
         return RedisSection(version=plain.version, steps=steps, growth=growth, rq=rq)
 
 
+def _optional_section(
+    label: str, missing: str | None, measure: Callable[[], T], progress: Callable[[str], None]
+) -> tuple[T | None, str | None, bool]:
+    """A section whose extra may be missing: (figures, why there are none, whether that is
+    a failure)."""
+    if missing is not None:
+        progress(f"{label} rows skipped: {missing}")
+        return None, f"skipped: {missing}", False
+    try:
+        figures = measure()
+    except Exception as exc:
+        traceback.print_exc()
+        return None, f"failed: {type(exc).__name__}: {exc}", True
+    progress(f"{label} measured")
+    return figures, None, False
+
+
 def measure_http(
     tmp: Path, plan: Plan, progress: Callable[[str], None]
 ) -> tuple[HttpFigures | None, str | None, bool]:
     """The HTTP admission rows: (figures, why there are none, whether that is a failure)."""
-    note = http_unavailable_reason()
-    if note is not None:
-        progress(f"HTTP rows skipped: {note}")
-        return None, f"skipped: {note}", False
-    try:
-        figures = measure_http_admit(
+    return _optional_section(
+        "HTTP admission latency",
+        http_unavailable_reason(),
+        lambda: measure_http_admit(
             tmp,
             requests=plan.http_requests,
             batches=plan.http_batches,
             warm_up=plan.http_warm_up,
             on_progress=progress,
-        )
-    except Exception as exc:
-        traceback.print_exc()
-        return None, f"failed: {type(exc).__name__}: {exc}", True
-    progress("HTTP admission latency measured")
-    return figures, None, False
+        ),
+        progress,
+    )
+
+
+def measure_lambda(
+    tmp: Path, plan: Plan, progress: Callable[[str], None]
+) -> tuple[LambdaFigures | None, str | None, bool]:
+    """The Lambda rows: (figures, why there are none, whether that is a failure)."""
+    return _optional_section(
+        "Lambda multi-invocation turn",
+        lambda_unavailable_reason(),
+        lambda: measure_lambda_turns(tmp, reps=LAMBDA_REPS[plan.name]),
+        progress,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -226,6 +257,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"fxdurable bench ({plan.name} run, HTTP only, "
                 f"{time.perf_counter() - started:.1f} s)\n{machine_line(tmp)}\n\n"
                 + render_http(http, http_note)
+            )
+            return 1 if failed else 0
+        if args.only == "lambda":
+            lambda_figures, lambda_note, failed = measure_lambda(tmp, plan, progress)
+            print(
+                f"fxdurable bench ({plan.name} run, Lambda only)\n{machine_line(tmp)}\n\n"
+                + render_lambda(lambda_figures, lambda_note)
             )
             return 1 if failed else 0
         headline: Headline | None = None
@@ -290,7 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 redis_note = f"failed: {type(exc).__name__}: {exc}"
         http, http_note, http_failed = measure_http(tmp, plan, progress)
         dynamodb, dynamodb_failed = measure_dynamodb(tmp, progress)
-        failed = failed or http_failed or dynamodb_failed
+        lambda_figures, lambda_note, lambda_failed = measure_lambda(tmp, plan, progress)
+        failed = failed or http_failed or dynamodb_failed or lambda_failed
     report = Report(
         mode=plan.name,
         machine=machine,
@@ -303,7 +342,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         redis_note=redis_note,
     )
     rest = "\n\n".join(
-        (report.render(), render_http(http, http_note), dynamodb, render_startup(startup))
+        (
+            report.render(),
+            render_http(http, http_note),
+            dynamodb,
+            render_lambda(lambda_figures, lambda_note),
+            render_startup(startup),
+        )
     )
     print(rest)
     if headline is not None:

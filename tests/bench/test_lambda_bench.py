@@ -1,0 +1,27 @@
+"""``bench/lambda_turns.py`` at a tiny size: the turn completes both ways, the invocations are
+counted, the ratio is printed. No timing is asserted (DESIGN §8)."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from bench.lambda_turns import measure_lambda_turns, render_lambda, unavailable_reason
+
+
+@pytest.mark.slow
+def test_the_lambda_bench_counts_invocations_and_prints_its_ratio(tmp_path: Path) -> None:
+    missing = unavailable_reason()
+    if missing is not None:
+        pytest.skip(missing)
+    figures = measure_lambda_turns(tmp_path, ticks=2, tick_s=0.0, reps=1)
+    assert figures.one_invocations == 1
+    # Two tools: three model steps and two tool steps, about one per invocation.
+    assert 3 <= figures.many_invocations <= 5
+    assert math.isfinite(figures.ratio) and figures.ratio > 0
+    text = render_lambda(figures)
+    assert re.search(r"^ratio lambda_many_invocations_vs_one = [0-9.]+$", text, re.MULTILINE)
+    assert not list(tmp_path.iterdir()), "the bench left files behind"
