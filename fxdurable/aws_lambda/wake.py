@@ -20,7 +20,10 @@ once its lease has expired.
 
 The warm state (event loop, store, SQS client, agents, the
 :class:`~fxdurable.runtime.worker.WakeHandler` and its conversation cache) lives in a module
-global for the life of the sandbox: a warm invocation opens nothing.
+global for the life of the sandbox: a warm invocation opens nothing. Cold start, measured on
+the development machine (``python -m bench.lambda_cold_start``, median of 7): importing
+``handlers.wake_lambda`` 191 ms, and with the first invocation's build (store, SQS client,
+agents) 279 ms.
 """
 
 from __future__ import annotations
