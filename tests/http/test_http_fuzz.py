@@ -132,22 +132,17 @@ def _pins(label: str) -> dict[str, Any]:
     return {}
 
 
-def test_the_published_document_holds_under_fuzzing(served):
-    app = _serve(served)
+def _operations(app: ServedApp) -> list[Any]:
     schema = schemathesis.openapi.from_url(f"{app.url}/openapi.json", timeout=REQUEST_TIMEOUT_S)
     # Credentials are not fuzzed: every case is alice's, so the requests reach past the
     # authentication to the routes (the 401 answers are covered in test_regressions).
     schema.config.generation.update(with_security_parameters=False)
-    operations = [result.ok() for result in schema.get_all_operations()]
-    assert {op.label for op in operations} >= {
-        "POST /chat",
-        "GET /chat",
-        "POST /steer",
-        "POST /abort",
-        "GET /sessions/{session_id}",
-        "GET /sessions/{session_id}/history",
-        "POST /wake",
-    }
+    return [result.ok() for result in schema.get_all_operations()]
+
+
+def _fuzz(app: ServedApp, operations: list[Any]) -> dict[str, set[int]]:
+    """Every operation in both generation modes, unpinned and pinned to alice's session;
+    returns the statuses answered per operation."""
     statuses: dict[str, set[int]] = {}
     for operation in operations:
         for mode in GenerationMode:
@@ -174,9 +169,43 @@ def test_the_published_document_holds_under_fuzzing(served):
 
                 fuzz()
                 _check_log(app)
+    return statuses
+
+
+def test_the_published_document_holds_under_fuzzing(served):
+    app = _serve(served)
+    operations = _operations(app)
+    assert {op.label for op in operations} >= {
+        "POST /chat",
+        "GET /chat",
+        "POST /steer",
+        "POST /abort",
+        "GET /sessions/{session_id}",
+        "GET /sessions/{session_id}/history",
+        "POST /wake",
+    }
+    statuses = _fuzz(app, operations)
     # The fuzzing reached the routes, not only their validation.
     assert 200 in statuses["POST /chat"] and 200 in statuses["GET /chat"], statuses
     assert 200 in statuses["POST /steer"] and 200 in statuses["POST /abort"], statuses
+
+
+def test_receipt_mode_holds_the_document_under_fuzzing(served):
+    """Receipt mode (the Lambda adapter's): POST /chat answers 202 with a receipt, GET /chat a
+    long poll; both as the document says."""
+    env = {"FXD_HTTP_MODE": "receipt", "FXD_HTTP_LONG_POLL_S": "0.2"}
+    app = served(extra_env=env)
+    app.start()
+    first = httpx.post(
+        f"{app.url}/chat",
+        headers=ALICE,
+        json={"sessionId": SESSION, "prompt": PROMPT},
+        timeout=REQUEST_TIMEOUT_S,
+    )
+    assert first.status_code == 202, first.text
+    chat = [op for op in _operations(app) if op.label in ("POST /chat", "GET /chat")]
+    statuses = _fuzz(app, chat)
+    assert 202 in statuses["POST /chat"] and 200 in statuses["GET /chat"], statuses
 
 
 _JSON = st.recursive(
