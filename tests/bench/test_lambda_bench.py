@@ -17,10 +17,11 @@ def test_the_lambda_bench_counts_invocations_and_prints_its_ratio(tmp_path: Path
     missing = unavailable_reason()
     if missing is not None:
         pytest.skip(missing)
-    figures = measure_lambda_turns(tmp_path, ticks=2, tick_s=0.0, reps=1)
+    # Each tool (20 ms) outlasts the 10 ms the short invocations have beyond their margin, so
+    # every tool ends its invocation; a model step (a few ms) may share one with the next tool.
+    figures = measure_lambda_turns(tmp_path, ticks=2, tick_s=0.02, reps=1)
     assert figures.one_invocations == 1
-    # Two tools: three model steps and two tool steps, about one per invocation.
-    assert 3 <= figures.many_invocations <= 5
+    assert 3 <= figures.many_invocations <= 5  # 3 model steps and 2 tools
     assert math.isfinite(figures.ratio) and figures.ratio > 0
     text = render_lambda(figures)
     assert re.search(r"^ratio lambda_many_invocations_vs_one = [0-9.]+$", text, re.MULTILINE)
