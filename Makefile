@@ -71,7 +71,8 @@ deploy:
 # The AWS tests against LocalStack instead of moto (needs Docker): start it, wait until its
 # init script has created the queue, table and bucket, run the tests, stop it whatever happened.
 LOCALSTACK := docker compose -f localstack/docker-compose.yml
-AWS_TESTS := tests/queues/test_sqs_queue.py tests/aws_lambda
+AWS_TESTS := tests/queues/test_sqs_queue.py tests/workers/test_sqs_worker.py \
+	tests/workers/test_sqs_crash_suite.py tests/aws_lambda
 localstack-test: $(VENV)/.installed
 	$(LOCALSTACK) up -d --wait
 	FXD_TEST_AWS_ENDPOINT=http://127.0.0.1:4566 scripts/run-tests $(AWS_TESTS) $(PYTEST_ARGS); \
