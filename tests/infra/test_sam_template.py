@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from fxdurable.queues.sqs import parse_sqs_url
+from fxdurable.stores._ddb_settings import parse_url as parse_dynamodb_url
 from tests.layering import PACKAGE, imported_modules
 
 REPO = Path(__file__).resolve().parents[2]
@@ -151,9 +152,18 @@ def test_the_functions_that_run_agents_are_told_where_they_are(template: dict[st
 
 def test_the_store_and_queue_urls_are_the_ones_the_adapters_parse(template: dict[str, Any]) -> None:
     env = template["Globals"]["Function"]["Environment"]["Variables"]
-    assert env["FXD_STORE"] == {
-        "Fn::Sub": "dynamodb://${Table}?region=${AWS::Region}&bucket=${Bucket}"
-    }
+    store = env["FXD_STORE"]["Fn::Sub"]
+    assert store == "dynamodb://${Table}?region=${AWS::Region}&bucket=${Bucket}"
+    # A stack's names (!Ref of a table is its name, of a bucket its name) parse as the store's.
+    for name, value in (
+        ("Table", "fxd-Table-1A2B"),
+        ("AWS::Region", "eu-west-1"),
+        ("Bucket", "fxd-b1"),
+    ):
+        store = store.replace("${" + name + "}", value)
+    dynamo = parse_dynamodb_url(store)
+    assert (dynamo.table, dynamo.region, dynamo.bucket) == ("fxd-Table-1A2B", "eu-west-1", "fxd-b1")
+    assert dynamo.s3_prefix == "fxd-blobs"  # what the IAM statements and lifecycle rule name
     queue = env["FXD_QUEUE"]["Fn::Sub"]
     # !Ref of an SQS queue is its URL.
     url = queue.replace("${WakeQueue}", "https://sqs.eu-west-1.amazonaws.com/123456789012/q")
@@ -178,7 +188,7 @@ def _referenced(resource: Any) -> set[str]:
             found.add(item["Fn::GetAtt"][0].split(".")[0])
         elif "Fn::Sub" in item:
             text = item["Fn::Sub"]
-            if text.startswith("${Bucket.Arn}/"):
+            if text == "${Bucket.Arn}/fxd-blobs/*":  # the store's objects (its S3 prefix)
                 found.add("Bucket")
             else:
                 match = re.fullmatch(
@@ -262,7 +272,12 @@ def test_the_table_and_bucket_are_the_stores_shape_and_locked_down(
     bucket = template["Resources"]["Bucket"]["Properties"]
     assert all(bucket["PublicAccessBlockConfiguration"].values())
     assert bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"]
-    assert bucket["LifecycleConfiguration"]["Rules"]
+    rules = {rule["Id"]: rule for rule in bucket["LifecycleConfiguration"]["Rules"]}
+    expiry = rules["payloads-past-session-retention"]
+    assert expiry["Prefix"] == "fxd-blobs/" and expiry["ExpirationInDays"] == {
+        "Ref": "SessionRetentionDays"
+    }
+    assert rules["incomplete-uploads"]["AbortIncompleteMultipartUpload"]
 
 
 def test_no_secret_is_written_into_the_template(template: dict[str, Any]) -> None:
