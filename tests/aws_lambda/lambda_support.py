@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from aws_support import REGION, aws_session
+from dynamo_support import dynamo_url
 
 from fxdurable.backends import open_store
 from fxdurable.core.clock import RandomIds, SystemClock
@@ -52,20 +53,26 @@ class LambdaWorld:
     directory: Path
     queue_url: str
     sqs: Any
+    store_url: str
 
     @classmethod
-    def create(cls, endpoint_url: str, directory: Path, *, visibility_s: int = 30) -> LambdaWorld:
+    def create(
+        cls, endpoint_url: str, directory: Path, *, visibility_s: int = 30, store: str = "sqlite"
+    ) -> LambdaWorld:
+        """``store``: ``sqlite`` (a file) or ``dynamodb`` (a table and a bucket on the moto
+        server, with records past 300 bytes offloaded to S3, so that the functions' S3 path runs
+        too: the template's store offloads past its default threshold)."""
         sqs = aws_session().client("sqs", endpoint_url=endpoint_url)
         name = f"fxd-lambda-{uuid.uuid4().hex[:12]}"
         queue_url = sqs.create_queue(
             QueueName=name, Attributes={"VisibilityTimeout": str(visibility_s)}
         )["QueueUrl"]
         (directory / "world").mkdir(parents=True, exist_ok=True)
-        return cls(endpoint_url, directory, queue_url, sqs)
-
-    @property
-    def store_url(self) -> str:
-        return f"sqlite:///{self.directory}/lambda.db"
+        if store == "dynamodb":
+            store_url = dynamo_url(endpoint_url, offload_threshold=300)
+        else:
+            store_url = f"sqlite:///{directory}/lambda.db"
+        return cls(endpoint_url, directory, queue_url, sqs, store_url)
 
     @property
     def world_dir(self) -> Path:
@@ -128,6 +135,17 @@ class LambdaWorld:
             return store.read(lambda v: v.get_session(key))
         finally:
             store.close()
+
+    def offloaded(self) -> int:
+        """How many objects the DynamoDB store put in its bucket (0 for SQLite)."""
+        bucket = dict(parse_qsl(self.store_url.partition("?")[2])).get("bucket")
+        if bucket is None:
+            return 0
+        s3 = aws_session().client("s3", endpoint_url=self.endpoint_url)
+        try:
+            return int(s3.list_objects_v2(Bucket=bucket).get("KeyCount", 0))
+        finally:
+            s3.close()
 
     def close(self) -> None:
         self.sqs.delete_queue(QueueUrl=self.queue_url)

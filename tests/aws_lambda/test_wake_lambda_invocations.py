@@ -13,12 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
-from lambda_support import HERE, REPO, LambdaWorld
+from lambda_support import DUMMY_AWS, HERE, REPO, LambdaWorld
 
 from tests.kit.story import STORY_REQUEST, done_text, read_lines
 from tests.kit.world import assert_invariants, read_world
 
 pytestmark = [pytest.mark.crash, pytest.mark.slow]
+
+# The template's store (a DynamoDB table with S3 offload, on moto) and the embedded one.
+STORES = ["sqlite", "dynamodb"]
 
 SESSION = "lambda-story"
 DRIVER = HERE / "wake_driver.py"
@@ -46,14 +49,23 @@ def _run(world: LambdaWorld, **env: str) -> list[dict]:
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
+@pytest.fixture(autouse=True)
+def _credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process reads the store too (a DynamoDB one through boto3's usual chain)."""
+    for name, value in DUMMY_AWS.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.mark.parametrize("store", STORES)
 def test_a_three_tool_turn_spans_several_invocations_and_completes(
-    moto_server: str, tmp_path: Path
+    moto_server: str, tmp_path: Path, store: str
 ) -> None:
-    world = LambdaWorld.create(moto_server, tmp_path)
+    world = LambdaWorld.create(moto_server, tmp_path, store=store)
     try:
         world.admit(SESSION, "story m", STORY_REQUEST)
         invocations = _run(world, FXD_TEST_TOOL_S="0.6")
         state = read_world(world.store_url, world.world_dir)
+        offloaded = world.offloaded()
     finally:
         world.close()
     assert_invariants(state, [STORY_REQUEST], sessions=1)
@@ -66,14 +78,16 @@ def test_a_three_tool_turn_spans_several_invocations_and_completes(
     # One warm sandbox ran them all, and every tool ran exactly once.
     assert set(state.attempt_pids()) == {state.calls[0][3]}
     assert [name for name, *_ in state.calls] == ["read_state", "charge", "deploy"]
+    assert (offloaded > 0) is (store == "dynamodb")  # records went through S3 as well
 
 
+@pytest.mark.parametrize("store", STORES)
 def test_a_sigkill_mid_tool_is_recovered_by_redelivery_with_the_unsafe_call_unknown(
-    moto_server: str, tmp_path: Path
+    moto_server: str, tmp_path: Path, store: str
 ) -> None:
     # The visibility timeout outlasts the longest invocation plus the lease TTL, as the
     # template's (6x the function's timeout) does: the message comes back to a free lease.
-    world = LambdaWorld.create(moto_server, tmp_path, visibility_s=8)
+    world = LambdaWorld.create(moto_server, tmp_path, visibility_s=8, store=store)
     calls = world.world_dir / "calls.log"
     try:
         world.admit(SESSION, "story k", STORY_REQUEST)
