@@ -131,3 +131,43 @@ def test_scan_every_rides_out_a_redis_outage(redis_factory: Callable[..., Any]) 
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert "Traceback" not in err, err
+
+
+def _sh_block_after(heading: str) -> str:
+    text = README.read_text()
+    section = text[text.index(heading) :]
+    match = re.search(r"```sh\n(.*?)```", section, flags=re.S)
+    assert match, f"no sh block under {heading!r}"
+    return match.group(1)
+
+
+def test_readme_sqs_and_dynamodb_walkthrough_runs(tmp_path: Path) -> None:
+    """The local SQS + DynamoDB section as a newcomer pastes it (moto on a free port instead
+    of 5000, which may be taken): a worker on the SQS queue runs the demo's turn to completion
+    on the DynamoDB store."""
+    from fxdurable.testing.net import free_port
+
+    block = _sh_block_after("## Workers on SQS and DynamoDB, locally")
+    assert block.count("5000") >= 4, "the section's port moved: update this test"
+    script = block.replace("5000", str(free_port()))
+    (tmp_path / ".venv").symlink_to(sys.prefix)  # the venv these tests run in
+    env = {
+        **os.environ,
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+    }
+    for name in ("FXD_STORE", "FXD_QUEUE", "FXD_AGENTS", "AWS_PROFILE", "AWS_ENDPOINT_URL"):
+        env.pop(name, None)
+    done = subprocess.run(
+        ["bash", "-c", "set -e\ntrap 'kill $(jobs -p) 2>/dev/null' EXIT\n" + script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    logs = "".join(
+        f"\n--- {log.name}\n{log.read_text()[-2000:]}" for log in sorted(tmp_path.glob("*.log"))
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + logs
+    assert "Outcome: completed" in done.stdout, done.stdout[-3000:] + logs
