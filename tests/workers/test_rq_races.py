@@ -25,20 +25,31 @@ STORY_TOOLS = ("read_state", "charge", "deploy")
 
 
 def queue_state(h: RqHarness) -> tuple[int, list[str]]:
-    """RQ's own view: the wakes queued, and the ids of those its workers have started."""
+    """RQ's own view: the wakes queued, and the ids of those its workers have taken.
+
+    Taken is RQ's intermediate queue and its started registry together. A worker's dequeue
+    moves a job from the queue to the intermediate queue; only then does the worker log the
+    job, mark itself busy and put the job in the started registry (the horse takes it out of
+    the intermediate queue). Looking at the started registry alone, a job just dequeued is
+    nowhere, so the queue looked drained; a SIGTERM to the still "idle" worker at that moment
+    makes RQ raise StopRequested before it logs or runs the job, and the job is never counted
+    (RQ fails it as stuck in the intermediate queue a minute later: a lost wake, which the
+    store's reconciliation scan makes harmless)."""
     import redis
     import rq
 
     connection = redis.Redis.from_url(h.redis_url)
     try:
         queue = rq.Queue(h.queue_name, connection=connection)
-        return queue.count, list(queue.started_job_registry.get_job_ids())
+        dequeued = [i.decode() for i in connection.lrange(queue.intermediate_queue_key, 0, -1)]
+        started = list(queue.started_job_registry.get_job_ids())
+        return queue.count, dequeued + [i for i in started if i not in dequeued]
     finally:
         connection.close()
 
 
 def queue_drained(h: RqHarness) -> bool:
-    """No wake queued and none running (used only to know when to look)."""
+    """No wake queued and none taken (used only to know when to look)."""
     queued, started = queue_state(h)
     return queued == 0 and not started
 
@@ -49,7 +60,7 @@ def wait_drained(h: RqHarness, what: str) -> None:
     except AssertionError as exc:
         queued, started = queue_state(h)
         raise AssertionError(
-            f"{exc}: {queued} queued, started {started}\n{h.diagnostics()}"
+            f"{exc}: {queued} queued, taken {started}\n{h.diagnostics()}"
         ) from None
 
 
