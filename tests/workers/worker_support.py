@@ -138,10 +138,18 @@ class WorkerProc:
         return pids
 
     def wait_ready(self, timeout: float = 20.0) -> None:
+        """Wait until the worker says it takes wakes. A worker that said so and has already
+        died (one whose crash point is its first wake's first step) was ready: only one that
+        died before saying it exited early."""
+
         def ready() -> bool:
-            if not self.alive():
+            # Liveness first, then the log: a worker seen dead has written all it ever will.
+            alive = self.alive()
+            if self.ready_mark in self.log():
+                return True
+            if not alive:
                 raise AssertionError(f"worker {self.name} exited early:\n{self.log()}")
-            return self.ready_mark in self.log()
+            return False
 
         wait_until(ready, timeout, f"worker {self.name} to listen")
 
