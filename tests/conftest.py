@@ -14,11 +14,18 @@ Redis that cannot be run or reached fails them.
 AWS: ``moto_server`` starts one moto server for the whole run on a free port and yields its
 endpoint URL (or yields ``FXD_TEST_AWS_ENDPOINT``, e.g. LocalStack's, without starting one);
 clients take dummy credentials from ``aws_support.aws_session()``. Without moto
-the AWS tests are skipped, except in CI, where they fail.
+the AWS tests are skipped, except in CI, where they fail. ``serial_moto_server`` is a second
+one that serves one request at a time, for DynamoDB tables with concurrent writers (the store
+tests' racing writers, the SQS worker suites' several worker processes): moto applies a
+``TransactWriteItems`` item by item without a lock, so on its threaded server two concurrent
+transactions are not isolated as DynamoDB's are (bench/moto_server.py). Keep SQS on
+``moto_server``: a long poll would hold the serial one for everybody. With
+``FXD_TEST_AWS_ENDPOINT`` both are that endpoint (LocalStack isolates transactions).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -205,10 +212,10 @@ def redis_factory(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
         server.stop(signal.SIGKILL)
 
 
-@pytest.fixture(scope="session")
-def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The endpoint URL (``http://127.0.0.1:PORT``) of a moto server for this test run, or
-    of the emulator ``FXD_TEST_AWS_ENDPOINT`` names (LocalStack: ``make localstack-test``)."""
+@contextlib.contextmanager
+def _aws_endpoint(tmp_path_factory: pytest.TempPathFactory, *, serial: bool) -> Iterator[str]:
+    """``FXD_TEST_AWS_ENDPOINT`` when set (LocalStack: ``make localstack-test``), else a moto
+    server of this run's, serving one request at a time with ``serial``."""
     given = os.environ.get("FXD_TEST_AWS_ENDPOINT")
     if given:
         yield given.rstrip("/")
@@ -218,5 +225,23 @@ def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         import moto.server  # noqa: F401
     except ImportError as exc:
         unavailable(f"{exc.name} is not installed: pip install -e '.[test]'", "the AWS tests")
-    with moto_running(tmp_path_factory.mktemp("moto")) as endpoint_url:
+    directory = tmp_path_factory.mktemp("moto-serial" if serial else "moto")
+    with moto_running(directory, serial=serial) as endpoint_url:
+        yield endpoint_url
+
+
+@pytest.fixture(scope="session")
+def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The endpoint URL (``http://127.0.0.1:PORT``) of a moto server for this test run, or
+    of the emulator ``FXD_TEST_AWS_ENDPOINT`` names (LocalStack: ``make localstack-test``)."""
+    with _aws_endpoint(tmp_path_factory, serial=False) as endpoint_url:
+        yield endpoint_url
+
+
+@pytest.fixture(scope="session")
+def serial_moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The endpoint URL of a moto server serving one request at a time, for DynamoDB tables
+    with concurrent writers: moto's threaded server does not isolate concurrent transactions
+    as DynamoDB does. With ``FXD_TEST_AWS_ENDPOINT``, that endpoint."""
+    with _aws_endpoint(tmp_path_factory, serial=True) as endpoint_url:
         yield endpoint_url

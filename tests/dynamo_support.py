@@ -11,13 +11,27 @@ from aws_support import REGION, aws_session
 
 from fxdurable.stores.dynamodb import DynamoStore
 
-__all__ = ["dynamo_store", "dynamo_url", "new_bucket", "request_counter"]
+__all__ = ["dynamo_store", "dynamo_url", "new_bucket", "offloaded_keys", "request_counter"]
 
 
 def new_bucket(endpoint_url: str) -> str:
     name = f"fxd-{uuid.uuid4().hex[:16]}"
     aws_session().client("s3", endpoint_url=endpoint_url).create_bucket(Bucket=name)
     return name
+
+
+def offloaded_keys(store_url: str) -> list[str]:
+    """The keys of the objects in the bucket a ``dynamodb://`` URL names (its S3 offload)."""
+    from fxdurable.stores._ddb_settings import parse_url
+
+    settings = parse_url(store_url)
+    assert settings.bucket is not None, f"no bucket in {store_url}"
+    s3 = aws_session().client("s3", endpoint_url=settings.endpoint_url)
+    try:
+        answer = s3.list_objects_v2(Bucket=settings.bucket)
+    finally:
+        s3.close()
+    return [str(o["Key"]) for o in answer.get("Contents", [])]
 
 
 def dynamo_url(endpoint_url: str, *, offload_threshold: int | None = None, bucket: str = "") -> str:

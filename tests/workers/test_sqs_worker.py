@@ -48,6 +48,12 @@ def test_a_turn_with_tools_and_a_next_message(
     log = worker.log()
     assert len(re.findall(r"wake s \(submitted\) done in [\d.]+s, delivery 1\n", log)) == 2, log
     assert h.depth() == 0
+    if h.store_url.startswith("dynamodb://"):
+        from dynamo_support import offloaded_keys
+
+        # The test's table offloads every record past 256 bytes to its bucket (conftest.py):
+        # the invariants above were read back through S3.
+        assert offloaded_keys(h.store_url), "nothing went to the bucket"
 
 
 def test_every_wake_twice_and_two_workers_on_one_session(
