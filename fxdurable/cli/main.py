@@ -13,7 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fxdurable import __version__
-from fxdurable.errors import ConfigurationError, FxDurableError, StoreError
+from fxdurable.errors import (
+    ConfigurationError,
+    FxDurableError,
+    StoreError,
+)
 
 if TYPE_CHECKING:
     from fxdurable.core.store import Store
@@ -69,13 +73,15 @@ def _parser() -> argparse.ArgumentParser:
         help="run a worker for fxdurable wakes (RQ or SQS), with the reconciliation scan",
     )
     scan = sub.add_parser(
-        "scan", help="wake every session with unsettled work and no live owner (beside rq worker)"
+        "scan",
+        help="wake every session with unsettled work and no live owner (beside rq worker, or "
+        "on SQS from anywhere)",
     )
     for cmd in (worker, scan):
         cmd.add_argument(
             "--queue",
             default=os.environ.get("FXD_QUEUE"),
-            help="rq://host:port/db" + (" or sqs://QUEUE_URL_OR_NAME" if cmd is worker else ""),
+            help="rq://host:port/db or sqs://QUEUE_URL_OR_NAME",
         )
         cmd.add_argument("--store", default=os.environ.get("FXD_STORE"), help="store URL")
         cmd.add_argument(
@@ -182,12 +188,13 @@ def _run_worker_command(args: argparse.Namespace) -> int:
             f"{args.command} needs {', '.join(missing)} (or FXD_QUEUE, FXD_STORE, FXD_AGENTS)"
         )
     config = WorkerConfig(store_url=args.store, queue_url=args.queue, agents_spec=args.agents)
-    if args.command == "worker" and str(args.queue).startswith("sqs://"):
-        return _run_sqs_worker(args, config)
+    if str(args.queue).startswith("sqs://"):
+        if args.command == "worker":
+            return _run_sqs_worker(args, config)
+        return _scan(args, config)
     if not str(args.queue).startswith(("rq://", "rqs://")):
         raise ConfigurationError(
-            f"{args.command} runs RQ wakes: --queue must be rq://..., not {args.queue!r}"
-            + (" (or sqs://... for a worker)" if args.command == "worker" else "")
+            f"{args.command} needs an rq://... or sqs://... --queue, not {args.queue!r}"
         )
     if args.command == "worker":
         from fxdurable.workers.rq_worker import run_worker
@@ -199,12 +206,16 @@ def _run_worker_command(args: argparse.Namespace) -> int:
             name=args.name,
             fork=not args.no_fork,
         )
-    from fxdurable.backends import open_rq_queue
-    from fxdurable.runtime.worker import WorkerSettings
-    from fxdurable.workers.rq_worker import scan_once
+    return _scan(args, config)
 
-    queue = open_rq_queue(config.queue_url)
-    queue.check()
+
+def _scan(args: argparse.Namespace, config: WorkerConfig) -> int:
+    """``fxdurable scan``: once, or ``--every`` SECONDS until stopped, onto RQ or SQS."""
+    from fxdurable.runtime.worker import WorkerSettings
+    from fxdurable.workers.scan import scan_once, scan_target
+
+    wake, queue_down = scan_target(config.queue_url)
+    outage: tuple[type[Exception], ...] = (StoreError, *queue_down)
     # One scan is an operator's "wake everything now"; repeated scans leave a session nobody
     # holds alone while its wake may still be queued.
     quiet_s = WorkerSettings.from_env().scan_quiet_s if args.every is not None else 0.0
@@ -214,12 +225,10 @@ def _run_worker_command(args: argparse.Namespace) -> int:
         # finishes first), and the command exits 0 without a traceback.
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda _signum, _frame: stop.set())
-    from fxdurable.workers.rq_worker_class import REDIS_DOWN
-
     while True:
         try:
-            found = scan_once(config, queue, quiet_s=quiet_s)
-        except (StoreError, *REDIS_DOWN) as exc:
+            found = scan_once(config.store_url, wake, quiet_s=quiet_s)
+        except outage as exc:
             if args.every is None:
                 raise
             # Repeating scans ride out a store or queue outage, like the workers beside them:

@@ -14,17 +14,14 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Any
 
-from fxdurable.backends import open_rq_queue, open_store
-from fxdurable.core.clock import RandomIds, SystemClock
-from fxdurable.core.journal import Journal
+from fxdurable.backends import open_rq_queue
 from fxdurable.errors import StoreError
 from fxdurable.queues.rq import RqQueue
 from fxdurable.runtime.agent_spec import load_agents
-from fxdurable.runtime.reconcile import orphaned_sessions
 from fxdurable.runtime.worker import WorkerSettings
+from fxdurable.workers import scan
 from fxdurable.workers.config import WorkerConfig
 
 __all__ = ["run_worker", "scan_once"]
@@ -33,18 +30,10 @@ log = logging.getLogger("fxdurable.worker")
 
 
 def scan_once(config: WorkerConfig, queue: RqQueue, *, quiet_s: float = 0.0) -> int:
-    """Enqueue a wake for every session with unsettled work and no live owner (sessions
-    nobody holds only after ``quiet_s`` without activity)."""
-    store = open_store(config.store_url)
-    try:
-        journal = Journal(store, SystemClock(), RandomIds())
-        now = time.time()
-        sessions = journal.read(lambda view: orphaned_sessions(view, now=now, quiet_s=quiet_s))
-    finally:
-        store.close()
-    for session_id in sessions:
-        queue.enqueue_now(session_id, reason="reconcile")
-    return len(sessions)
+    """One reconciliation scan onto the RQ queue (:func:`fxdurable.workers.scan.scan_once`)."""
+    return scan.scan_once(
+        config.store_url, lambda s: queue.enqueue_now(s, reason="reconcile"), quiet_s=quiet_s
+    )
 
 
 def _scan_forever(

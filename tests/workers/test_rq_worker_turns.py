@@ -163,7 +163,9 @@ def test_warm_shutdown_stops_the_turn_at_a_step_boundary(rq_harness: RqHarness) 
             "worker needs --queue, --agents",
             id="queue-and-agents-missing",
         ),
-        pytest.param({"FXD_QUEUE": "local"}, "--queue must be rq://...", id="queue-not-rq"),
+        pytest.param(
+            {"FXD_QUEUE": "local"}, "needs an rq://... or sqs://... --queue", id="queue-not-rq"
+        ),
         pytest.param(
             {"FXD_QUEUE": "rq://127.0.0.1:1/0?queue=q&job_timeout=5"},
             "job_timeout must be at least 10 seconds",
