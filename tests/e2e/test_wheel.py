@@ -3,7 +3,8 @@ and use it from a directory where the source tree cannot be imported by accident
 
 The wheel is built once for the module; one venv gets it bare (``fxdurable serve`` must say to
 install the http extra), another with ``[http]`` (``fxdurable serve`` must refuse to start
-without credentials, then serve a turn with ``--dev``).
+without credentials, then serve a turn with ``--dev``), a third with ``[aws]`` (a worker on
+SQS runs a turn on DynamoDB, both on the test run's moto server).
 
 Needs the ``build`` package in the test venv and an index to install pydantic, httpx, starlette
 and uvicorn from.
@@ -210,3 +211,53 @@ def test_wheel_with_the_http_extra_serves_a_turn(tmp_path: Path, wheel: Path) ->
     assert proc.returncode in (0, -signal.SIGTERM), f"serve exited {proc.returncode}:\n{output}"
     assert "Finished server process" in output and "Traceback" not in output, output
     assert (work / ".fxd" / "fxd.db").is_file()  # the embedded store, in the working directory
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_wheel_with_the_aws_extra_runs_a_turn_on_sqs_and_dynamodb(
+    tmp_path: Path, wheel: Path, moto_server: str
+) -> None:
+    """``pip install 'fxdurable[aws]'``, then the README's local AWS walkthrough with the
+    installed commands: a worker on an SQS queue runs the demo's turn on a DynamoDB table."""
+    from aws_support import REGION, aws_environment, aws_session
+
+    bin_dir = _venv(tmp_path, "venv-aws", f"{wheel}[aws]")
+    work = tmp_path / "work"
+    work.mkdir()
+    name = f"wheel-{os.getpid()}-{time.monotonic_ns() % 10**9}"
+    sqs = aws_session().client("sqs", endpoint_url=moto_server)
+    sqs.create_queue(QueueName=name)
+    sqs.close()
+    store = f"dynamodb://{name}?region={REGION}&endpoint_url={moto_server}"
+    queue = f"sqs://{name}?region={REGION}&endpoint_url={moto_server}"
+    env = _env() | aws_environment(tmp_path)
+    log = tmp_path / "worker.log"
+    with log.open("wb") as out:
+        worker = subprocess.Popen(
+            [str(bin_dir / "fxdurable"), "worker", "--queue", queue, "--store", store,
+             "--agents", "fxdurable.cli.demo_agent:agents"],
+            cwd=work, env=env | {"FXD_SQS_WAIT_S": "1"}, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        demo = subprocess.run(
+            [str(bin_dir / "fxdurable"), "demo", "--store", store, "--queue", queue],
+            cwd=work, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert demo.returncode == 0, demo.stdout + demo.stderr + log.read_text()
+        assert "Outcome: completed" in demo.stdout, demo.stdout + log.read_text()
+        check = subprocess.run(
+            [str(bin_dir / "fxdurable"), "check", "--store", store],
+            cwd=work, env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert check.returncode == 0 and "every invariant holds" in check.stdout, check
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(60)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+    output = log.read_text()
+    assert worker.returncode == 0, f"the worker exited {worker.returncode}:\n{output}"
+    assert "Traceback" not in output, output
