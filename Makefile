@@ -66,6 +66,13 @@ bench: $(BENCH_VENV)/.installed
 # name, region and parameters the first time and saves them in samconfig.toml.
 deploy:
 	sam build --template infra/template.yaml
+	@# Lambda cannot write __pycache__: ship bytecode, compiled by the functions' own Python
+	@# (python3.12 in the template; a .pyc of another version is ignored).
+	@if command -v python3.12 >/dev/null 2>&1; then \
+		python3.12 -m compileall -q .aws-sam/build/; \
+	else \
+		echo "python3.12 not found: the functions ship without bytecode, and each cold start compiles every module (see infra/README.md)"; \
+	fi
 	sam deploy --guided
 
 # The AWS tests against LocalStack instead of moto (needs Docker): start it, wait until its
