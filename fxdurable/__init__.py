@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what ru
     from fxdurable.runtime.models.scripted import ScriptedModel, call, reply
     from fxdurable.runtime.runtime import Runtime, SessionHandle
     from fxdurable.runtime.submission import Submission
+    from fxdurable.runtime.task_view import ToolTask
     from fxdurable.runtime.tools import ReplayPolicy, Tool, ToolContext, define_tool, tool
     from fxdurable.runtime.worker import WorkerSettings
 
@@ -75,6 +76,7 @@ __all__ = [
     "ToolCallRequest",
     "ToolContext",
     "ToolInputError",
+    "ToolTask",
     "UnknownAgentError",
     "WorkerSettings",
     "__version__",
@@ -118,6 +120,7 @@ if not TYPE_CHECKING:
             "fxdurable.runtime.models.scripted": ("ScriptedModel", "call", "reply"),
             "fxdurable.runtime.runtime": ("Runtime", "SessionHandle"),
             "fxdurable.runtime.submission": ("Submission",),
+            "fxdurable.runtime.task_view": ("ToolTask",),
             "fxdurable.runtime.tools": (
                 "ReplayPolicy",
                 "Tool",

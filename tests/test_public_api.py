@@ -39,6 +39,7 @@ PUBLIC_API = [
     "ToolCallRequest",
     "ToolContext",
     "ToolInputError",
+    "ToolTask",
     "UnknownAgentError",
     "WorkerSettings",
     "__version__",

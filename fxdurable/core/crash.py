@@ -21,6 +21,8 @@ CRASH_POINTS: frozenset[str] = frozenset(
         "tool.after-intent",
         "tool.after-execute",
         "tool.after-record",
+        # A running tool's first progress report is committed; the call has not finished.
+        "tool.after-progress",
         "turn.in-commit",
         "continuation.before-enqueue",
         "continuation.after-enqueue",

@@ -83,6 +83,7 @@ from fxdurable.errors import (
 )
 
 __all__ = [
+    "MAX_PROGRESS_CHARS",
     "Admission",
     "AttemptStart",
     "Exhausted",
@@ -104,6 +105,9 @@ Exhausted = Literal["attempts_exhausted", "time_exhausted"]
 # Pending steering lives in the session record, which every step rewrites: a bound keeps a
 # step's write small however fast a client steers a turn that is busy in a long tool call.
 MAX_PENDING_STEERING = 16
+# A running tool task keeps the tail of what it reported (``record_progress``): bounded, so
+# a tool that streams megabytes of output costs each progress write the same small record.
+MAX_PROGRESS_CHARS = 4096
 _SUBMISSION_OUTCOME = {
     "completed": SubmissionStatus.COMPLETED,
     "failed": SubmissionStatus.FAILED,
@@ -769,6 +773,33 @@ class Journal:
 
         return self._store.transact(body)
 
+    def record_progress(self, fence: Fence, task_id: str, *, run: int, text: str) -> None:
+        """Set a running tool task's ``progress`` to ``text`` (its last ``MAX_PROGRESS_CHARS``).
+
+        State, not history: no event, no message, the session record untouched (the commit
+        still holds only under the session version the fence was read at). Refused
+        (:class:`IllegalTransitionError`) once the task is no longer in run ``run``: a late
+        report never lands on a settled task or on a later run's record."""
+
+        def body(tx: Tx) -> None:
+            self._fenced(tx, fence)
+            task = self._owned(fence, self._task(tx, task_id))
+            if task.status != ToolTaskStatus.RUNNING or task.runs != run:
+                raise IllegalTransitionError(
+                    "tool_task", f"{task.status} (run {task.runs})", f"progress of run {run}"
+                )
+            tx.put_tool_task(
+                replace(
+                    task,
+                    progress=text[-MAX_PROGRESS_CHARS:],
+                    progress_at=self._clock.now(),
+                    version=task.version + 1,
+                ),
+                expected_version=task.version,
+            )
+
+        self._store.transact(body)
+
     def record_model_error(
         self,
         fence: Fence,
@@ -1107,7 +1138,13 @@ class Journal:
         runs: int | None = None,
         result: str | None = None,
     ) -> ToolTaskRecord:
-        changes: dict[str, object] = {"status": status, "updated_at": now}
+        # A status change ends the run the progress belonged to: the result replaces it.
+        changes: dict[str, object] = {
+            "status": status,
+            "updated_at": now,
+            "progress": None,
+            "progress_at": None,
+        }
         if runs is not None:
             changes["runs"] = runs
         if result is not None:

@@ -173,6 +173,12 @@ class ToolTaskRecord:
     execution_id: str
     runs: int = 0  # executions started
     result: str | None = None  # what the model reads for this call, whatever the status
+    # What the running call reported so far (``ctx.progress``): the tail of its chunks, at
+    # most ``MAX_PROGRESS_CHARS``. State, not history: each report overwrites it, no event
+    # records it, and every status change (a run starting, the call settling) clears it, so
+    # only a running task carries it and the result replaces it.
+    progress: str | None = None
+    progress_at: float | None = None  # when ``progress`` was written (journal clock)
     updated_at: float
     version: int = 1
 

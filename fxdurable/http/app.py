@@ -31,7 +31,7 @@ from starlette.routing import Route
 
 from fxdurable.core.events import SETTLED_EVENTS
 from fxdurable.core.journal import Admission
-from fxdurable.core.records import EventRecord, SessionRecord
+from fxdurable.core.records import EventRecord, SessionRecord, ToolTaskRecord
 from fxdurable.errors import (
     AgentBusyError,
     AgentMismatchError,
@@ -42,6 +42,7 @@ from fxdurable.errors import (
     StoreUnavailableError,
 )
 from fxdurable.http.auth import Authenticate
+from fxdurable.http.lines import Progress
 from fxdurable.http.openapi import openapi_document
 from fxdurable.http.problems import ApiError, invalid, session_not_found, unauthorized
 from fxdurable.http.schemas import (
@@ -51,6 +52,7 @@ from fxdurable.http.schemas import (
     ChatRequest,
     HistoryMessage,
     HistoryReply,
+    RunningTask,
     SessionReply,
     SteerReply,
     SteerRequest,
@@ -66,12 +68,13 @@ from fxdurable.http.scoping import (
 )
 from fxdurable.http.settings import HttpSettings
 from fxdurable.http.signing import SIGNATURE_HEADER, SignatureError, verify_wake
-from fxdurable.http.stream import ReadEvents, long_poll, tail
+from fxdurable.http.stream import ReadEvents, ReadProgress, RunningProgress, long_poll, tail
 from fxdurable.runtime import tracing
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.history import conversation
 from fxdurable.runtime.models.base import ChatMessage
 from fxdurable.runtime.runtime import Runtime
+from fxdurable.runtime.task_view import running_task
 
 __all__ = ["create_app"]
 
@@ -179,6 +182,7 @@ class _Api:
             from_line,
             self._settings,
             until=ends_this_turn,
+            read_progress=self._progress_reader(key),
         )
         return StreamingResponse(lines, media_type=_NDJSON, headers=headers)
 
@@ -245,6 +249,7 @@ class _Api:
             cursor,
             self._settings,
             idle_timeout_s=self._settings.idle_timeout_s,
+            read_progress=self._progress_reader(session.id),
         )
         return StreamingResponse(lines, media_type=_NDJSON, headers={"Cache-Control": "no-store"})
 
@@ -285,7 +290,10 @@ class _Api:
         principal = await self._principal(request)
         public = _session_id(request.path_params["session_id"])
         session = await self._owned(principal, public)
-        subs = await durable(self._rt.journal.read, lambda v: v.submissions(session.id))
+        subs, running = await durable(
+            self._rt.journal.read,
+            lambda v: (v.submissions(session.id), running_task(v, session.id)),
+        )
         reply = SessionReply(
             session_id=public,
             agent=session.agent,
@@ -308,6 +316,7 @@ class _Api:
                 )
                 for s in list(subs)[-20:]
             ],
+            running_task=None if running is None else running_task_reply(running),
         )
         return _json(reply)
 
@@ -457,6 +466,22 @@ class _Api:
 
         return read
 
+    def _progress_reader(self, key: str) -> ReadProgress:
+        """The progress of the session's tool call in flight, for ``progress`` lines."""
+        journal = self._rt.journal
+
+        async def read() -> RunningProgress | None:
+            task = await durable(journal.read, lambda v: running_task(v, key))
+            if task is None or task.progress is None:
+                return None
+            return RunningProgress(
+                turn_id=task.turn_id,
+                at=task.progress_at or task.updated_at,
+                data=Progress(task=task.id, tool=task.tool, text=task.progress),
+            )
+
+        return read
+
 
 # -- parsing ---------------------------------------------------------------------------------
 
@@ -529,6 +554,16 @@ def _json(reply: pydantic.BaseModel, status: int = 200) -> JSONResponse:
 
 
 # -- error answers ---------------------------------------------------------------------------
+
+
+def running_task_reply(task: ToolTaskRecord) -> RunningTask:
+    return RunningTask(
+        task_id=task.id,
+        tool=task.tool,
+        turn_id=task.turn_id,
+        progress=task.progress,
+        progress_at=task.progress_at,
+    )
 
 
 def history_message(message: ChatMessage) -> HistoryMessage:

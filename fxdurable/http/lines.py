@@ -3,7 +3,10 @@
 Every journal event is one line whose ``type`` is the event's :class:`EventType` value and
 whose ``data`` is its payload, except the two a client reads as turn boundaries: an admission
 is sent as ``turn_start`` and a settlement as ``turn_end`` (its payload plus ``outcome``).
-``keepalive`` and ``stream_end`` are markers of the stream itself, not events.
+``keepalive`` and ``stream_end`` are markers of the stream itself, not events, and so is
+``progress``: the running tool call's progress (polled state, the record's ``progress``
+field), sent when it changed while no event came; its ``cursor`` is the last event's, so a
+reconnect from it misses nothing (progress is never replayed: it is not history).
 :func:`line_adapter` validates a line against this vocabulary and publishes it (one schema per
 ``type``, a discriminated union) in the OpenAPI document; the README's table is
 :func:`markdown_table`.
@@ -36,12 +39,14 @@ __all__ = [
     "WIRE_PAYLOADS",
     "Keepalive",
     "Marker",
+    "Progress",
     "StreamEnd",
     "TurnEnd",
     "line_adapter",
     "line_for",
     "markdown_table",
     "marker_line",
+    "progress_line",
     "wire_type",
 ]
 
@@ -53,6 +58,7 @@ class Marker(StrEnum):
     TURN_END = "turn_end"
     KEEPALIVE = "keepalive"
     STREAM_END = "stream_end"
+    PROGRESS = "progress"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +74,13 @@ class Keepalive:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StreamEnd:
     reason: Literal["max_duration", "idle"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Progress:
+    task: str
+    tool: str
+    text: str
 
 
 def wire_type(event_type: EventType) -> str:
@@ -86,6 +99,7 @@ WIRE_PAYLOADS: Mapping[str, type[Any]] = {
     Marker.TURN_END.value: TurnEnd,
     Marker.KEEPALIVE.value: Keepalive,
     Marker.STREAM_END.value: StreamEnd,
+    Marker.PROGRESS.value: Progress,
 }
 _WIRE_WHEN: Mapping[str, str] = {
     Marker.TURN_START.value: "a prompt was admitted (`turnId` names its turn)",
@@ -94,6 +108,8 @@ _WIRE_WHEN: Mapping[str, str] = {
     Marker.KEEPALIVE.value: "nothing happened for a while; the stream is alive",
     Marker.STREAM_END.value: "the server closes the stream (`idle`, `max_duration`); reconnect "
     "from `cursor`",
+    Marker.PROGRESS.value: "the running tool call reported progress: `text` is the tail (4 KB) "
+    "of its reports so far; state, not an event (its `cursor` is the last event's)",
 }
 
 
@@ -121,6 +137,20 @@ def line_for(event: EventRecord) -> dict[str, Any]:
 
 def marker_line(kind: Marker, session_id: str, cursor: int, **data: Any) -> dict[str, Any]:
     return {"cursor": cursor, "type": kind.value, "sessionId": session_id, "data": data}
+
+
+def progress_line(
+    session_id: str, cursor: int, *, turn_id: str, at: float, data: Progress
+) -> dict[str, Any]:
+    """A ``progress`` line: shaped like an event's line, at the cursor of the last event."""
+    return {
+        "cursor": cursor,
+        "type": Marker.PROGRESS.value,
+        "sessionId": session_id,
+        "turnId": turn_id,
+        "at": at,
+        "data": dataclasses.asdict(data),
+    }
 
 
 # -- the published schema --------------------------------------------------------------------

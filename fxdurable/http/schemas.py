@@ -20,6 +20,7 @@ __all__ = [
     "ChatRequest",
     "ErrorReply",
     "HistoryReply",
+    "RunningTask",
     "SessionReply",
     "SteerReply",
     "SteerRequest",
@@ -99,6 +100,16 @@ class SubmissionState(_Body):
     error: dict[str, Any] | None = None
 
 
+class RunningTask(_Body):
+    """The tool call in flight: ``progress`` is the tail of what it reported so far."""
+
+    task_id: str
+    tool: str
+    turn_id: str
+    progress: str | None = Field(description="the last 4 KB of its progress reports")
+    progress_at: float | None = Field(description="when progress was written (unix seconds)")
+
+
 class SessionReply(_Body):
     session_id: str
     agent: str
@@ -106,6 +117,9 @@ class SessionReply(_Body):
     cursor: int = Field(description="the latest line's cursor: GET /chat from here")
     steering_pending: int
     submissions: list[SubmissionState] = Field(description="the latest 20, oldest first")
+    running_task: RunningTask | None = Field(
+        default=None, description="the tool call in flight, with its progress; null between calls"
+    )
 
 
 class HistoryMessage(_Body):

@@ -3,6 +3,8 @@
 The store is the only source: a stream polls it for events after its cursor (backing off
 while nothing happens), so it shows the same lines whichever process runs the turn, and a
 client that reconnects from its last cursor sees every later line once, without a gap.
+While no event comes, a chat stream also polls the running tool call's progress (state, not
+history) and sends a ``progress`` line each time it changed.
 """
 
 from __future__ import annotations
@@ -11,18 +13,31 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fxdurable.core.records import EventRecord
-from fxdurable.http.lines import Marker, line_for, marker_line
+from fxdurable.http.lines import Marker, Progress, line_for, marker_line, progress_line
 from fxdurable.http.settings import HttpSettings
 
-__all__ = ["ReadEvents", "long_poll", "tail"]
+__all__ = ["ReadEvents", "ReadProgress", "RunningProgress", "long_poll", "tail"]
 
 # A long poll answers with at most this many lines; the client polls again from the last one.
 LONG_POLL_MAX_LINES = 1000
 
 ReadEvents = Callable[[int], Awaitable[Sequence[EventRecord]]]
+
+
+@dataclass(frozen=True, slots=True)
+class RunningProgress:
+    """The progress of the tool call in flight, as a ``progress`` line shows it."""
+
+    turn_id: str
+    at: float
+    data: Progress
+
+
+ReadProgress = Callable[[], Awaitable[RunningProgress | None]]
 
 
 def _encode(line: dict[str, Any]) -> bytes:
@@ -41,12 +56,16 @@ async def tail(
     *,
     until: Callable[[EventRecord], bool] | None = None,
     idle_timeout_s: float | None = None,
+    read_progress: ReadProgress | None = None,
 ) -> AsyncIterator[bytes]:
     """Lines for every event after ``after``; stops after the event ``until`` accepts, after
-    ``idle_timeout_s`` without a new event, or after ``settings.max_stream_s``."""
+    ``idle_timeout_s`` without a new event or progress, or after ``settings.max_stream_s``.
+    With ``read_progress``, each poll that finds no event reads the running call's progress
+    and sends a ``progress`` line when it differs from the last one sent."""
     cursor = after
     poll = settings.poll_min_s
     started = last_event = last_line = time.monotonic()
+    shown: RunningProgress | None = None
     while True:
         batch = await read_events(cursor)
         if batch:
@@ -58,6 +77,17 @@ async def tail(
             poll = settings.poll_min_s
             last_event = last_line = time.monotonic()
             continue
+        if read_progress is not None:
+            running = await read_progress()
+            if running is not None and running != shown:
+                shown = running
+                line = progress_line(
+                    session_id, cursor, turn_id=running.turn_id, at=running.at, data=running.data
+                )
+                yield _encode(line)
+                poll = settings.poll_min_s
+                last_event = last_line = time.monotonic()
+                continue
         now = time.monotonic()
         if now - started >= settings.max_stream_s:
             yield _marker(Marker.STREAM_END, session_id, cursor, reason="max_duration")

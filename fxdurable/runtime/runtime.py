@@ -40,6 +40,7 @@ from fxdurable.runtime.models import aclose_loaded_clients
 from fxdurable.runtime.models.base import ChatMessage
 from fxdurable.runtime.reconcile import orphaned_sessions
 from fxdurable.runtime.submission import Submission
+from fxdurable.runtime.task_view import ToolTask, running_task
 from fxdurable.runtime.worker import WakeHandler, WorkerSettings
 
 __all__ = ["Runtime", "SessionHandle"]
@@ -321,6 +322,17 @@ class SessionHandle:
             self._rt.journal.read, lambda v: v.get_submission(submission_id)
         )
         return None if record is None else Submission.of(record)
+
+    async def task(self, task_id: str) -> ToolTask | None:
+        """One tool call of this session (ids are in its ``tool.*`` events): while it runs,
+        ``progress`` is what it reported so far; once settled, ``result`` replaces it."""
+        record = await durable(self._rt.journal.read, lambda v: v.get_tool_task(task_id))
+        return None if record is None or record.session_id != self.id else ToolTask.of(record)
+
+    async def running_task(self) -> ToolTask | None:
+        """The tool call in flight now, with its progress; None between calls."""
+        record = await durable(self._rt.journal.read, lambda v: running_task(v, self.id))
+        return None if record is None else ToolTask.of(record)
 
     async def state(self) -> SessionRecord | None:
         return await durable(self._rt.journal.read, lambda v: v.get_session(self.id))

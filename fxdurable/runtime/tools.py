@@ -58,6 +58,16 @@ class ToolContext:
     tool_name: str
     attempt: int
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    # Where ``progress`` reports go: the turn driver's throttled writer for the running task.
+    report: Callable[[str], None] = field(default=lambda chunk: None, repr=False)
+
+    def progress(self, chunk: str) -> None:
+        """Report progress: ``chunk`` is appended to the running task's ``progress`` (its last
+        4 KB), which ``session.task(...)``, ``GET /sessions/{id}`` and the chat stream show
+        while the call runs. Written at most every 100 ms (reports in between coalesce);
+        never blocks, never raises, never an event: the result replaces it. Callable from a
+        sync tool's thread or an async tool."""
+        self.report(chunk)
 
 
 ToolFn: TypeAlias = Callable[[Any, ToolContext], Any]

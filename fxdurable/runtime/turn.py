@@ -52,6 +52,7 @@ from fxdurable.runtime.decide import (
     unknown_message,
 )
 from fxdurable.runtime.model_step import Failed, ModelStep, Prepared, Recorded, Sleep
+from fxdurable.runtime.progress import ProgressPump
 from fxdurable.runtime.tools import Tool, ToolContext
 from fxdurable.runtime.turn_state import ReadyTool, TurnState
 
@@ -360,12 +361,15 @@ class TurnDriver:
     async def _execute(
         self, task: ToolTaskRecord, tool: Tool, arguments: pydantic.BaseModel, *, merge: bool = True
     ) -> tuple[Prepared | None, ReadyTool | None]:
+        progress = self._progress_pump(task)
         ctx = ToolContext(
             execution_id=task.execution_id,
             session_id=task.session_id,
             tool_name=tool.name,
             attempt=task.runs,
+            report=progress.report,
         )
+        progress.start()
         self._running_tool = asyncio.ensure_future(tool.run(arguments, ctx))
         status: ToolTaskStatus
         try:
@@ -375,6 +379,7 @@ class TurnDriver:
             status, result = self._interrupted(tool, f"timed out after {tool.timeout_s:g}s")
         except asyncio.CancelledError:
             if not self._abort_seen:
+                progress.cancel()
                 raise  # the worker itself is being torn down: leave the task running
             ctx.cancelled.set()
             status, result = self._interrupted(tool, "cancelled by an abort")
@@ -382,8 +387,19 @@ class TurnDriver:
             status, result = ToolTaskStatus.FAILED, f"{type(exc).__name__}: {exc}"
         finally:
             self._running_tool = None
+        # No progress write may land after (or race) the finish, which clears the field.
+        await progress.aclose()
         crash_point("tool.after-execute", tool.name)
         return await self._finish(task, status, result, after_record=tool.name, merge=merge)
+
+    def _progress_pump(self, task: ToolTaskRecord) -> ProgressPump:
+        """The throttled writer of this run's ``ctx.progress`` reports."""
+        journal, fence, task_id, run = self._journal, self._fence, task.id, task.runs
+
+        def write(text: str) -> None:
+            journal.record_progress(fence, task_id, run=run, text=text)
+
+        return ProgressPump(write, tool=task.tool)
 
     @staticmethod
     def _interrupted(tool: Tool, why: str) -> tuple[ToolTaskStatus, str]:

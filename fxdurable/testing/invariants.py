@@ -266,6 +266,16 @@ def _check_steps(
                         f"tool task {task.id} ({task.tool}) is running with no live owner",
                     )
                 )
+            if task.progress is not None and task.status != ToolTaskStatus.RUNNING:
+                # Progress is the running call's state: the result replaces it at the finish.
+                out.append(
+                    Violation(
+                        "progress-outlived-run",
+                        session.id,
+                        f"tool task {task.id} ({task.tool}) is {task.status} and still "
+                        "carries progress",
+                    )
+                )
             unknown_events = seen[EventType.TOOL_OUTCOME_UNKNOWN]
             if task.status == ToolTaskStatus.OUTCOME_UNKNOWN and not unknown_events:
                 out.append(

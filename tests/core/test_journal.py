@@ -12,13 +12,13 @@ import itertools
 import sqlite3
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
 
 from fxdurable.core.clock import execution_id, tool_task_id
-from fxdurable.core.journal import AttemptStart, Fence, Journal, WorkerIdentity
+from fxdurable.core.journal import MAX_PROGRESS_CHARS, AttemptStart, Fence, Journal, WorkerIdentity
 from fxdurable.core.records import (
     ErrorInfo,
     EventRecord,
@@ -47,6 +47,7 @@ from fxdurable.errors import (
 )
 from fxdurable.stores.sqlite import SqliteStore
 from fxdurable.testing import FakeClock
+from fxdurable.testing.invariants import check_store
 
 T0 = 1_000.0
 TTL = 30.0
@@ -519,6 +520,9 @@ FENCED_CALLS: dict[str, Callable[[Journal, Fence, Running, list[ToolTaskRecord]]
     "start_tool": lambda j, f, run, tasks: j.start_tool(f, tasks[1].id),
     "finish_tool": lambda j, f, run, tasks: j.finish_tool(
         f, tasks[0].id, ToolTaskStatus.COMPLETED, "ok"
+    ),
+    "record_progress": lambda j, f, run, tasks: j.record_progress(
+        f, tasks[0].id, run=1, text="half way"
     ),
     "suspend": lambda j, f, run, tasks: j.suspend(f, run.sub_id, reason="deadline"),
     "settle": lambda j, f, run, tasks: j.settle(f, run.sub_id, "aborted"),
@@ -1281,3 +1285,110 @@ def test_no_tool_starts_in_a_settled_turn(journal: Journal, store: SqliteStore) 
     assert_refused(
         store, IllegalTransitionError, lambda: journal.start_tool(run.fence, t.id, reason="refresh")
     )
+
+
+# -- progress (state, not history) -----------------------------------------------------------
+# A running tool task's progress: fenced, no event, the session untouched, a bounded tail,
+# refused once its run is over, cleared by every status change (the result replaces it).
+
+
+def test_progress_of_a_running_task_is_recorded_without_an_event(
+    journal: Journal, clock: FakeClock
+) -> None:
+    run, tasks = with_tasks(journal, "unsafe")
+    journal.start_tool(run.fence, tasks[0].id)
+    before_events, before_session = events(journal), session(journal)
+    clock.set(T0 + 5)
+
+    journal.record_progress(run.fence, tasks[0].id, run=1, text="10%")
+    journal.record_progress(run.fence, tasks[0].id, run=1, text="10%20%")
+
+    running = task(journal, tasks[0].id)
+    assert (running.progress, running.progress_at) == ("10%20%", T0 + 5)
+    assert running.status == ToolTaskStatus.RUNNING
+    assert events(journal) == before_events  # state, not history
+    assert session(journal) == before_session
+
+
+def test_progress_keeps_only_the_tail(journal: Journal) -> None:
+    run, tasks = with_tasks(journal, "safe")
+    journal.start_tool(run.fence, tasks[0].id)
+    text = "a" * MAX_PROGRESS_CHARS + "the end"
+
+    journal.record_progress(run.fence, tasks[0].id, run=1, text=text)
+
+    progress = task(journal, tasks[0].id).progress
+    assert progress is not None and len(progress) == MAX_PROGRESS_CHARS
+    assert progress.endswith("the end")
+
+
+@pytest.mark.parametrize(
+    "status", [ToolTaskStatus.COMPLETED, ToolTaskStatus.FAILED, ToolTaskStatus.OUTCOME_UNKNOWN]
+)
+def test_the_result_replaces_the_progress(
+    journal: Journal, store: SqliteStore, status: ToolTaskStatus
+) -> None:
+    run, tasks = with_tasks(journal, "unsafe")
+    journal.start_tool(run.fence, tasks[0].id)
+    journal.record_progress(run.fence, tasks[0].id, run=1, text="half way")
+
+    journal.finish_tool(run.fence, tasks[0].id, status, "the result")
+
+    settled = task(journal, tasks[0].id)
+    assert (settled.progress, settled.progress_at, settled.result) == (None, None, "the result")
+    assert not store.read(lambda view: check_store(view, now=T0)).violations
+
+
+def test_a_rerun_starts_without_the_dead_runs_progress(journal: Journal) -> None:
+    run, tasks = with_tasks(journal, "safe")
+    journal.start_tool(run.fence, tasks[0].id)
+    journal.record_progress(run.fence, tasks[0].id, run=1, text="run 1 was here")
+
+    rerun = journal.start_tool(run.fence, tasks[0].id, reason="recovery")
+
+    assert (rerun.runs, rerun.progress) == (2, None)
+
+
+def test_progress_of_a_task_not_in_that_run_is_refused(
+    journal: Journal, store: SqliteStore
+) -> None:
+    run, tasks = with_tasks(journal, "safe", "safe")
+    # Not started yet: pending.
+    assert_refused(
+        store,
+        IllegalTransitionError,
+        lambda: journal.record_progress(run.fence, tasks[1].id, run=0, text="early"),
+    )
+    journal.start_tool(run.fence, tasks[0].id)
+    # A late write of an earlier run, and one after the finish.
+    journal.start_tool(run.fence, tasks[0].id, reason="recovery")
+    assert_refused(
+        store,
+        IllegalTransitionError,
+        lambda: journal.record_progress(run.fence, tasks[0].id, run=1, text="stale"),
+    )
+    journal.finish_tool(run.fence, tasks[0].id, ToolTaskStatus.COMPLETED, "ok")
+    assert_refused(
+        store,
+        IllegalTransitionError,
+        lambda: journal.record_progress(run.fence, tasks[0].id, run=2, text="late"),
+    )
+
+
+def test_the_checker_flags_a_settled_task_that_kept_its_progress(
+    journal: Journal, store: SqliteStore
+) -> None:
+    run, tasks = with_tasks(journal, "safe")
+    journal.start_tool(run.fence, tasks[0].id)
+    settled = journal.finish_tool(run.fence, tasks[0].id, ToolTaskStatus.COMPLETED, "ok")
+    # What a writer that forgot to clear it would leave (the journal never does).
+    store.transact(
+        lambda tx: tx.put_tool_task(
+            replace(settled, progress="stale", version=settled.version + 1),
+            expected_version=settled.version,
+        )
+    )
+
+    violations = store.read(lambda view: check_store(view, now=T0)).violations
+
+    assert [v.code for v in violations] == ["progress-outlived-run"]

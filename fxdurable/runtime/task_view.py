@@ -1,0 +1,57 @@
+"""What a caller sees of a tool call: the public view of a tool task record.
+
+``progress`` is what the call reported so far (``ctx.progress``), readable while it runs;
+once the call settles it is None and ``result`` holds what the model reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fxdurable.core.records import ToolTaskRecord
+from fxdurable.core.states import SubmissionStatus, ToolTaskStatus
+from fxdurable.core.store import ReadView
+
+__all__ = ["ToolTask", "running_task"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolTask:
+    """One tool call of a turn, as of the moment it was read."""
+
+    id: str
+    turn_id: str
+    tool: str
+    round: int
+    index: int
+    status: ToolTaskStatus
+    progress: str | None  # the tail (4 KB) of its progress reports, while it runs
+    progress_at: float | None  # when that progress was written
+    result: str | None
+
+    @classmethod
+    def of(cls, record: ToolTaskRecord) -> ToolTask:
+        return cls(
+            id=record.id,
+            turn_id=record.turn_id,
+            tool=record.tool,
+            round=record.round,
+            index=record.index,
+            status=record.status,
+            progress=record.progress,
+            progress_at=record.progress_at,
+            result=record.result,
+        )
+
+
+def running_task(view: ReadView, session_id: str) -> ToolTaskRecord | None:
+    """The session's tool call in flight, if any: read from its running turn alone (a
+    session runs one turn at a time, and a turn one tool call at a time), so the read does
+    not grow with the session's history."""
+    for sub in view.unsettled_submissions(session_id):
+        if sub.status != SubmissionStatus.RUNNING:
+            continue
+        for task in reversed(view.tool_tasks(sub.id)):
+            if task.status == ToolTaskStatus.RUNNING:
+                return task
+    return None
