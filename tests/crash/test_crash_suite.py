@@ -46,7 +46,12 @@ from tests.kit.story import (
     UNKNOWN_MARK,
     read_lines,
 )
-from tests.kit.world import World, assert_invariants, assert_model_requests
+from tests.kit.world import (
+    World,
+    assert_deploy_killed_after_progress,
+    assert_invariants,
+    assert_model_requests,
+)
 
 pytestmark = pytest.mark.crash
 
@@ -273,6 +278,20 @@ def test_crash_point(
 ) -> None:
     world = crash.crash_and_recover(spec, scenario=scenario)
     check(world)
+
+
+def test_progress_written_mid_call_does_not_survive_a_crash(crash: CrashHarness) -> None:
+    """Killed mid-deploy once its progress was durable: the store shows the running call with
+    its progress; recovery settles the unsafe call unknown, and the progress is gone."""
+    crash.crash("tool.after-progress:deploy")
+    [deploy] = crash.read(
+        lambda view: [t for t in view.session_tool_tasks(SESSION) if t.tool == "deploy"]
+    )
+    assert (deploy.status, deploy.progress) == ("running", "deploying release 2.0"), deploy
+    world = crash.recover()
+    assert_deploy_killed_after_progress(world)
+    assert_model_requests(world)
+    crash.follow_up()
 
 
 def check_partial_closed_out(crash: CrashHarness, world: World, partial: str) -> None:

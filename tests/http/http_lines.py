@@ -25,12 +25,22 @@ def line_of(raw: str | bytes) -> Line:
     return line
 
 
-def lines_of(raws: Iterable[str]) -> list[Line]:
-    return [line_of(raw) for raw in raws if raw]
+def lines_of(raws: Iterable[str], *, progress: bool = False) -> list[Line]:
+    return [
+        line for line in (line_of(raw) for raw in raws if raw) if progress or not _is_progress(line)
+    ]
 
 
-def parsed(response: httpx.Response) -> Iterator[Line]:
-    return (line_of(raw) for raw in response.iter_lines() if raw)
+def parsed(response: httpx.Response, *, progress: bool = False) -> Iterator[Line]:
+    """The stream's lines, each validated. ``progress`` lines (polled state, sent whenever a
+    tool call in flight has reported progress: the story's deploy does) are validated and
+    dropped unless asked for, so a test of the event sequence sees only that."""
+    lines = (line_of(raw) for raw in response.iter_lines() if raw)
+    return (line for line in lines if progress or not _is_progress(line))
+
+
+def _is_progress(line: Line) -> bool:
+    return line["type"] == "progress"
 
 
 def take_until(lines: Iterator[Line], stop: Callable[[Line], bool]) -> list[Line]:

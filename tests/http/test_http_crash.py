@@ -34,7 +34,8 @@ pytestmark = pytest.mark.crash
 SESSION = "s"
 IDLE_TIMEOUT_S = 1.5  # a reconnect ends with ``stream_end`` after this long without a line
 CLIENT_DEADLINE_S = 30.0
-MARKERS = ("keepalive", "stream_end")  # stream lines that are not journal events
+# Stream lines that are not journal events (a progress line repeats the last event's cursor).
+MARKERS = ("keepalive", "stream_end", "progress")
 
 
 @dataclass

@@ -156,6 +156,9 @@ def story_tools(world: Path, timings: Timings) -> list[fx.Tool]:
     def deploy(inp: DeployInput, ctx: fx.ToolContext) -> str:
         # No idempotency at all: every execution that gets past the sleep is a deploy.
         log_call("deploy", ctx)
+        # Progress (state, never history): every crash suite runs a call that reports it, and
+        # ``tool.after-progress:deploy`` kills the process mid-call once it is durable.
+        ctx.progress(f"deploying release {inp.version}")
         time.sleep(timings.deploy_s or timings.tool_s)
         append_line(effects, f"deploy {ctx.execution_id}")
         return f"release {inp.version} deployed"

@@ -28,7 +28,7 @@ from fxdurable.core.records import (
 )
 from fxdurable.testing import Effect, Violation, check_effects, check_store
 from fxdurable.testing.invariants import StoreSummary
-from tests.kit.story import STORY_REQUEST, is_story, read_lines
+from tests.kit.story import STORY_REQUEST, UNKNOWN_MARK, is_story, read_lines
 
 SETTLED = ("completed", "failed", "aborted")
 # The terminal outcomes (the submission.interrupted advisory before a failure is not one).
@@ -219,3 +219,22 @@ def assert_model_requests(world: World, *, again: Sequence[tuple[str, int]] = ()
     assert set(counts) == recorded, f"requested {sorted(counts)}, recorded {sorted(recorded)}"
     expected = {key: 1 + list(again).count(key) for key in counts}
     assert dict(counts) == expected, f"model requests {dict(counts)}, expected {expected}"
+
+
+def assert_deploy_killed_after_progress(world: World, request_id: str = STORY_REQUEST) -> None:
+    """``tool.after-progress:deploy``: the process died mid-deploy, its progress durable. The
+    unsafe call settles by its policy (outcome_unknown, never re-run, the model inspects), and
+    its progress did not survive as its result: the result is the unknown-outcome message."""
+    sub = world.submission(request_id)
+    assert sub.status == "completed", (sub.status, sub.error)
+    assert sub.interruptions == 1, sub
+    deploy = world.task("deploy", request_id)
+    assert (deploy.status, deploy.runs) == ("outcome_unknown", 1), deploy
+    assert (deploy.progress, deploy.progress_at) == (None, None), deploy
+    assert UNKNOWN_MARK in (deploy.result or "") and "deploying" not in (deploy.result or "")
+    assert len(world.calls_of("deploy")) == 1  # entered once, never re-executed
+    deploys = len(world.effects_of("deploy"))  # 0 or 1: the kill raced the deploy's effect
+    assert deploys <= 1
+    check = world.task("check_deploy", request_id)
+    assert check.result == f"{deploys} deploy(s) on record"
+    assert not [e for e in world.events if "progress" in e.type]

@@ -10,7 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tests.kit.story import UNKNOWN_MARK, done_text
-from tests.kit.world import World, assert_invariants, assert_model_requests
+from tests.kit.world import (
+    World,
+    assert_deploy_killed_after_progress,
+    assert_invariants,
+    assert_model_requests,
+)
 
 SESSION = "s"
 REQUEST = "crash-1"
@@ -93,11 +98,17 @@ def check_recovery_claim(world: World) -> None:
     assert world.submission(REQUEST).interruptions >= 1
 
 
+def check_progress_deploy(world: World) -> None:
+    assert_deploy_killed_after_progress(world, REQUEST)
+    assert_model_requests(world)
+
+
 CASES: list[tuple[list[str], Callable[[World], None]]] = [
     (["model.after-finish"], check_model_cut_off),
     (["tool.after-intent:deploy"], check_intent_deploy),
     (["tool.after-execute:deploy"], check_execute_deploy),
     (["tool.after-execute:charge"], check_execute_charge),
+    (["tool.after-progress:deploy"], check_progress_deploy),
     (["turn.in-commit"], check_turn_commit),
     (["tool.after-execute:deploy", "recovery.after-claim"], check_recovery_claim),
 ]
