@@ -19,6 +19,7 @@ FxDurableError
  │    └── QueueUnavailableError  the queue did not answer (unreachable, timed out, throttled):
  │                              nothing was sent; the store still holds the work
  ├── ToolInputError            tool arguments that do not validate (the model reads it)
+ ├── StepError                 ctx.step misused: a repeated name, a value that is not JSON
  ├── ModelError                the model could not be called or answered nonsense (not retried:
  │    │                         400/401/403/404, a malformed stream)
  │    ├── ModelRetryableError  429, 5xx, overloaded, connect/read timeouts: retried with backoff
@@ -52,6 +53,7 @@ __all__ = [
     "SessionNotFoundError",
     "SteeringFullError",
     "SteeringPendingError",
+    "StepError",
     "StoreError",
     "StoreFullError",
     "StoreUnavailableError",
@@ -81,6 +83,12 @@ class UnknownAgentError(ConfigurationError):
             f"not have (it has: {', '.join(sorted(known)) or 'none'}); register that agent "
             "on the worker. The session was left intact."
         )
+
+
+class StepError(FxDurableError):
+    """A durable tool step (``ctx.step``) was misused: its name repeated within one call, its
+    value not JSON, or ``ctx.step`` called by a tool not declared ``durable=True``. Raised
+    inside the tool, so the call fails and the model reads why."""
 
 
 class AdmissionError(FxDurableError):

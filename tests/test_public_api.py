@@ -32,6 +32,7 @@ PUBLIC_API = [
     "SessionNotFoundError",
     "Steering",
     "SteeringFullError",
+    "StepError",
     "Submission",
     "SubmissionFailedError",
     "SubmissionStatus",

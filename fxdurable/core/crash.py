@@ -23,6 +23,10 @@ CRASH_POINTS: frozenset[str] = frozenset(
         "tool.after-record",
         # A running tool's first progress report is committed; the call has not finished.
         "tool.after-progress",
+        # A durable tool's step (ctx.step): its function returned, its record not committed
+        # (a crash *inside* the step); and its record committed (a crash *between* steps).
+        "tool.step.before-record",
+        "tool.step.after-record",
         "turn.in-commit",
         "continuation.before-enqueue",
         "continuation.after-enqueue",

@@ -60,6 +60,7 @@ __all__ = [
     "TaskRef",
     "ToolSettled",
     "ToolStarted",
+    "ToolStepRecorded",
     "TurnStarted",
     "payload_data",
     "payload_of",
@@ -68,7 +69,7 @@ __all__ = [
 ]
 
 # major.minor: the major part changes with any rename or removal (see the module docstring).
-WIRE_VERSION = "1.0"
+WIRE_VERSION = "1.1"
 
 
 class EventType(StrEnum):
@@ -98,6 +99,7 @@ class EventType(StrEnum):
     TOOL_CANCELLED = "tool.cancelled"
     TOOL_OUTCOME_UNKNOWN = "tool.outcome_unknown"
     TOOL_REFUSED = "tool.refused"
+    TOOL_STEP = "tool.step"
 
 
 # The outcome each settlement event records (the HTTP layer sends it as ``turn_end``).
@@ -256,6 +258,16 @@ class ToolStarted:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ToolStepRecorded:
+    task: str
+    tool: str
+    round: int
+    index: int
+    step: str
+    run: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolSettled:
     task: str
     tool: str
@@ -283,6 +295,7 @@ Payload: TypeAlias = (
     | ContextCompacted
     | ToolStarted
     | ToolSettled
+    | ToolStepRecorded
 )
 
 _E = EventType
@@ -313,6 +326,7 @@ PAYLOADS: Mapping[EventType, type[Payload]] = {
     _E.TOOL_CANCELLED: ToolSettled,
     _E.TOOL_OUTCOME_UNKNOWN: ToolSettled,
     _E.TOOL_REFUSED: ToolSettled,
+    _E.TOOL_STEP: ToolStepRecorded,
 }
 
 # When each event is appended: the README's vocabulary table is generated from this.
@@ -345,6 +359,8 @@ WHEN: Mapping[EventType, str] = {
     _E.TOOL_CANCELLED: "a tool call was cancelled (abort)",
     _E.TOOL_OUTCOME_UNKNOWN: "an unsafe call was interrupted: it may or may not have happened",
     _E.TOOL_REFUSED: "a blind repeat of an unknown call was refused once",
+    _E.TOOL_STEP: "a durable tool's step returned and its value was recorded (replayed, not "
+    "re-run, if the call re-executes)",
 }
 
 

@@ -40,6 +40,7 @@ from fxdurable.core.events import (
     TaskRef,
     ToolSettled,
     ToolStarted,
+    ToolStepRecorded,
     TurnStarted,
     payload_data,
     settled_event,
@@ -53,6 +54,7 @@ from fxdurable.core.records import (
     MessageRecord,
     ModelCallRecord,
     SessionRecord,
+    StepRecord,
     SubmissionRecord,
     ToolCallRequest,
     ToolTaskRecord,
@@ -709,17 +711,30 @@ class Journal:
         task_id: str,
         *,
         reason: str | None = None,
+        durable: bool = False,
         receipt: Receipt | None = None,
     ) -> ToolTaskRecord:
-        """Record the intent to execute (pending -> running), or a re-execution after a crash."""
+        """Record the intent to execute (pending -> running), or a re-execution after a crash.
+
+        ``durable``: this run is of a durable tool, which records its steps (``record_step``).
+        An interrupted unsafe call may be re-executed only as a durable run of a call that was
+        durable from its first run: its steps are then replayed from their records, not redone.
+        """
 
         def body(tx: Tx) -> ToolTaskRecord:
             session = self._fenced(tx, fence)
             scope = _SessionScope(tx, session, self._clock.now())
             task = self._owned(fence, self._task(tx, task_id))
             self._running_turn(tx, fence, task.turn_id)
-            if task.status == ToolTaskStatus.RUNNING and task.policy == "unsafe":
-                # Unknown means unknown: an interrupted unsafe call is never re-executed.
+            if task.status == ToolTaskStatus.PENDING:
+                task = replace(task, durable=durable)
+            elif (
+                task.status == ToolTaskStatus.RUNNING
+                and task.policy == "unsafe"
+                and not (durable and task.durable)
+            ):
+                # Unknown means unknown: an interrupted unsafe call is never re-executed,
+                # unless it is durable and its steps were recorded from its first run on.
                 raise IllegalTransitionError("tool_task", task.status, "re-run of an unsafe call")
             if task.status == ToolTaskStatus.COMPLETED and task.policy != "safe":
                 raise IllegalTransitionError(
@@ -736,6 +751,44 @@ class Journal:
                     execution_id=task.execution_id,
                     reason=reason,
                 ),
+                turn_id=task.turn_id,
+            )
+            scope.write(receipt, task.turn_id)
+            return updated
+
+        return self._store.transact(body)
+
+    def record_step(
+        self,
+        fence: Fence,
+        task_id: str,
+        *,
+        name: str,
+        value: str,
+        receipt: Receipt | None = None,
+    ) -> ToolTaskRecord:
+        """Record a completed step of a running durable tool call: ``value`` is its result as
+        JSON text. Each step name is recorded once per call (IllegalTransitionError)."""
+
+        def body(tx: Tx) -> ToolTaskRecord:
+            session = self._fenced(tx, fence)
+            scope = _SessionScope(tx, session, self._clock.now())
+            task = self._owned(fence, self._task(tx, task_id))
+            self._running_turn(tx, fence, task.turn_id)
+            if task.status != ToolTaskStatus.RUNNING:
+                raise IllegalTransitionError("tool_task", task.status, "a step of a call")
+            if not task.durable:
+                raise IllegalTransitionError("tool_task", "not durable", "a step of a call")
+            if any(step.name == name for step in task.steps):
+                raise IllegalTransitionError("tool_step", name, "recorded twice")
+            step = StepRecord(name=name, value=value, run=task.runs, at=scope.now)
+            updated = replace(
+                task, steps=(*task.steps, step), updated_at=scope.now, version=task.version + 1
+            )
+            tx.put_tool_task(updated, expected_version=task.version)
+            scope.emit(
+                EventType.TOOL_STEP,
+                ToolStepRecorded(**_task_ref(task), step=name, run=task.runs),
                 turn_id=task.turn_id,
             )
             scope.write(receipt, task.turn_id)

@@ -26,6 +26,7 @@ __all__ = [
     "MessageRecord",
     "ModelCallRecord",
     "SessionRecord",
+    "StepRecord",
     "SubmissionRecord",
     "ToolCallRequest",
     "ToolTaskRecord",
@@ -159,6 +160,17 @@ class ModelCallRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class StepRecord:
+    """One completed step of a durable tool call (``ctx.step``): its value, recorded once and
+    served from here when the call re-executes after a crash."""
+
+    name: str
+    value: str  # the step's return value as canonical JSON text
+    run: int  # the task's run that recorded it
+    at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolTaskRecord:
     id: str
     session_id: str
@@ -179,6 +191,10 @@ class ToolTaskRecord:
     # only a running task carries it and the result replaces it.
     progress: str | None = None
     progress_at: float | None = None  # when ``progress`` was written (journal clock)
+    # Some run of this call was started as a durable tool (``@tool(durable=True)``): its
+    # completed steps are in ``steps``, in the order they were recorded, unique by name.
+    durable: bool = False
+    steps: tuple[StepRecord, ...] = ()
     updated_at: float
     version: int = 1
 

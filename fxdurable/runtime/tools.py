@@ -5,6 +5,11 @@ The replay policy says what recovery may do with a call that was interrupted mid
 ``ctx.execution_id``, ``"unsafe"`` never re-executes it and tells the model the outcome is
 unknown. A policy is one of these three names, nothing else: the policies carry no settings,
 and the name is what the journal records for each call.
+
+A ``durable=True`` tool (``async def``) records its sub-steps with ``await ctx.step(name, fn)``
+(:mod:`fxdurable.runtime.steps`): recovery re-executes it with its completed steps replayed
+from their records, instead of leaving it unknown. Its policy defaults to ``"unsafe"``: that is
+the path it falls back to if a later deploy no longer declares it durable.
 """
 
 from __future__ import annotations
@@ -20,9 +25,10 @@ from typing import Any, Literal, TypeAlias, cast, get_args, get_type_hints, over
 import pydantic
 
 from fxdurable.core.codec import dumps
-from fxdurable.errors import ConfigurationError, ToolInputError
+from fxdurable.errors import ConfigurationError, StepError, ToolInputError
 from fxdurable.runtime.decide import canonical_arguments
 from fxdurable.runtime.models.wire import decode_arguments
+from fxdurable.runtime.steps import StepFn, StepLog
 
 __all__ = [
     "REPLAY_POLICIES",
@@ -50,7 +56,8 @@ class ToolContext:
 
     ``execution_id`` is the same on every retry of this call, across crashes and workers: pass
     it to the downstream system as its idempotency key. ``cancelled`` is set when the turn is
-    aborted; a long tool should check it and stop.
+    aborted; a long tool should check it and stop. ``step`` records a durable tool's
+    sub-steps.
     """
 
     execution_id: str
@@ -60,6 +67,7 @@ class ToolContext:
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     # Where ``progress`` reports go: the turn driver's throttled writer for the running task.
     report: Callable[[str], None] = field(default=lambda chunk: None, repr=False)
+    steps: StepLog | None = None  # set for a durable tool's call; runtime-only, never stored
 
     def progress(self, chunk: str) -> None:
         """Report progress: ``chunk`` is appended to the running task's ``progress`` (its last
@@ -68,6 +76,19 @@ class ToolContext:
         never blocks, never raises, never an event: the result replaces it. Callable from a
         sync tool's thread or an async tool."""
         self.report(chunk)
+
+    async def step(self, name: str, fn: StepFn) -> Any:
+        """Run ``fn`` (sync or async, no arguments) once per call of this durable tool and
+        return its JSON value; if the call re-executes after a crash, return the recorded
+        value without calling ``fn``. ``name`` must be unique within the call. Raises
+        :class:`~fxdurable.errors.StepError` on a repeated name or a value that is not JSON,
+        or when the tool is not declared ``durable=True``."""
+        if self.steps is None:
+            raise StepError(
+                f"{self.tool_name}: ctx.step needs a durable tool; declare it with "
+                "@tool(durable=True) (or define_tool(..., durable=True))"
+            )
+        return await self.steps.run(name, fn)
 
 
 ToolFn: TypeAlias = Callable[[Any, ToolContext], Any]
@@ -82,6 +103,8 @@ class Tool:
     replay: ReplayPolicy = "safe"
     reuse: bool = True  # False: a recovered turn re-runs a completed (safe) call
     timeout_s: float = 300.0
+    # Records its ctx.step sub-steps; recovery re-executes it with them replayed.
+    durable: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.replay, str) or self.replay not in REPLAY_POLICIES:
@@ -93,6 +116,16 @@ class Tool:
             raise ConfigurationError(
                 f"tool {self.name!r}: reuse=False re-executes a completed call, which only a "
                 "safe (read-only) tool may do"
+            )
+        if self.durable and not inspect.iscoroutinefunction(self.execute):
+            raise ConfigurationError(
+                f"tool {self.name!r}: a durable tool awaits its steps (await ctx.step(...)); "
+                "make execute an async def (a step's function may stay sync)"
+            )
+        if self.durable and not self.reuse:
+            raise ConfigurationError(
+                f"tool {self.name!r}: reuse=False re-runs a call fresh, while a durable tool "
+                "replays its recorded steps; choose one"
             )
         if not self.name.replace("_", "").replace("-", "").isalnum():
             raise ConfigurationError(f"tool name {self.name!r} must be letters, digits, _ or -")
@@ -159,18 +192,22 @@ def define_tool(
     description: str,
     input_model: type[pydantic.BaseModel],
     execute: ToolFn,
-    replay: ReplayPolicy = "safe",
+    replay: ReplayPolicy | None = None,
     reuse: bool = True,
     timeout_s: float = 300.0,
+    durable: bool = False,
 ) -> Tool:
+    """``replay`` defaults to ``"unsafe"`` for a durable tool (what recovery falls back to if
+    a later deploy drops ``durable``), ``"safe"`` otherwise."""
     return Tool(
         name=name,
         description=description,
         input_model=input_model,
         execute=execute,
-        replay=replay,
+        replay=replay if replay is not None else ("unsafe" if durable else "safe"),
         reuse=reuse,
         timeout_s=timeout_s,
+        durable=durable,
     )
 
 
@@ -180,23 +217,25 @@ def tool(fn: ToolFn, /) -> Tool: ...
 def tool(
     *,
     name: str | None = None,
-    replay: ReplayPolicy = "safe",
+    replay: ReplayPolicy | None = None,
     reuse: bool = True,
     timeout_s: float = 300.0,
+    durable: bool = False,
 ) -> Callable[[ToolFn], Tool]: ...
 def tool(
     fn: ToolFn | None = None,
     /,
     *,
     name: str | None = None,
-    replay: ReplayPolicy = "safe",
+    replay: ReplayPolicy | None = None,
     reuse: bool = True,
     timeout_s: float = 300.0,
+    durable: bool = False,
 ) -> Tool | Callable[[ToolFn], Tool]:
     """Make a tool of ``def f(input: SomeModel, ctx: ToolContext)`` (sync or async).
 
     The input model comes from the first parameter's annotation, the description from the
-    docstring.
+    docstring. ``durable=True`` (an ``async def``): see :mod:`fxdurable.runtime.steps`.
     """
 
     def wrap(func: ToolFn) -> Tool:
@@ -215,6 +254,7 @@ def tool(
             replay=replay,
             reuse=reuse,
             timeout_s=timeout_s,
+            durable=durable,
         )
 
     return wrap(fn) if fn is not None else wrap

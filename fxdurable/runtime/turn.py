@@ -53,6 +53,7 @@ from fxdurable.runtime.decide import (
 )
 from fxdurable.runtime.model_step import Failed, ModelStep, Prepared, Recorded, Sleep
 from fxdurable.runtime.progress import ProgressPump
+from fxdurable.runtime.steps import StepLog
 from fxdurable.runtime.tools import Tool, ToolContext
 from fxdurable.runtime.turn_state import ReadyTool, TurnState
 
@@ -284,7 +285,7 @@ class TurnDriver:
             denial = await self._agent.before_tool(task.tool, task.arguments)
             if denial is not None:
                 return await self._finish(task, ToolTaskStatus.FAILED, f"denied: {denial}")
-        started = await durable(self._start, task.id, None)
+        started = await durable(self._start, task.id, None, tool.durable)
         crash_point("tool.after-intent", task.tool)
         return await self._execute(started, tool, arguments)
 
@@ -297,9 +298,12 @@ class TurnDriver:
 
     @tracing.tool_recovery
     async def _recover_tool(self, task: ToolTaskRecord) -> tuple[Prepared | None, ReadyTool | None]:
-        """A task found ``running``: a crash cut it short. Its recorded policy decides."""
+        """A task found ``running``: a crash cut it short. A durable call, still declared
+        durable, re-executes with its recorded steps replayed; otherwise its recorded policy
+        decides (a tool no longer declared, or no longer durable, falls back to it)."""
         tool = self._agent.tool(task.tool)
-        if task.policy == "unsafe" or tool is None:
+        resumable = tool is not None and tool.durable and task.durable
+        if tool is None or (task.policy == "unsafe" and not resumable):
             return await self._finish(
                 task, ToolTaskStatus.OUTCOME_UNKNOWN, unknown_message(task.tool)
             )
@@ -307,7 +311,7 @@ class TurnDriver:
             arguments = tool.parse(task.arguments)
         except ToolInputError as exc:  # the tool's input model changed under a running task
             return await self._finish(task, ToolTaskStatus.FAILED, str(exc))
-        started = await durable(self._start, task.id, "recovery")
+        started = await durable(self._start, task.id, "recovery", resumable)
         return await self._execute(started, tool, arguments)
 
     async def _refresh_stale_reads(self, round_tasks: Sequence[ToolTaskRecord]) -> bool:
@@ -327,11 +331,14 @@ class TurnDriver:
                 refreshed = True
         return refreshed
 
-    def _start(self, task_id: str, reason: str | None) -> ToolTaskRecord:
-        """Record a tool call's intent (sync: inside a crossing) and note what it wrote."""
+    def _start(self, task_id: str, reason: str | None, durable_run: bool = False) -> ToolTaskRecord:
+        """Record a tool call's intent (sync: inside a crossing) and note what it wrote.
+        ``durable_run``: a durable tool's run, which records (or replays) its steps."""
         assert self._state is not None
         receipt = Receipt()
-        started = self._journal.start_tool(self._fence, task_id, reason=reason, receipt=receipt)
+        started = self._journal.start_tool(
+            self._fence, task_id, reason=reason, durable=durable_run, receipt=receipt
+        )
         self._state.noted(receipt)
         self._state.note(started)
         return started
@@ -353,7 +360,7 @@ class TurnDriver:
         if isinstance(ready, str) or self._blind_repeat(action.task, ready[0]):
             return None
         self._budget.record_progress()
-        started = self._start(action.task.id, None)
+        started = self._start(action.task.id, None, ready[0].durable)
         crash_point("tool.after-intent", started.tool)
         return ReadyTool(started, *ready)
 
@@ -368,6 +375,7 @@ class TurnDriver:
             tool_name=tool.name,
             attempt=task.runs,
             report=progress.report,
+            steps=self._step_log(task, tool) if tool.durable and task.durable else None,
         )
         progress.start()
         self._running_tool = asyncio.ensure_future(tool.run(arguments, ctx))
@@ -400,6 +408,28 @@ class TurnDriver:
             journal.record_progress(fence, task_id, run=run, text=text)
 
         return ProgressPump(write, tool=task.tool)
+
+    def _step_log(self, task: ToolTaskRecord, tool: Tool) -> StepLog:
+        """The steps of this run of a durable call: those recorded by earlier runs replay."""
+        state = self._state
+        assert state is not None
+
+        def commit(name: str, value: str) -> None:
+            receipt = Receipt()
+            recorded = self._journal.record_step(
+                self._fence, task.id, name=name, value=value, receipt=receipt
+            )
+            state.noted(receipt)
+            state.note(recorded)
+            crash_point("tool.step.after-record", tool.name)
+
+        async def record(name: str, value: str) -> None:
+            # The step's function has returned: its effect happened, its record is not yet
+            # durable. A crash here runs the step again on recovery (at least once).
+            crash_point("tool.step.before-record", tool.name)
+            await durable(commit, name, value)
+
+        return StepLog(tool.name, {step.name: step.value for step in task.steps}, record)
 
     @staticmethod
     def _interrupted(tool: Tool, why: str) -> tuple[ToolTaskStatus, str]:

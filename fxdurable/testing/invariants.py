@@ -16,7 +16,7 @@ from fxdurable.core.events import (
     TOOL_SETTLED_EVENTS,
     EventType,
 )
-from fxdurable.core.records import EventRecord, SessionRecord, SubmissionRecord
+from fxdurable.core.records import EventRecord, SessionRecord, SubmissionRecord, ToolTaskRecord
 from fxdurable.core.states import (
     AttemptStatus,
     SessionStatus,
@@ -61,10 +61,14 @@ class StoreSummary:
 
 @dataclass(frozen=True, slots=True)
 class Effect:
-    """One external effect as the outside world saw it (e.g. a line in a deployments log)."""
+    """One external effect as the outside world saw it (e.g. a line in a deployments log).
+
+    ``step``: the durable step (``ctx.step``) that took it, for a durable tool whose steps
+    each take an effect of their own."""
 
     tool: str
     execution_id: str
+    step: str | None = None
 
 
 def check_store(view: ReadView, *, now: float, at_rest: bool = False) -> StoreSummary:
@@ -221,6 +225,7 @@ def _check_steps(
     model_events: Counter[tuple[str, int]] = Counter()
     task_events: dict[str, Counter[str]] = defaultdict(Counter)
     refreshes: Counter[str] = Counter()
+    step_events: dict[str, Counter[str]] = defaultdict(Counter)  # task -> step name -> events
     # A cut stream is closed out at most once per round, however many crashes hit it.
     interrupted: Counter[tuple[str, int]] = Counter()
     for event in events:
@@ -233,6 +238,8 @@ def _check_steps(
             task_events[task_id][event.type] += 1
             if event.type == EventType.TOOL_STARTED and event.data.get("reason") == "refresh":
                 refreshes[task_id] += 1
+        elif event.type == EventType.TOOL_STEP:
+            step_events[str(event.data.get("task"))][str(event.data.get("step"))] += 1
     out.extend(
         Violation("interrupted-not-once", session.id, f"model round {key} closed out x{count}")
         for key, count in interrupted.items()
@@ -285,6 +292,7 @@ def _check_steps(
                         f"tool task {task.id} ({task.tool}) is outcome_unknown with no event",
                     )
                 )
+            out.extend(_check_durable_steps(session, task, step_events[task.id]))
             if seen[EventType.TOOL_COMPLETED] > 1 + refreshes[task.id]:
                 out.append(
                     Violation(
@@ -296,17 +304,72 @@ def _check_steps(
     return out
 
 
+def _check_durable_steps(
+    session: SessionRecord, task: ToolTaskRecord, events: Counter[str]
+) -> list[Violation]:
+    """A durable call's steps: recorded only on a durable call, once per name, each with one
+    ``tool.step`` event (and no event without its record)."""
+    out: list[Violation] = []
+    names = Counter(step.name for step in task.steps)
+    if task.steps and not task.durable:
+        out.append(
+            Violation(
+                "steps-on-non-durable-task",
+                session.id,
+                f"tool task {task.id} ({task.tool}) has steps but was never run durable",
+            )
+        )
+    out.extend(
+        Violation(
+            "step-name-repeated",
+            session.id,
+            f"tool task {task.id} ({task.tool}) recorded step {name!r} {count} times",
+        )
+        for name, count in names.items()
+        if count > 1
+    )
+    for name in sorted(set(names) | set(events)):
+        if events[name] != 1 or name not in names:
+            out.append(
+                Violation(
+                    "step-recorded-not-once",
+                    session.id,
+                    f"tool task {task.id} ({task.tool}) step {name!r}: {names[name]} records, "
+                    f"{events[name]} tool.step events",
+                )
+            )
+    return out
+
+
 def check_effects(view: ReadView, effects: Iterable[Effect]) -> list[Violation]:
     """Unsafe effects happen at most once per call; idempotent ones once per execution id.
 
     ``effects`` are what the outside world recorded, each tagged with the execution id the
-    tool was given. Safe effects are reads and may repeat.
+    tool was given. Safe effects are reads and may repeat. A durable tool's effects tagged
+    with their step: each step's at most once, and a completed call took at least one.
     """
-    counts = Counter((e.tool, e.execution_id) for e in effects)
-    out = []
+    counts: Counter[tuple[str, str]] = Counter()
+    step_counts: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for e in effects:
+        if e.step is None:
+            counts[(e.tool, e.execution_id)] += 1
+        else:
+            step_counts[(e.tool, e.execution_id)][e.step] += 1
+    out: list[Violation] = []
     for session in view.list_sessions():
         for task in view.session_tool_tasks(session.id):
-            n = counts.get((task.tool, task.execution_id), 0)
+            key = (task.tool, task.execution_id)
+            n = counts.get(key, 0)
+            stepped = step_counts.get(key, Counter())
+            out.extend(
+                Violation(
+                    "step-effect-repeated",
+                    session.id,
+                    f"{task.tool} ({task.id}) step {step!r} took effect {count} times",
+                )
+                for step, count in stepped.items()
+                if count > 1 and task.policy != "safe"
+            )
             if task.policy in ("unsafe", "idempotent") and n > 1:
                 out.append(
                     Violation(
@@ -315,7 +378,9 @@ def check_effects(view: ReadView, effects: Iterable[Effect]) -> list[Violation]:
                         f"{task.tool} ({task.id}) took effect {n} times",
                     )
                 )
-            if task.status == ToolTaskStatus.COMPLETED and task.policy != "safe" and n != 1:
+            # A call whose effects are its steps' need not take one of its own.
+            missing = n != 1 and not (stepped and n == 0)
+            if task.status == ToolTaskStatus.COMPLETED and task.policy != "safe" and missing:
                 out.append(
                     Violation(
                         "effect-missing",

@@ -58,6 +58,7 @@ WIRE_1 = {
     "tool.cancelled",
     "tool.outcome_unknown",
     "tool.refused",
+    "tool.step",  # 1.1
 }
 
 

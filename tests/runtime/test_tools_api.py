@@ -109,10 +109,10 @@ def test_reuse_false_is_only_for_safe_tools(replay):
         )
 
 
-@pytest.mark.parametrize("replay", ["maybe", "Idempotent", None, object(), ("safe",)])
+@pytest.mark.parametrize("replay", ["maybe", "Idempotent", object(), ("safe",)])
 def test_replay_takes_one_of_the_three_policy_names(replay: object) -> None:
     """One kind of value (a name), so a policy object or a typo fails at definition, saying
-    what is accepted."""
+    what is accepted. (``None`` asks for the default: unsafe if durable, else safe.)"""
     with pytest.raises(fx.ConfigurationError) as caught:
         fx.define_tool(
             "x",
