@@ -95,6 +95,8 @@ def describe(event: EventRecord, style: Style) -> str | None:
         return style.dim(
             f"tool {d.get('tool')} {task} running (run {d.get('run')}, {d.get('policy')}{why})"
         )
+    if kind == EventType.TOOL_STEP:
+        return style.dim(f"tool {d.get('tool')} {task} step {d.get('step')} recorded")
     if kind == EventType.TOOL_COMPLETED:
         return style.green(f"tool {d.get('tool')} {task} completed: {_short(d.get('result'))}")
     if kind == EventType.TOOL_OUTCOME_UNKNOWN:

@@ -329,7 +329,7 @@ def _check_durable_steps(
         if count > 1
     )
     for name in sorted(set(names) | set(events)):
-        if events[name] != 1 or name not in names:
+        if (names[name], events[name]) != (1, 1):
             out.append(
                 Violation(
                     "step-recorded-not-once",

@@ -20,9 +20,10 @@ charges), ``effects.log`` (the deploys), ``calls.log``, ``model.log``, and here 
 Scenarios: ``story`` (plain); ``abort`` (read_state is slow and the driver aborts the session
 once it has started); ``abort-deploy`` (the same with the unsafe deploy); ``hook`` (an
 allow-all ``before_tool`` hook); ``continuation`` (tools take a little time so a small
-``--invocation-budget`` expires and the turn spans several invocations). ``--max-attempts``
-sets the agent's attempt budget; ``--hostname`` makes the process pose as another machine;
-``--partial-every`` sets ``Durability.partial_text_every_s``.
+``--invocation-budget`` expires and the turn spans several invocations); ``provision`` (the
+story request is ``provision crash``: one call of the durable, two-step ``provision`` tool).
+``--max-attempts`` sets the agent's attempt budget; ``--hostname`` makes the process pose as
+another machine; ``--partial-every`` sets ``Durability.partial_text_every_s``.
 
 ``--provider`` picks the model boundary. ``inprocess`` (the default): a ``ScriptedModel``
 calls the policy directly. ``openai`` / ``anthropic``: the driver starts a
@@ -70,7 +71,8 @@ from tests.kit.story import (
 )
 from tests.kit.world import SETTLED
 
-SCENARIOS = ("story", "abort", "abort-deploy", "hook", "continuation")
+SCENARIOS = ("story", "abort", "abort-deploy", "hook", "continuation", "provision")
+PROVISION = "provision crash"  # the prompt of scenario ``provision`` (a durable tool)
 PROVIDERS = ("inprocess", "openai", "anthropic")
 AnyModel = fx.ScriptedModel | OpenAIModel | AnthropicModel
 # Fake keys: the tests check that neither ever reaches the database, the logs or the output.
@@ -228,7 +230,8 @@ async def run_session(args: argparse.Namespace, workdir: Path, model: AnyModel |
         else:
             # Like a client retrying its POST after a crash: admission is idempotent on the
             # request id, so a rerun gets the same submission back, never a second one.
-            story = await handle.submit(STORY, request_id=STORY_REQUEST)
+            prompt = PROVISION if args.scenario == "provision" else STORY
+            story = await handle.submit(prompt, request_id=STORY_REQUEST)
             assert not existing or story.id == existing[0], (story.id, existing)
             if not existing and args.scenario in ("abort", "abort-deploy"):
                 tool = "read_state" if args.scenario == "abort" else "deploy"

@@ -5,14 +5,20 @@ The story (prompt :data:`STORY`, or ``story <tag>`` for short): ``read_state`` â
 outcome is unknown, the scripted model inspects with ``check_deploy`` and never deploys again.
 :data:`FOLLOW_UP` is answered after one ``read_state``. ``ticks <n> <tag>`` calls the safe
 ``tick`` tool ``n`` times, one per round (a long turn, for the deadline tests).
+``provision <tag>`` calls the durable ``provision`` tool once (two steps: ``tenant``, which
+looks the tenant up before creating it, then ``dns``, which does not look) and ends with
+:func:`provisioned_text`.
 
 The outside world lives in one directory, every line written with ``O_APPEND`` and fsynced
 (:func:`append_line`):
 
 - ``ledger.txt``: the charge downstream's idempotency keys. It dedupes on them, and a charge is
   this one append: the ledger is the only record of the charges;
-- ``effects.log``: ``deploy <execution_id>`` every time deploy takes effect;
-- ``calls.log``: ``<tool> <execution_id> <run> <pid>`` for every execution of every tool;
+- ``effects.log``: ``deploy <execution_id>`` every time deploy takes effect, and
+  ``provision <execution_id> <step>`` every time a step of provision does;
+- ``tenants.txt``: the tenants provision's ``tenant`` step created (one name a line);
+- ``calls.log``: ``<tool> <execution_id> <run> <pid>`` for every execution of every tool,
+  and ``provision.<step> ...`` for every time a step's function ran;
 - ``hooks.log``: ``<tool>`` for every call of a logging ``before_tool`` hook (the crash
   driver's ``hook`` scenario);
 - ``model.log``: ``[prompt, round, pid]`` (JSON) for every request the scripted model serves;
@@ -46,6 +52,7 @@ FOLLOW_UP = "status?"
 UNKNOWN_MARK = "may or may not have completed"
 _NAMED = re.compile(r"charge order (\S+) and deploy release (\S+?)\.?$")
 _TICKS = re.compile(r"ticks (\d+) (.+)", re.DOTALL)
+_PROVISION = re.compile(r"provision (\S+)")
 
 
 def append_line(path: Path, line: str) -> None:
@@ -80,7 +87,12 @@ def subject(prompt: str) -> tuple[str, str]:
 
 def is_story(prompt: str) -> bool:
     """Whether a turn with this prompt tells the story, so may deploy (once)."""
-    return prompt != FOLLOW_UP and not _TICKS.fullmatch(prompt)
+    return prompt != FOLLOW_UP and not _TICKS.fullmatch(prompt) and not _PROVISION.fullmatch(prompt)
+
+
+def provisioned_text(tag: str) -> str:
+    """How ``provision <tag>`` ends."""
+    return f"Provisioned {tag}: tenant t-{tag} at {tag}.example.com."
 
 
 def opening(order: str, release: str) -> str:
@@ -130,6 +142,10 @@ class TickInput(pydantic.BaseModel):
     n: int
 
 
+class ProvisionInput(pydantic.BaseModel):
+    tenant: str
+
+
 def story_tools(world: Path, timings: Timings) -> list[fx.Tool]:
     effects = world / "effects.log"
     ledger = world / "ledger.txt"
@@ -173,6 +189,30 @@ def story_tools(world: Path, timings: Timings) -> list[fx.Tool]:
         time.sleep(timings.tick_s)
         return f"tick {inp.n} done"
 
+    tenants = world / "tenants.txt"
+
+    async def provision(inp: ProvisionInput, ctx: fx.ToolContext) -> str:
+        # A durable tool: its effects are its steps', each recorded once and replayed after a
+        # crash. ``tenant`` checks before it creates (a crash inside it runs it again);
+        # ``dns`` does not, so it relies on its record alone.
+        log_call("provision", ctx)
+
+        def create_tenant() -> str:
+            log_call("provision.tenant", ctx)
+            if inp.tenant not in read_lines(tenants):
+                append_line(tenants, inp.tenant)
+                append_line(effects, f"provision {ctx.execution_id} tenant")
+            return f"t-{inp.tenant}"
+
+        def create_dns() -> str:
+            log_call("provision.dns", ctx)
+            append_line(effects, f"provision {ctx.execution_id} dns")
+            return f"{inp.tenant}.example.com"
+
+        tenant = await ctx.step("tenant", create_tenant)
+        host = await ctx.step("dns", create_dns)
+        return f"tenant {tenant} at {host}"
+
     return [
         fx.define_tool(
             "read_state",
@@ -201,6 +241,13 @@ def story_tools(world: Path, timings: Timings) -> list[fx.Tool]:
             execute=check_deploy,
         ),
         fx.define_tool("tick", description="One slow step.", input_model=TickInput, execute=tick),
+        fx.define_tool(
+            "provision",
+            description="Create a tenant and its DNS name.",
+            input_model=ProvisionInput,
+            execute=provision,
+            durable=True,
+        ),
     ]
 
 
@@ -237,6 +284,13 @@ def policy(request: fx.ModelRequest) -> fx.ModelResponse:
         if len(results) < count:
             return fx.reply(f"tick {len(results) + 1}", fx.call("tick", n=len(results) + 1))
         return fx.reply(f"Ticked {count} times: {tag}")
+    provision = _PROVISION.fullmatch(prompt)
+    if provision:
+        if last is None:
+            return fx.reply("Provisioning.", fx.call("provision", tenant=provision[1]))
+        if last.text.startswith("tenant "):
+            return fx.reply(provisioned_text(provision[1]))
+        return fx.reply(f"Provisioning failed: {last.text}")
     order, release = subject(prompt)
     if last is None:
         return fx.reply(opening(order, release), fx.call("read_state"))

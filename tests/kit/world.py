@@ -107,8 +107,8 @@ def read_world(store_url: str, world_dir: Path) -> World:
     ledger = read_lines(world_dir / "ledger.txt")
     effects = [Effect("charge", key) for key in ledger]
     for line in read_lines(world_dir / "effects.log"):
-        tool, execution = line.split()
-        effects.append(Effect(tool, execution))
+        tool, execution, *step = line.split()  # a durable tool's effects name their step
+        effects.append(Effect(tool, execution, step[0] if step else None))
     calls = []
     for line in read_lines(world_dir / "calls.log"):
         tool, execution, run, pid = line.split()
@@ -154,10 +154,12 @@ def assert_invariants(
     # Each effect by a task of its tool, once per execution id: so each idempotency key in
     # the ledger belongs to a charge task and is charged once (the ledger has no repeats).
     tasks_by_execution = {t.execution_id: t for t in world.tasks}
-    for (tool, execution_id), n in Counter((e.tool, e.execution_id) for e in world.effects).items():
+    # A durable tool's effects: once per step of its execution.
+    effect_keys = Counter((e.tool, e.execution_id, e.step) for e in world.effects)
+    for (tool, execution_id, step), n in effect_keys.items():
         task = tasks_by_execution.get(execution_id)
         assert task is not None and task.tool == tool, f"{tool} {execution_id}: no such task"
-        assert n == 1, f"{tool} took effect {n} times for execution {execution_id}"
+        assert n == 1, f"{tool} {step or ''} took effect {n} times for execution {execution_id}"
     # The unsafe deploy: at most once per story turn, never in any other turn.
     deploys = Counter(tasks_by_execution[e].turn_id for e in world.effects_of("deploy"))
     for sub in world.submissions:

@@ -10,6 +10,8 @@ the RQ crash suite.
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import time
 from typing import Any
 
@@ -30,6 +32,7 @@ from fxrt_support import (
 )
 
 import fxdurable as fx
+from fxdurable.cli.render import Style, describe
 from fxdurable.core.journal import Fence, Journal
 from fxdurable.errors import IllegalTransitionError
 from fxdurable.runtime.decide import unknown_message
@@ -94,6 +97,11 @@ def test_each_step_is_recorded_once_with_its_json_value(tmp_path: Any) -> None:
     log: list[str] = []
     sub, (task,), evs = run_one(db_url(tmp_path), provisioning(log))
     assert sub.status.value == "completed"
+    traced = [describe(e, Style(io.StringIO())) for e in evs if e.type == "tool.step"]
+    assert traced == [
+        "tool provision_workspace r0.t0 step tenant recorded",
+        "tool provision_workspace r0.t0 step dns recorded",
+    ]
     assert log == ["tenant acme", "dns acme"]
     assert task.status.value == "completed" and task.durable and task.policy == "unsafe"
     assert [(s.name, s.value, s.run) for s in task.steps] == [
@@ -325,5 +333,32 @@ def test_step_effects_are_checked_per_step(tmp_path: Any) -> None:
         twice = [*once, Effect(task.tool, task.execution_id, "tenant")]
         (violation,) = store.read(lambda v: check_effects(v, twice))
         assert violation.code == "step-effect-repeated"
+    finally:
+        store.close()
+
+
+def test_the_checker_flags_steps_that_break_their_invariants(tmp_path: Any) -> None:
+    """``check_store`` (and so ``fxdurable check``): steps only on a durable call, each name
+    once, each with one ``tool.step`` event. The records are forged past the journal, which
+    refuses to write any of these."""
+    url = db_url(tmp_path)
+    log: list[str] = []
+    run_one(url, provisioning(log))
+    store = SqliteStore(url)
+    try:
+        (task,) = store.read(lambda v: v.session_tool_tasks("s1"))
+        tenant = task.steps[0]
+        forged = dataclasses.replace(
+            task, durable=False, steps=(*task.steps, tenant), version=task.version + 1
+        )
+        store.transact(lambda tx: tx.put_tool_task(forged, expected_version=task.version))
+        summary = store.read(lambda v: check_store(v, now=time.time(), at_rest=True))
+        found = sorted((v.code, v.detail.split(": ")[-1]) for v in summary.violations)
+        assert [code for code, _ in found] == [
+            "step-name-repeated",
+            "step-recorded-not-once",
+            "steps-on-non-durable-task",
+        ], found
+        assert "2 records, 1 tool.step events" in found[1][1]
     finally:
         store.close()

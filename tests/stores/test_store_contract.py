@@ -783,6 +783,35 @@ def test_steering_flows_through_the_journal_on_every_backend(store: Store) -> No
     assert texts == [("user", "go"), ("user", "left"), ("user", "then right"), ("assistant", "ok")]
 
 
+def test_durable_tool_steps_flow_through_the_journal_on_every_backend(store: Store) -> None:
+    """A durable call's steps (new optional fields of the tool task) round-trip through each
+    backend's transactions, in the order they were recorded, with their events."""
+    from fxdurable.core.clock import RandomIds, SystemClock
+    from fxdurable.core.journal import Journal, WorkerIdentity
+    from fxdurable.core.records import ToolCallRequest
+
+    journal = Journal(store, SystemClock(), RandomIds())
+    sub = journal.admit("s1", agent="a", prompt="go").submission
+    fence = journal.claim("s1", WorkerIdentity("h", 1), ttl_s=30)
+    assert fence is not None
+    journal.begin_attempt(fence, sub.id, worker="w")
+    call = ToolCallRequest(name="provision", arguments="{}")
+    (task,) = journal.record_model_call(
+        fence, sub.id, round_=0, text="", tool_calls=[call], policies=["unsafe"], usage=Usage()
+    )
+    journal.start_tool(fence, task.id, durable=True)
+    journal.record_step(fence, task.id, name="tenant", value='{"id":"t-1"}')
+    journal.record_step(fence, task.id, name="dns", value='"a.example.com"')
+    got = store.read(lambda v: v.get_tool_task(task.id))
+    assert got is not None and got.durable and got.status == ToolTaskStatus.RUNNING
+    assert [(s.name, s.value, s.run) for s in got.steps] == [
+        ("tenant", '{"id":"t-1"}', 1),
+        ("dns", '"a.example.com"', 1),
+    ]
+    events = store.read(lambda v: v.events("s1"))
+    assert [e.data["step"] for e in events if e.type == "tool.step"] == ["tenant", "dns"]
+
+
 def test_sqlite_processes_opening_a_new_file_at_once_all_succeed(tmp_path: Path) -> None:
     """Workers started together all create the store: switching a new file to WAL makes SQLite
     answer "database is locked" at once to all but one opener, which must retry, not fail."""

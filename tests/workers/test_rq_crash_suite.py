@@ -11,6 +11,8 @@ answers a next message. The recovery time (from the SIGKILL to the turn settling
 ``submission.after-admit`` kills the submitting process instead (no wake is ever sent; with no
 worker running, ``fxdurable scan`` and a fresh ``fxdurable worker --burst`` recover it). One case
 SIGKILLs a whole worker, parent and horse, mid-tool, and a freshly started worker recovers it.
+A durable tool's horse is killed inside and between its steps (``tool.step.before-record``,
+``tool.step.after-record``).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from rq_support import (
 )
 
 from fxdurable.runtime.worker import local_process_is_dead
+from tests.kit.story import provisioned_text
 from tests.kit.world import World, assert_invariants, assert_model_requests
 
 pytestmark = [pytest.mark.redis, pytest.mark.crash]
@@ -226,3 +229,32 @@ def test_a_zombie_holder_counts_as_dead() -> None:
         )
     finally:
         proc.wait()
+
+
+@pytest.mark.parametrize(
+    ("point", "tenant_runs"),
+    [("tool.step.before-record:provision", 2), ("tool.step.after-record:provision", 1)],
+)
+def test_a_durable_tool_killed_inside_or_between_its_steps(
+    make_harness: Callable[..., RqHarness], point: str, tenant_runs: int
+) -> None:
+    """The story's durable ``provision`` (steps ``tenant`` then ``dns``), its horse SIGKILLed
+    inside the first step (its function ran, no record) or between the two: a new horse
+    re-executes the call with the recorded steps replayed. Never ``outcome_unknown``; each
+    step's effect exactly once (the tenant step looks before it creates, so running it again
+    after a crash inside it creates nothing)."""
+    h = make_harness(lease_ttl_s=LEASE_TTL_S)
+    crashed = crash_and_recover(h, [point], prompt="provision crash")
+    world = crashed.world
+    sub = world.submission(REQUEST)
+    assert sub.status == "completed" and sub.result_text == provisioned_text("crash"), sub
+    task = world.task("provision", REQUEST)
+    assert task.status == "completed" and task.runs == 2, task
+    assert [(s.name, s.run) for s in task.steps] == [("tenant", tenant_runs), ("dns", 2)]
+    assert not world.task_events(task, "tool.outcome_unknown")
+    effects = [(e.execution_id, e.step) for e in world.effects if e.tool == "provision"]
+    assert effects == [(task.execution_id, "tenant"), (task.execution_id, "dns")]
+    assert len(world.calls_of("provision.tenant")) == tenant_runs
+    assert len(world.calls_of("provision.dns")) == 1
+    assert_model_requests(world)
+    follow_up(h)
