@@ -726,9 +726,7 @@ class Journal:
             scope = _SessionScope(tx, session, self._clock.now())
             task = self._owned(fence, self._task(tx, task_id))
             self._running_turn(tx, fence, task.turn_id)
-            if task.status == ToolTaskStatus.PENDING:
-                task = replace(task, durable=durable)
-            elif (
+            if (
                 task.status == ToolTaskStatus.RUNNING
                 and task.policy == "unsafe"
                 and not (durable and task.durable)
@@ -736,6 +734,8 @@ class Journal:
                 # Unknown means unknown: an interrupted unsafe call is never re-executed,
                 # unless it is durable and its steps were recorded from its first run on.
                 raise IllegalTransitionError("tool_task", task.status, "re-run of an unsafe call")
+            if durable and not task.durable:  # its steps are recorded from this run on
+                task = replace(task, durable=True)
             if task.status == ToolTaskStatus.COMPLETED and task.policy != "safe":
                 raise IllegalTransitionError(
                     "tool_task", task.status, f"refresh of a {task.policy} call"

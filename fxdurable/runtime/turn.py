@@ -311,7 +311,9 @@ class TurnDriver:
             arguments = tool.parse(task.arguments)
         except ToolInputError as exc:  # the tool's input model changed under a running task
             return await self._finish(task, ToolTaskStatus.FAILED, str(exc))
-        started = await durable(self._start, task.id, "recovery", resumable)
+        # A safe or idempotent call re-runs either way; if its tool is durable now, its steps
+        # are recorded from this run on.
+        started = await durable(self._start, task.id, "recovery", tool.durable)
         return await self._execute(started, tool, arguments)
 
     async def _refresh_stale_reads(self, round_tasks: Sequence[ToolTaskRecord]) -> bool:

@@ -117,7 +117,9 @@ def test_each_step_is_recorded_once_with_its_json_value(tmp_path: Any) -> None:
     ]
 
 
-def crash_between_steps(url: str, *, steps: dict[str, str], durable_run: bool = True) -> Crashed:
+def crash_between_steps(
+    url: str, *, steps: dict[str, str], durable_run: bool = True, policy: str = "unsafe"
+) -> Crashed:
     """A worker ran ``provision_workspace`` (durable) and recorded ``steps``, then died."""
 
     def midway(journal: Journal, fence: Fence) -> None:
@@ -130,7 +132,7 @@ def crash_between_steps(url: str, *, steps: dict[str, str], durable_run: bool = 
         url,
         agent="ops",
         calls=[fx.call("provision_workspace", name="acme")],
-        policies=["unsafe"],
+        policies=[policy],
         after=midway,
     )
 
@@ -201,6 +203,19 @@ def test_a_call_first_run_before_it_was_durable_stays_unknown(tmp_path: Any) -> 
     log: list[str] = []
     _, task, _, _ = recover(url, crashed, provisioning(log))
     assert log == [] and task.status.value == "outcome_unknown" and not task.durable
+
+
+def test_an_idempotent_call_made_durable_since_its_crash_records_steps_from_now_on(
+    tmp_path: Any,
+) -> None:
+    """Its policy re-runs it anyway; the tool is durable now, so this run records its steps."""
+    url = db_url(tmp_path)
+    crashed = crash_between_steps(url, steps={}, durable_run=False, policy="idempotent")
+    log: list[str] = []
+    _, task, _, _ = recover(url, crashed, provisioning(log, replay="idempotent"))
+    assert log == ["tenant acme", "dns acme"]
+    assert task.status.value == "completed" and task.durable
+    assert [(s.name, s.run) for s in task.steps] == [("tenant", 2), ("dns", 2)]
 
 
 def failing_tool(execute: Any, *, durable: bool = True) -> fx.Tool:
