@@ -15,7 +15,7 @@ from fxdurable.core.lazy import lazy_exports
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what runs
     from fxdurable.core.events import EventType
-    from fxdurable.core.journal import Steering
+    from fxdurable.core.journal import Fork, Steering
     from fxdurable.core.records import ErrorInfo, EventRecord, ToolCallRequest
     from fxdurable.core.states import SubmissionStatus
     from fxdurable.errors import (
@@ -23,11 +23,13 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what ru
         AgentMismatchError,
         ConfigurationError,
         ContextLengthError,
+        ForkPointError,
         FxDurableError,
         LeaseLostError,
         ModelError,
         ModelRetryableError,
         RequestConflictError,
+        SessionExistsError,
         SessionNotFoundError,
         SteeringFullError,
         StepError,
@@ -54,6 +56,8 @@ __all__ = [
     "ErrorInfo",
     "EventRecord",
     "EventType",
+    "Fork",
+    "ForkPointError",
     "FxDurableError",
     "LeaseLostError",
     "ModelError",
@@ -66,6 +70,7 @@ __all__ = [
     "RequestConflictError",
     "Runtime",
     "ScriptedModel",
+    "SessionExistsError",
     "SessionHandle",
     "SessionNotFoundError",
     "Steering",
@@ -98,7 +103,7 @@ if not TYPE_CHECKING:
         __name__,
         {
             "fxdurable.core.events": ("EventType",),
-            "fxdurable.core.journal": ("Steering",),
+            "fxdurable.core.journal": ("Fork", "Steering"),
             "fxdurable.core.records": ("ErrorInfo", "EventRecord", "ToolCallRequest"),
             "fxdurable.core.states": ("SubmissionStatus",),
             "fxdurable.errors": (
@@ -106,11 +111,13 @@ if not TYPE_CHECKING:
                 "AgentMismatchError",
                 "ConfigurationError",
                 "ContextLengthError",
+                "ForkPointError",
                 "FxDurableError",
                 "LeaseLostError",
                 "ModelError",
                 "ModelRetryableError",
                 "RequestConflictError",
+                "SessionExistsError",
                 "SessionNotFoundError",
                 "SteeringFullError",
                 "StepError",

@@ -6,7 +6,9 @@ FxDurableError
  ├── AdmissionError
  │    ├── AgentBusyError       when_busy="reject" and the session has unsettled work
  │    ├── AgentMismatchError   the session is bound to another agent
- │    └── RequestConflictError a request id reused with a different session or prompt
+ │    ├── RequestConflictError a request id reused with a different session or prompt
+ │    ├── SessionExistsError   a fork into an id already taken (by anything but that fork)
+ │    └── ForkPointError       a fork's ``after=`` names no settled point of the source
  ├── StoreError
  │    ├── IllegalTransitionError  a state machine refused a transition (rolled back)
  │    ├── ConflictError        a version check failed: someone else wrote first
@@ -41,6 +43,7 @@ __all__ = [
     "ConfigurationError",
     "ConflictError",
     "ContextLengthError",
+    "ForkPointError",
     "FxDurableError",
     "IllegalTransitionError",
     "LeaseLostError",
@@ -50,6 +53,7 @@ __all__ = [
     "QueueUnavailableError",
     "RecordNotFoundError",
     "RequestConflictError",
+    "SessionExistsError",
     "SessionNotFoundError",
     "SteeringFullError",
     "SteeringPendingError",
@@ -134,6 +138,22 @@ class SteeringFullError(AdmissionError):
 
 class RequestConflictError(AdmissionError):
     """A request id was reused for a different session or prompt. Nothing was written."""
+
+
+class SessionExistsError(AdmissionError):
+    """A fork into a session id that is already taken, by another session or by a fork of
+    another source or point. Nothing was written: pick another id."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f"session {session_id!r} already exists and is not this fork; fork into a new id"
+        )
+
+
+class ForkPointError(AdmissionError):
+    """A fork's ``after=`` is not a point of the source session: an unknown submission, one
+    not settled yet, or an event cursor past the last event. Nothing was written."""
 
 
 class SessionNotFoundError(FxDurableError):

@@ -35,6 +35,9 @@ CRASH_POINTS: frozenset[str] = frozenset(
         "subagent.in-child",
         "steer.after-record",
         "abort.after-intent",
+        # Session.fork: inside its one transaction (nothing written), and just after it.
+        "fork.before-commit",
+        "fork.after-commit",
         # The DynamoDB store: large records are in S3, the transaction naming them not sent.
         "store.after-offload",
     }

@@ -126,6 +126,11 @@ _OMIT_IF_NONE: Mapping[str, Any] = {"omit_if_none": True}
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionCreated:
     agent: str
+    # A fork (``Journal.fork``): the session it was copied from, the event cursor of the
+    # source it was copied as of, and how many messages it took.
+    forked_from: str | None = field(default=None, metadata=_OMIT_IF_NONE)
+    after: int | None = field(default=None, metadata=_OMIT_IF_NONE)
+    messages: int | None = field(default=None, metadata=_OMIT_IF_NONE)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -331,7 +336,9 @@ PAYLOADS: Mapping[EventType, type[Payload]] = {
 
 # When each event is appended: the README's vocabulary table is generated from this.
 WHEN: Mapping[EventType, str] = {
-    _E.SESSION_CREATED: "the first admission to a new session",
+    _E.SESSION_CREATED: (
+        "the first admission to a new session, or a fork of another (`Runtime.fork`)"
+    ),
     _E.SUBMISSION_ADMITTED: "a prompt (or steering with no turn in flight) was admitted",
     _E.SUBMISSION_COMPLETED: "the submission settled with the model's final answer",
     _E.SUBMISSION_FAILED: "the submission settled failed (`error` says why)",

@@ -46,6 +46,7 @@ from fxdurable.core.events import (
     settled_event,
     tool_settled_event,
 )
+from fxdurable.core.fork import ForkPoint, fork_copy, fork_point
 from fxdurable.core.records import (
     AttemptRecord,
     ErrorInfo,
@@ -79,6 +80,7 @@ from fxdurable.errors import (
     LeaseLostError,
     RecordNotFoundError,
     RequestConflictError,
+    SessionExistsError,
     SessionNotFoundError,
     SteeringFullError,
     SteeringPendingError,
@@ -90,6 +92,7 @@ __all__ = [
     "AttemptStart",
     "Exhausted",
     "Fence",
+    "Fork",
     "Journal",
     "Outcome",
     "Receipt",
@@ -150,6 +153,18 @@ class Steering:
     submission: SubmissionRecord  # the one steered, or the new one the text became
     steered: bool  # False: nothing was in flight, so the text was admitted as a submission
     cursor: int  # the seq of the event that recorded it
+
+
+@dataclass(frozen=True, slots=True)
+class Fork:
+    """A session started from another's conversation (:meth:`Journal.fork`)."""
+
+    session_id: str
+    source_id: str
+    agent: str  # the source's: a fork runs the same agent
+    after: int  # the source's event cursor it was copied as of
+    messages: int  # how many messages it took
+    created: bool  # False: this very fork existed already, and nothing was written
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +245,8 @@ class _SessionScope:
                 tool_calls=tool_calls,
                 summarizes_upto=summarizes_upto,
                 interrupted=interrupted,
+                # Every append is followed by its transition's event, in this transaction.
+                cursor=s.next_event_seq,
             )
         )
         self.session = replace(s, next_message_seq=s.next_message_seq + 1)
@@ -439,6 +456,79 @@ class Journal:
         marked = self._store.transact(body)
         crash_point("abort.after-intent")
         return marked
+
+    def fork(
+        self,
+        source_id: str,
+        new_id: str,
+        *,
+        after: ForkPoint = None,
+        owner: str | None = None,
+    ) -> Fork:
+        """Start session ``new_id`` from ``source_id``'s conversation as it was ``after`` a
+        point: a submission id (once it settled), an event cursor (any recorded step), or
+        None (everything recorded so far). :mod:`fxdurable.core.fork` says what is copied.
+
+        One transaction: the fork exists whole, at rest, or not at all. It reads the source
+        and writes nothing there, so a turn running in the source is not disturbed (only
+        what was settled by the point is copied). Idempotent: forking the same source into
+        the same id after the same point again returns the fork (``created=False``); any
+        other session at ``new_id`` raises :class:`~fxdurable.errors.SessionExistsError`.
+        ``owner`` must own the source (else :class:`SessionNotFoundError`) and owns the fork.
+        """
+
+        def body(tx: Tx) -> Fork:
+            source = self._visible(tx.get_session(source_id), source_id, owner)
+            point = fork_point(tx, source, after)
+            existing = tx.get_session(new_id)
+            if existing is not None:
+                created = tx.events(new_id, limit=1)
+                data = created[0].data if created else {}
+                if (
+                    data.get("forked_from") == source_id
+                    and data.get("after") == point
+                    and existing.owner == source.owner
+                ):
+                    copied = data.get("messages")
+                    n = copied if isinstance(copied, int) else 0
+                    return Fork(new_id, source_id, source.agent, point, n, created=False)
+                raise SessionExistsError(new_id)
+            copy = fork_copy(tx, source, point, new_id)
+            now = self._clock.now()
+            scope = _SessionScope.new(
+                tx,
+                SessionRecord(
+                    id=new_id,
+                    agent=source.agent,
+                    owner=source.owner,
+                    status=SessionStatus.IDLE,
+                    next_message_seq=len(copy.messages) + 1,
+                    compacted_upto=copy.compacted_upto,
+                    created_at=now,
+                ),
+                now,
+            )
+            for message in copy.messages:
+                tx.append_message(message)
+            for task in copy.tasks:
+                tx.put_tool_task(task, expected_version=None)
+            scope.emit(
+                EventType.SESSION_CREATED,
+                SessionCreated(
+                    agent=source.agent,
+                    forked_from=source_id,
+                    after=point,
+                    messages=len(copy.messages),
+                ),
+            )
+            crash_point("fork.before-commit")
+            scope.write()
+            return Fork(new_id, source_id, source.agent, point, len(copy.messages), created=True)
+
+        fork = self._store.transact(body)
+        if fork.created:
+            crash_point("fork.after-commit")
+        return fork
 
     # -- leases -----------------------------------------------------------------------------
 

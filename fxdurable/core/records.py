@@ -218,6 +218,10 @@ class MessageRecord:
     # An assistant entry cut off mid-stream by a crash: its text is what had been streamed;
     # the round's answer, when it comes, is a later entry of the same round.
     interrupted: bool = False
+    # The seq of the event its transaction wrote right after it: "the conversation as it was
+    # after event N" is the messages with ``cursor <= N`` (a fork's point). None: recorded
+    # before forks existed (:mod:`fxdurable.core.fork` says how those are placed).
+    cursor: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,7 +19,8 @@ from typing import Literal
 
 from fxdurable.backends import DEFAULT_QUEUE, DEFAULT_STORE, open_queue, open_store
 from fxdurable.core.clock import Clock, IdSource, RandomIds, SystemClock
-from fxdurable.core.journal import Journal, Steering
+from fxdurable.core.fork import ForkPoint
+from fxdurable.core.journal import Fork, Journal, Steering
 from fxdurable.core.queue import InProcessQueue, WakeQueue
 from fxdurable.core.records import EventRecord, SessionRecord, SubmissionRecord
 from fxdurable.core.states import SubmissionStatus
@@ -240,6 +241,22 @@ class Runtime:
         if agent not in self.agents:
             raise UnknownAgentError(session_id, agent, list(self.agents))
         return SessionHandle(self, session_id, agent)
+
+    async def fork(self, session_id: str, new_id: str, *, after: ForkPoint = None) -> Fork:
+        """Start session ``new_id`` from ``session_id``'s conversation as it was ``after`` a
+        point, at rest and with no work: its next message continues from there.
+
+        ``after`` is a submission id of the source (the conversation once it settled), an
+        event cursor of the source (after *any* recorded step: a model reply, a tool result,
+        a compaction; each event's ``seq``), or None (everything recorded so far). Since
+        every step is recorded, a fork can start after any of them, not only between turns.
+        One transaction: the fork exists whole or not at all. Forking again into the same id
+        from the same point returns the same fork; any other session there raises
+        :class:`~fxdurable.errors.SessionExistsError`; a point the source does not have
+        raises :class:`~fxdurable.errors.ForkPointError`. Use ``rt.session(fork.session_id)``
+        to talk to it.
+        """
+        return await durable(self.journal.fork, session_id, new_id, after=after)
 
 
 class SessionHandle:
