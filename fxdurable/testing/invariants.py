@@ -33,6 +33,7 @@ _SETTLED = {SubmissionStatus.COMPLETED, SubmissionStatus.FAILED, SubmissionStatu
 _STEERING_RESOLVED = frozenset(
     {EventType.STEER_DELIVERED, EventType.STEER_DROPPED, EventType.STEER_REQUEUED}
 )
+_UNSETTLED_TASK = {ToolTaskStatus.PENDING, ToolTaskStatus.RUNNING}
 _TURN_FOR = {
     SubmissionStatus.COMPLETED: TurnStatus.COMPLETED,
     SubmissionStatus.FAILED: TurnStatus.FAILED,
@@ -91,6 +92,7 @@ def check_store(view: ReadView, *, now: float, at_rest: bool = False) -> StoreSu
         violations += _check_submissions(view, session, subs, events, now, at_rest)
         violations += _check_steps(view, session, subs, events, now, at_rest)
         violations += _check_steering(session, events)
+        violations += _check_messages(view, session, events)
     for request_id, count in request_ids.items():
         if count > 1:
             violations.append(
@@ -124,6 +126,49 @@ def _check_steering(session: SessionRecord, events: Sequence[EventRecord]) -> li
             )
         ]
     return []
+
+
+def _check_messages(
+    view: ReadView, session: SessionRecord, events: Sequence[EventRecord]
+) -> list[Violation]:
+    """Messages are gap-free from seq 1. A fork (``session.created`` naming ``forked_from``)
+    holds exactly the messages it says it copied, under turn ids of its own, and its copied
+    tool results are all settled: a fork starts with no work (``Journal.fork``)."""
+    out: list[Violation] = []
+    messages = view.messages(session.id)
+    seqs = [m.seq for m in messages]
+    if seqs != list(range(1, len(seqs) + 1)) or session.next_message_seq != len(seqs) + 1:
+        out.append(
+            Violation(
+                "message-gap",
+                session.id,
+                f"message seqs {seqs[:10]}... with next_message_seq {session.next_message_seq}",
+            )
+        )
+    created = events[0] if events and events[0].type == EventType.SESSION_CREATED else None
+    if created is None or created.data.get("forked_from") is None:
+        return out
+    copies = [m for m in messages if m.turn_id.endswith(f"@{session.id}")]
+    if len(copies) != created.data.get("messages") or seqs[: len(copies)] != [
+        m.seq for m in copies
+    ]:
+        out.append(
+            Violation(
+                "fork-copy-mismatch",
+                session.id,
+                f"forked with {created.data.get('messages')} messages, holds {len(copies)} copies",
+            )
+        )
+    for task in view.session_tool_tasks(session.id):
+        if task.turn_id.endswith(f"@{session.id}") and task.status in _UNSETTLED_TASK:
+            out.append(
+                Violation(
+                    "fork-copied-unsettled",
+                    session.id,
+                    f"copied tool task {task.id} ({task.tool}) is {task.status}",
+                )
+            )
+    return out
 
 
 def _lease_live(session: SessionRecord, now: float) -> bool:

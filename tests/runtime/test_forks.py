@@ -240,3 +240,49 @@ def test_a_fork_after_a_compaction_takes_the_summary(tmp_path):
             await _no_violations(rt)
 
     run(main())
+
+
+def test_the_invariant_checker_flags_a_fork_holding_unsettled_or_missing_copies(tmp_path):
+    """``fxdurable check`` audits forks: a copied call left unsettled, or copies that do not
+    add up to what ``session.created`` says was copied, are violations."""
+    from dataclasses import replace
+
+    from fxdurable.core.records import MessageRecord
+    from fxdurable.core.states import ToolTaskStatus
+
+    look = fx.define_tool("look", description="look", input_model=Empty, execute=_looked)
+
+    def policy(request: fx.ModelRequest) -> fx.ModelResponse:
+        if request.messages[-1].role == "user":
+            return fx.reply("looking", fx.call("look"))
+        return _memory(request)
+
+    agent = fx.Agent("a", model=fx.ScriptedModel(policy), tools=[look])
+    store = fresh_store(tmp_path)
+
+    async def main() -> None:
+        async with fx.Runtime([agent], store=store, settings=FAST) as rt:
+            await rt.session("s1").run("look around", timeout=10)
+            await rt.fork("s1", "s2")
+            await _no_violations(rt)
+
+    run(main())
+    store = fresh_store(tmp_path)
+
+    def tamper(tx):  # type: ignore[no-untyped-def]
+        (task,) = tx.session_tool_tasks("s2")
+        tx.put_tool_task(
+            replace(task, status=ToolTaskStatus.RUNNING, version=task.version + 1),
+            expected_version=task.version,
+        )
+        session = tx.get_session("s2")
+        tx.append_message(
+            MessageRecord(
+                session_id="s2", seq=session.next_message_seq, turn_id="sub-x@s2", role="user",
+                text="smuggled",
+            )
+        )  # fmt: skip
+
+    store.transact(tamper)
+    codes = {v.code for v in store.read(lambda v: check_store(v, now=0.0)).violations}
+    assert codes == {"fork-copied-unsettled", "fork-copy-mismatch", "message-gap"}
