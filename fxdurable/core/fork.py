@@ -20,7 +20,8 @@ too; a point inside an old turn takes none of that turn's messages).
 
 Copies belong to the fork: their turn id is the source turn's with ``@<fork id>`` after it (a
 turn id names one session's records everywhere: indexes and task ids derive from it), and
-tool tasks keep the source's ``execution_id``, since they are that execution's results.
+tool tasks keep the source's ``execution_id``, since they are that execution's results, and the
+call id the source's model saw (its ``provider_id``, else the source task's id).
 """
 
 from __future__ import annotations
@@ -64,13 +65,11 @@ def fork_point(view: ReadView, source: SessionRecord, after: ForkPoint) -> int:
         raise ForkPointError(f"after= takes a submission id or an event cursor, not {after!r}")
     if isinstance(after, int):
         if not 1 <= after <= last:
-            raise ForkPointError(
-                f"session {source.id!r} has events 1..{last}; there is no event {after}"
-            )
+            raise ForkPointError(f"the session has events 1..{last}; there is no event {after}")
         return after
     sub = view.get_submission(after)
     if sub is None or sub.session_id != source.id:
-        raise ForkPointError(f"session {source.id!r} has no submission {after!r}")
+        raise ForkPointError(f"the session has no submission {after!r}")
     for event in view.events(source.id, after=sub.cursor):
         if event.type in SETTLED_EVENTS and event.data.get("submission") == sub.id:
             return event.seq
@@ -107,6 +106,9 @@ def fork_copy(view: ReadView, source: SessionRecord, after: int, fork_id: str) -
                     replace(
                         task,
                         id=tool_task_id(turn_id, task.round, task.index),
+                        # The call id the source's model saw: the fork's conversation is the
+                        # source's, byte for byte (a provider's prompt cache still applies).
+                        provider_id=task.provider_id or task.id,
                         session_id=fork_id,
                         turn_id=turn_id,
                         status=status,

@@ -35,7 +35,9 @@ from fxdurable.core.records import EventRecord, SessionRecord, ToolTaskRecord
 from fxdurable.errors import (
     AgentBusyError,
     AgentMismatchError,
+    ForkPointError,
     RequestConflictError,
+    SessionExistsError,
     SessionNotFoundError,
     SteeringFullError,
     StoreFullError,
@@ -50,6 +52,8 @@ from fxdurable.http.schemas import (
     AbortRequest,
     ChatReceipt,
     ChatRequest,
+    ForkReply,
+    ForkRequest,
     HistoryMessage,
     HistoryReply,
     RunningTask,
@@ -118,6 +122,7 @@ def create_app(
         Route("/abort", api.abort, methods=["POST"]),
         Route("/sessions/{session_id}", api.session, methods=["GET"]),
         Route("/sessions/{session_id}/history", api.history, methods=["GET"]),
+        Route("/sessions/{session_id}/fork", api.fork, methods=["POST"]),
         Route("/wake", api.wake, methods=["POST"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/healthz", api.healthz, methods=["GET"]),
@@ -283,6 +288,37 @@ class _Api:
         marked = await durable(self._rt.journal.request_abort, session.id)
         await self._wake(session.id, "abort")
         return _json(AbortReply(session_id=body.session_id, aborted=marked))
+
+    async def fork(self, request: Request) -> Response:
+        """A new session of the caller's from this one's conversation: 201, or 200 when the
+        same fork existed already. No wake: a fork starts at rest, with no work."""
+        principal = await self._principal(request)
+        public = _session_id(request.path_params["session_id"])
+        body = await self._body(request, ForkRequest)
+        new_key = session_key(principal, body.new_session_id)
+        try:
+            fork = await durable(
+                self._rt.journal.fork,
+                session_key(principal, public),
+                new_key,
+                after=body.after,
+                owner=principal,
+            )
+        except SessionNotFoundError:
+            raise session_not_found(public) from None
+        except SessionExistsError:
+            message = str(SessionExistsError(body.new_session_id))
+            raise ApiError(409, "session_exists", message, error="SessionExistsError") from None
+        except ForkPointError as exc:
+            raise ApiError(422, "bad_fork_point", str(exc), error="ForkPointError") from None
+        reply = ForkReply(
+            session_id=body.new_session_id,
+            forked_from=public,
+            after=fork.after,
+            messages=fork.messages,
+            created=fork.created,
+        )
+        return _json(reply, 201 if fork.created else 200)
 
     # -- reads -----------------------------------------------------------------------------
 

@@ -16,6 +16,8 @@ from fxdurable.http.schemas import (
     ChatReceipt,
     ChatRequest,
     ErrorReply,
+    ForkReply,
+    ForkRequest,
     HistoryReply,
     SessionReply,
     SteerReply,
@@ -27,16 +29,28 @@ from fxdurable.http.scoping import SESSION_ID_PATTERN
 
 __all__ = ["openapi_document"]
 
-_REQUESTS = (ChatRequest, SteerRequest, AbortRequest, WakeRequest)
-_REPLIES = (ChatReceipt, SteerReply, AbortReply, SessionReply, HistoryReply, WakeReply, ErrorReply)
+_REQUESTS = (ChatRequest, SteerRequest, AbortRequest, ForkRequest, WakeRequest)
+_REPLIES = (
+    ChatReceipt,
+    SteerReply,
+    AbortReply,
+    SessionReply,
+    HistoryReply,
+    ForkReply,
+    WakeReply,
+    ErrorReply,
+)
 _ERRORS = {
     "400": "malformed JSON, a bad cursor or a bad Idempotency-Key",
     "401": "missing or invalid credentials",
     "404": "the caller has no session with this id (ids are per caller)",
     "408": "the body did not arrive within the body timeout (body_timeout)",
-    "409": "busy (when_busy=reject: AgentBusyError) or an Idempotency-Key reused",
+    "409": "busy (when_busy=reject: AgentBusyError), an Idempotency-Key reused, or a fork "
+    "into an id the caller already uses for another session (SessionExistsError)",
     "413": "body or prompt too large",
     "422": "the body does not match its schema",
+    "422-fork": "the body does not match its schema, or `after` names no settled point of "
+    "the session (ForkPointError)",
     "429": "too much steering already waiting for the turn's next model call",
 }
 
@@ -54,7 +68,8 @@ def _reply(model: type, description: str) -> dict[str, Any]:
 
 
 def _errors(*statuses: str) -> dict[str, Any]:
-    return {s: _reply(ErrorReply, _ERRORS[s]) for s in statuses}
+    """Error replies by status; ``"422-fork"`` is status 422 with the fork's description."""
+    return {s.partition("-")[0]: _reply(ErrorReply, _ERRORS[s]) for s in statuses}
 
 
 def _stream(description: str) -> dict[str, Any]:
@@ -207,6 +222,20 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {
                         "200": _reply(HistoryReply, "Every message, oldest first."),
                         **_errors("401", "404", "422"),
+                    },
+                }
+            },
+            "/sessions/{session_id}/fork": {
+                "post": {
+                    "summary": "Start a new session from this one's conversation as it was "
+                    "after a submission or any recorded step",
+                    "security": secured,
+                    "parameters": [_SESSION_PATH],
+                    "requestBody": _json_body(ForkRequest),
+                    "responses": {
+                        "201": _reply(ForkReply, "The fork exists, at rest, with no work."),
+                        "200": _reply(ForkReply, "This same fork existed already (a retry)."),
+                        **_errors("400", "401", "404", "408", "409", "413", "422-fork"),
                     },
                 }
             },

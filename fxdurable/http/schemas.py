@@ -19,6 +19,8 @@ __all__ = [
     "ChatReceipt",
     "ChatRequest",
     "ErrorReply",
+    "ForkReply",
+    "ForkRequest",
     "HistoryReply",
     "RunningTask",
     "SessionReply",
@@ -62,6 +64,23 @@ class SteerRequest(_Body):
 
 class AbortRequest(_Body):
     session_id: SessionId
+
+
+class ForkRequest(_Body):
+    """Start the caller's session ``newSessionId`` from this one's conversation as it was
+    ``after`` a point. Naming the new id makes a retry the same fork."""
+
+    new_session_id: SessionId
+    after: (
+        Annotated[int, Field(ge=1, le=2**53)]
+        | Annotated[str, Field(min_length=1, max_length=200)]
+        | None
+    ) = Field(
+        default=None,
+        description="a submission id (the conversation once it settled), a line cursor "
+        "(after any recorded step: a model reply, a tool result), or absent (everything "
+        "recorded so far)",
+    )
 
 
 class WakeRequest(_Body):
@@ -135,6 +154,14 @@ class HistoryMessage(_Body):
 class HistoryReply(_Body):
     session_id: str
     messages: list[HistoryMessage]
+
+
+class ForkReply(_Body):
+    session_id: str = Field(description="the fork: talk to it with POST /chat")
+    forked_from: str
+    after: int = Field(description="the source's line cursor the fork was copied as of")
+    messages: int = Field(description="how many messages the fork took")
+    created: bool = Field(description="False: this fork existed already (a retry)")
 
 
 class WakeReply(_Body):

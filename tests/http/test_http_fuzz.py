@@ -50,7 +50,7 @@ SESSION = "fuzz-alice"
 PROMPT = "Read the state, charge order 42 and deploy release 2.0."
 EXAMPLES = 20  # per operation, generation mode and pinning: 7 x 2 x 2 x 20 = 560 requests
 REQUEST_TIMEOUT_S = 15.0  # a POST /chat that streams a whole turn takes well under a second
-POST_ROUTES = ("/chat", "/steer", "/abort", "/wake")
+POST_ROUTES = ("/chat", "/steer", "/abort", "/wake", "/sessions/fuzz-alice/fork")
 # Operations whose one parameter is the session id in the path: schemathesis finds no negative
 # value for it (Hypothesis reports Unsatisfiable), so test_regressions sends bad ones itself.
 PATH_ONLY = ("GET /sessions/{session_id}", "GET /sessions/{session_id}/history")
@@ -182,6 +182,7 @@ def test_the_published_document_holds_under_fuzzing(served):
         "POST /abort",
         "GET /sessions/{session_id}",
         "GET /sessions/{session_id}/history",
+        "POST /sessions/{session_id}/fork",
         "POST /wake",
     }
     statuses = _fuzz(app, operations)

@@ -123,6 +123,12 @@ def session_requests(app: ServedApp, headers: dict[str, str]) -> dict[str, httpx
         "GET /sessions/s/history": HTTP.get(
             f"{url}/sessions/s/history", headers=headers, timeout=TIMEOUT
         ),
+        "POST /sessions/s/fork": HTTP.post(
+            f"{url}/sessions/s/fork",
+            headers=headers,
+            json={"newSessionId": "s-fork"},
+            timeout=TIMEOUT,
+        ),
     }
 
 
@@ -165,6 +171,8 @@ def test_an_id_the_caller_does_not_hold_is_404_on_every_route_like_a_missing_one
     for name, r in session_requests(app, ALICE).items():
         if name == "GET /chat past the end":
             assert_error(r, 400, "bad_cursor")
+        elif name == "POST /sessions/s/fork":
+            assert r.status_code == 201, (name, r.text)
         else:
             assert r.status_code == 200, (name, r.text)
 

@@ -199,6 +199,7 @@ def test_the_openapi_document_is_valid_and_names_every_route():
         "/abort",
         "/sessions/{session_id}",
         "/sessions/{session_id}/history",
+        "/sessions/{session_id}/fork",
         "/wake",
     }
     chat = document["components"]["schemas"]["ChatRequest"]
