@@ -839,3 +839,74 @@ def test_sqlite_processes_opening_a_new_file_at_once_all_succeed(tmp_path: Path)
         for proc in procs:
             _, err = proc.communicate(timeout=60)
             assert proc.returncode == 0, err
+
+
+# -- forks on every backend (Journal.fork: reads of the source, writes of a new session) ----
+
+
+def _run_turn(journal: Any, prompt: str, *, tool: bool) -> str:
+    """One turn through the journal as a worker drives it: optionally a tool round, then an
+    answer; returns the submission id."""
+    from fxdurable.core.journal import WorkerIdentity
+
+    sub = journal.admit("s1", agent="a", prompt=prompt).submission
+    fence = journal.claim("s1", WorkerIdentity("h", 1), ttl_s=30)
+    start = journal.begin_attempt(fence, sub.id, worker="w")
+    usage = Usage(input_tokens=1, output_tokens=1)
+    round_ = 0
+    if tool:
+        call = ToolCallRequest(name="look", arguments="{}", provider_id=None)
+        (task,) = journal.record_model_call(
+            fence, start.turn.id, round_=0, text="looking", tool_calls=[call],
+            policies=["unsafe"], usage=usage,
+        )  # fmt: skip
+        journal.start_tool(fence, task.id)
+        journal.finish_tool(fence, task.id, ToolTaskStatus.COMPLETED, "seen")
+        round_ = 1
+    journal.record_model_call(
+        fence, start.turn.id, round_=round_, text=f"ok: {prompt}", tool_calls=[], policies=[],
+        usage=usage,
+    )  # fmt: skip
+    journal.settle(fence, sub.id, "completed", text=f"ok: {prompt}")
+    journal.release(fence)
+    return str(sub.id)
+
+
+def test_a_fork_is_one_transaction_of_copies_on_every_store(store: Store) -> None:
+    from fxdurable.core.clock import RandomIds, SystemClock
+    from fxdurable.core.journal import Journal
+    from fxdurable.errors import SessionExistsError
+    from fxdurable.testing.invariants import check_store
+
+    journal = Journal(store, SystemClock(), RandomIds())
+    first = _run_turn(journal, "my name is Ada", tool=True)
+    _run_turn(journal, "I like tea", tool=False)
+    fork = journal.fork("s1", "s2", after=first)
+    assert (fork.created, fork.messages, fork.agent) == (True, 3, "a")
+    assert journal.fork("s1", "s2", after=first).created is False
+    with pytest.raises(SessionExistsError):
+        journal.fork("s1", "s2")
+
+    def copies(view: ReadView) -> tuple[Any, ...]:
+        return (
+            view.get_session("s2"),
+            [(m.role, m.text) for m in view.messages("s2")],
+            view.session_tool_tasks("s2"),
+            view.events("s2"),
+        )
+
+    session, messages, tasks, events = store.read(copies)
+    assert session.status == SessionStatus.IDLE and session.next_message_seq == 4
+    assert messages == [
+        ("user", "my name is Ada"),
+        ("assistant", "looking"),
+        ("assistant", "ok: my name is Ada"),
+    ]
+    assert [(t.status, t.result, t.session_id) for t in tasks] == [
+        (ToolTaskStatus.COMPLETED, "seen", "s2")
+    ]
+    assert [e.type for e in events] == ["session.created"]
+    assert store.read(lambda v: check_store(v, now=time.time(), at_rest=True)).violations == ()
+    # The fork takes a next message of its own.
+    second = journal.admit("s2", agent="a", prompt="what is my name?").submission
+    assert second.session_id == "s2" and second.seq == 1
