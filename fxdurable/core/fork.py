@@ -35,7 +35,14 @@ from fxdurable.core.states import ToolTaskStatus, is_terminal
 from fxdurable.core.store import ReadView
 from fxdurable.errors import ForkPointError
 
-__all__ = ["ForkCopy", "ForkPoint", "fork_copy", "fork_point", "fork_turn_id"]
+__all__ = [
+    "ForkCopy",
+    "ForkPoint",
+    "fork_copy",
+    "fork_point",
+    "fork_turn_id",
+    "is_fork_copy",
+]
 
 # A submission id, an event cursor of the source, or None: everything recorded so far.
 ForkPoint = str | int | None
@@ -54,6 +61,12 @@ class ForkCopy:
 def fork_turn_id(turn_id: str, fork_id: str) -> str:
     """The fork's id for a turn of its source: unique, and readable in a trace."""
     return f"{turn_id}@{fork_id}"
+
+
+def is_fork_copy(turn_id: str, session_id: str) -> bool:
+    """Whether records of ``turn_id`` in ``session_id`` were copied there by a fork: their
+    events (a tool's outcome, a model call's completion) are the source's, not the fork's."""
+    return turn_id.endswith(f"@{session_id}")
 
 
 def fork_point(view: ReadView, source: SessionRecord, after: ForkPoint) -> int:

@@ -16,6 +16,7 @@ from fxdurable.core.events import (
     TOOL_SETTLED_EVENTS,
     EventType,
 )
+from fxdurable.core.fork import is_fork_copy
 from fxdurable.core.records import EventRecord, SessionRecord, SubmissionRecord, ToolTaskRecord
 from fxdurable.core.states import (
     AttemptStatus,
@@ -148,7 +149,7 @@ def _check_messages(
     created = events[0] if events and events[0].type == EventType.SESSION_CREATED else None
     if created is None or created.data.get("forked_from") is None:
         return out
-    copies = [m for m in messages if m.turn_id.endswith(f"@{session.id}")]
+    copies = [m for m in messages if is_fork_copy(m.turn_id, session.id)]
     if len(copies) != created.data.get("messages") or seqs[: len(copies)] != [
         m.seq for m in copies
     ]:
@@ -160,7 +161,7 @@ def _check_messages(
             )
         )
     for task in view.session_tool_tasks(session.id):
-        if task.turn_id.endswith(f"@{session.id}") and task.status in _UNSETTLED_TASK:
+        if is_fork_copy(task.turn_id, session.id) and task.status in _UNSETTLED_TASK:
             out.append(
                 Violation(
                     "fork-copied-unsettled",

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from fxdurable.backends import open_store
+from fxdurable.core.fork import is_fork_copy
 from fxdurable.core.records import (
     AttemptRecord,
     EventRecord,
@@ -153,7 +154,11 @@ def assert_invariants(
 
     # Each effect by a task of its tool, once per execution id: so each idempotency key in
     # the ledger belongs to a charge task and is charged once (the ledger has no repeats).
-    tasks_by_execution = {t.execution_id: t for t in world.tasks}
+    # A fork's copy shares its original's execution id (the same execution): the original
+    # is the task that ran.
+    tasks_by_execution = {
+        t.execution_id: t for t in world.tasks if not is_fork_copy(t.turn_id, t.session_id)
+    }
     # A durable tool's effects: once per step of its execution.
     effect_keys = Counter((e.tool, e.execution_id, e.step) for e in world.effects)
     for (tool, execution_id, step), n in effect_keys.items():
@@ -179,10 +184,11 @@ def assert_invariants(
         assert settles == [f"submission.{sub.status}"], f"{sub.request_id} settled as {settles}"
         assert not [a for a in world.attempts[sub.id] if a.status == "running"]
 
-    # No task left running or pending; each outcome_unknown with its event.
+    # No task left running or pending; each outcome_unknown with its event (a fork's copy
+    # has it in its source session, where the call ran).
     for task in world.tasks:
         assert task.status not in ("running", "pending"), f"{task.id} left {task.status}"
-        if task.status == "outcome_unknown":
+        if task.status == "outcome_unknown" and not is_fork_copy(task.turn_id, task.session_id):
             assert world.task_events(task, "tool.outcome_unknown"), f"{task.id} has no event"
 
     for session_id, session in world.sessions.items():
