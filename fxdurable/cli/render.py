@@ -52,6 +52,11 @@ def describe(event: EventRecord, style: Style) -> str | None:
     kind = event.type
     task = f"r{d.get('round')}.t{d.get('index')}" if "round" in d and "index" in d else ""
     if kind == EventType.SESSION_CREATED:
+        if d.get("forked_from") is not None:
+            return style.dim(
+                f"session forked from {d.get('forked_from')} after its event {d.get('after')} "
+                f"({d.get('messages')} messages) for agent {d.get('agent')}"
+            )
         return style.dim(f"session created for agent {d.get('agent')}")
     if kind == EventType.SUBMISSION_ADMITTED:
         return style.dim(f"submission {d.get('submission')} admitted")

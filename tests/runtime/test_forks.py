@@ -5,12 +5,14 @@ work; the source is not touched."""
 from __future__ import annotations
 
 import asyncio
+import io
 
 import pydantic
 import pytest
 from fxrt_support import FAST, check_invariants, events, fresh_store, read, run
 
 import fxdurable as fx
+from fxdurable.cli.trace import print_trace
 from fxdurable.errors import ContextLengthError
 from fxdurable.runtime.model_step import SUMMARIZE_INSTRUCTIONS
 from fxdurable.testing.invariants import check_store
@@ -39,9 +41,10 @@ async def _no_violations(rt: fx.Runtime) -> None:
 
 def test_a_fork_after_the_first_submission_knows_ada_and_has_never_heard_of_tea(tmp_path):
     agent = fx.Agent("a", model=fx.ScriptedModel(_memory))
+    store = fresh_store(tmp_path)
 
     async def main() -> None:
-        async with fx.Runtime([agent], store=fresh_store(tmp_path), settings=FAST) as rt:
+        async with fx.Runtime([agent], store=store, settings=FAST) as rt:
             source = rt.session("s1")
             first = await source.submit("my name is Ada")
             await source.wait(first.id, timeout=10)
@@ -70,6 +73,11 @@ def test_a_fork_after_the_first_submission_knows_ada_and_has_never_heard_of_tea(
             for sid in ("s1", "s2"):
                 await check_invariants(rt, sid)
             await _no_violations(rt)
+            trace = io.StringIO()
+            assert print_trace(store, "s2", trace) == 0
+            assert f"session forked from s1 after its event {fork.after} (2 messages)" in (
+                trace.getvalue()
+            )
 
     run(main())
 
