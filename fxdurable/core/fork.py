@@ -150,9 +150,11 @@ def _settled_by(
 ) -> tuple[ToolTaskStatus, str] | None:
     """The task's status and result as of the point, or None while it was unsettled there.
     A pending task cancelled by its submission's settlement has no event of its own: it
-    settled with the submission."""
+    settled with the submission. A task a fork copied (forking a fork) has none either: it
+    was settled from the fork's first event on."""
     if task.id in settled_at:
         return settled_at[task.id]
-    if is_terminal(task.status) and task.turn_id in settled_turns:
+    copied = is_fork_copy(task.turn_id, task.session_id)  # settled when its fork was made
+    if is_terminal(task.status) and (copied or task.turn_id in settled_turns):
         return task.status, task.result or ""
     return None

@@ -109,7 +109,11 @@ def test_a_fork_after_a_tool_result_holds_that_result_and_not_what_came_later(tm
             assert copied[0].execution_id == original[0].execution_id, "the same execution"
             assert copied[0].id != original[0].id
             assert await forked.run("what do you know?", timeout=10) == "I know: looked"
-            for sid in ("s1", "s2"):
+            # A fork of the fork, after the fork's copies: the tool result comes along again.
+            again = await rt.fork("s2", "s3", after=1)
+            assert again.messages == 2
+            assert [(m.role, m.text) for m in await rt.session("s3").history()] == history
+            for sid in ("s1", "s2", "s3"):
                 await check_invariants(rt, sid)
             await _no_violations(rt)
 
