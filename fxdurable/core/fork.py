@@ -14,6 +14,10 @@ cursor ``N`` is:
   reply's tool calls: the fork holds no unsettled work, and no provider accepts a call
   without its result.
 
+What is copied depends on the point alone, not on when the fork reads: a message or a result
+recorded after the point is told apart by its cursor or its event, so a source whose turn runs
+on meanwhile (or a store whose reads are not one snapshot) gives the same copy.
+
 A message recorded before forks existed carries no cursor: it is taken when the submission of
 its turn had settled by ``N`` (so forking after a settled submission is exact for old data
 too; a point inside an old turn takes none of that turn's messages).

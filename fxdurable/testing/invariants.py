@@ -132,9 +132,10 @@ def _check_steering(session: SessionRecord, events: Sequence[EventRecord]) -> li
 def _check_messages(
     view: ReadView, session: SessionRecord, events: Sequence[EventRecord]
 ) -> list[Violation]:
-    """Messages are gap-free from seq 1. A fork (``session.created`` naming ``forked_from``)
-    holds exactly the messages it says it copied, under turn ids of its own, and its copied
-    tool results are all settled: a fork starts with no work (``Journal.fork``)."""
+    """Messages are gap-free from seq 1, each with a cursor of an event written. A fork
+    (``session.created`` naming ``forked_from``) holds exactly the messages it says it
+    copied, under turn ids of its own, and its copied tool results are all settled: a fork
+    starts with no work (``Journal.fork``)."""
     out: list[Violation] = []
     messages = view.messages(session.id)
     seqs = [m.seq for m in messages]
@@ -145,6 +146,13 @@ def _check_messages(
                 session.id,
                 f"message seqs {seqs[:10]}... with next_message_seq {session.next_message_seq}",
             )
+        )
+    ahead = [m.seq for m in messages if m.cursor is not None and m.cursor > len(events)]
+    if ahead:
+        # A message's cursor is an event of its own transaction: a fork after that event
+        # takes it. One past the last event would put it after steps recorded later.
+        out.append(
+            Violation("message-cursor-ahead", session.id, f"messages {ahead[:10]} past events")
         )
     created = events[0] if events and events[0].type == EventType.SESSION_CREATED else None
     if created is None or created.data.get("forked_from") is None:
