@@ -291,10 +291,15 @@ def test_the_invariant_checker_flags_a_fork_holding_unsettled_or_missing_copies(
         tx.append_message(
             MessageRecord(
                 session_id="s2", seq=session.next_message_seq, turn_id="sub-x@s2", role="user",
-                text="smuggled",
+                text="smuggled", cursor=999,
             )
         )  # fmt: skip
 
     store.transact(tamper)
     codes = {v.code for v in store.read(lambda v: check_store(v, now=0.0)).violations}
-    assert codes == {"fork-copied-unsettled", "fork-copy-mismatch", "message-gap"}
+    assert codes == {
+        "fork-copied-unsettled",
+        "fork-copy-mismatch",
+        "message-gap",
+        "message-cursor-ahead",
+    }
