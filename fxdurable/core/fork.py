@@ -130,6 +130,8 @@ def fork_copy(view: ReadView, source: SessionRecord, after: int, fork_id: str) -
                         turn_id=turn_id,
                         status=status,
                         result=result,
+                        progress=None,  # a settled call has none (the result replaced it)
+                        progress_at=None,
                         version=1,
                     )
                 )
