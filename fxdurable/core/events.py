@@ -69,7 +69,7 @@ __all__ = [
 ]
 
 # major.minor: the major part changes with any rename or removal (see the module docstring).
-WIRE_VERSION = "1.1"
+WIRE_VERSION = "1.2"
 
 
 class EventType(StrEnum):
