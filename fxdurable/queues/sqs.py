@@ -52,7 +52,16 @@ from botocore.config import Config
 from fxdurable.core import tracecontext
 from fxdurable.errors import ConfigurationError, QueueError, QueueUnavailableError
 
-__all__ = ["MAX_DELAY_S", "SqsQueue", "SqsSettings", "decode_wake", "encode_wake", "parse_sqs_url"]
+__all__ = [
+    "DENIED_CODES",
+    "MAX_DELAY_S",
+    "SqsQueue",
+    "SqsSettings",
+    "decode_wake",
+    "encode_wake",
+    "parse_sqs_url",
+    "sqs_errors",
+]
 
 MAX_DELAY_S = 900
 WAKE_VERSION = 1
@@ -68,7 +77,7 @@ FIFO_DEDUP_BUCKET_S = 1
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
 _AWS_HOST = re.compile(r"sqs[.-]([a-z0-9-]+)\.amazonaws\.com(\.cn)?")
 _MISSING = {"AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"}
-_DENIED = {
+DENIED_CODES = {
     "AccessDenied",
     "AccessDeniedException",
     "InvalidClientTokenId",
@@ -232,11 +241,11 @@ class SqsQueue:
         await asyncio.to_thread(self._client.close)
 
     def _mapped(self) -> contextlib.AbstractContextManager[None]:
-        return _boto_errors(self._where)
+        return sqs_errors(self._where)
 
 
 @contextlib.contextmanager
-def _boto_errors(where: str) -> Iterator[None]:
+def sqs_errors(where: str) -> Iterator[None]:
     """Translate botocore's errors into fxdurable's at the adapter boundary (httpx's habit)."""
     try:
         yield
@@ -249,7 +258,7 @@ def _boto_errors(where: str) -> Iterator[None]:
                 raise ConfigurationError(
                     f"the SQS queue {where} does not exist; create it or fix FXD_QUEUE"
                 ) from None
-            if code in _DENIED:
+            if code in DENIED_CODES:
                 raise ConfigurationError(
                     f"access to the SQS queue {where} was refused ({code}); check the "
                     "credentials and that their policy allows sqs:SendMessage and "

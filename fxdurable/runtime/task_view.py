@@ -45,13 +45,17 @@ class ToolTask:
 
 
 def running_task(view: ReadView, session_id: str) -> ToolTaskRecord | None:
-    """The session's tool call in flight, if any: read from its running turn alone (a
-    session runs one turn at a time, and a turn one tool call at a time), so the read does
-    not grow with the session's history."""
+    """The session's tool call in flight, if any: read from the latest round of its running
+    turn alone (a session runs one turn at a time, a call runs only in its turn's latest
+    round), so the read grows neither with the session's history nor with the turn's: the
+    chat stream asks on every idle poll."""
     for sub in view.unsettled_submissions(session_id):
         if sub.status != SubmissionStatus.RUNNING:
             continue
-        for task in reversed(view.tool_tasks(sub.id)):
+        turn = view.get_turn(sub.id)  # a turn's id is its submission's
+        if turn is None or turn.rounds == 0:
+            return None
+        for task in view.tool_tasks(sub.id, turn.rounds - 1):
             if task.status == ToolTaskStatus.RUNNING:
                 return task
     return None

@@ -25,7 +25,7 @@ from fxdurable.errors import ConfigurationError
 
 # One translation of botocore's errors for both sides of the queue (STYLE: vendor errors are
 # mapped at the adapter boundary, in one context manager).
-from fxdurable.queues.sqs import _DENIED, SqsQueue, _boto_errors
+from fxdurable.queues.sqs import DENIED_CODES, SqsQueue, sqs_errors
 
 __all__ = ["MAX_BATCH", "MAX_WAIT_S", "SqsConsumer", "SqsMessage"]
 
@@ -158,14 +158,14 @@ class _ReceiptGone(Exception):
 def _consumer_errors(where: str, action: str) -> Iterator[None]:
     """The sending side's translation (:mod:`fxdurable.queues.sqs`), plus what only a consumer
     meets: a lapsed receipt, and refused access naming a consumer's permissions."""
-    with _boto_errors(where):
+    with sqs_errors(where):
         try:
             yield
         except bx.ClientError as exc:
             code = str(exc.response.get("Error", {}).get("Code", ""))
             if code in GONE and action in ("DeleteMessage", "ChangeMessageVisibility"):
                 raise _ReceiptGone from None
-            if code in _DENIED:
+            if code in DENIED_CODES:
                 raise ConfigurationError(
                     f"access to the SQS queue {where} was refused ({code}) for {action}; a "
                     "worker needs sqs:ReceiveMessage, sqs:DeleteMessage, "

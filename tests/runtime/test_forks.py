@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from collections.abc import Awaitable, Callable
 
 import pydantic
 import pytest
@@ -82,15 +83,20 @@ def test_a_fork_after_the_first_submission_knows_ada_and_has_never_heard_of_tea(
     run(main())
 
 
-def test_a_fork_after_a_tool_result_holds_that_result_and_not_what_came_later(tmp_path):
-    look = fx.define_tool("look", description="look", input_model=Empty, execute=_looked)
+def _looking_agent(execute: Callable[[Empty, fx.ToolContext], Awaitable[str]]) -> fx.Agent:
+    """Answers "look around" with a call of ``look`` (run by ``execute``), else from memory."""
+    look = fx.define_tool("look", description="look", input_model=Empty, execute=execute)
 
     def policy(request: fx.ModelRequest) -> fx.ModelResponse:
         if request.messages[-1].role == "user" and _users(request)[-1] == "look around":
             return fx.reply("looking", fx.call("look"))
         return _memory(request)
 
-    agent = fx.Agent("a", model=fx.ScriptedModel(policy), tools=[look])
+    return fx.Agent("a", model=fx.ScriptedModel(policy), tools=[look])
+
+
+def test_a_fork_after_a_tool_result_holds_that_result_and_not_what_came_later(tmp_path):
+    agent = _looking_agent(_looked)
 
     async def main() -> None:
         async with fx.Runtime([agent], store=fresh_store(tmp_path), settings=FAST) as rt:
@@ -194,14 +200,7 @@ def test_a_source_with_a_running_turn_forks_at_a_point_before_it(tmp_path):
         await gate.wait()
         return "seen"
 
-    look = fx.define_tool("look", description="look", input_model=Empty, execute=wait_for_gate)
-
-    def policy(request: fx.ModelRequest) -> fx.ModelResponse:
-        if request.messages[-1].role == "user" and _users(request)[-1] == "look around":
-            return fx.reply("looking", fx.call("look"))
-        return _memory(request)
-
-    agent = fx.Agent("a", model=fx.ScriptedModel(policy), tools=[look])
+    agent = _looking_agent(wait_for_gate)
 
     async def main() -> None:
         async with fx.Runtime([agent], store=fresh_store(tmp_path), settings=FAST) as rt:

@@ -173,14 +173,14 @@ def test_a_failing_write_is_logged_and_never_fails_the_caller(caplog):
     attempts: list[str] = []
     gate = threading.Event()
 
-    def flaky(text: str) -> None:
+    def fails_once(text: str) -> None:
         attempts.append(text)
         if len(attempts) == 1:
             raise StoreUnavailableError("store busy")
         gate.set()
 
     async def main() -> None:
-        pump = ProgressPump(flaky, tool="t", every_s=0.01)
+        pump = ProgressPump(fails_once, tool="t", every_s=0.01)
         pump.start()
         pump.report("a")
         while len(attempts) < 1:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
 
 from crash_cases import NEXT_REQUEST, REQUEST, SESSION, STORY
@@ -23,16 +22,7 @@ FORK_NEXT = "fork-next"
 def _fork(h: RqHarness, after: str, crash_at: str | None = None) -> tuple[int, str, str]:
     argv = [sys.executable, "-m", "tests.kit.fork_process", "--store", h.store_url]
     argv += ["--dir", str(h.world_dir), "--source", SESSION, "--into", FORK, "--after", after]
-    done = subprocess.run(
-        argv,
-        cwd=h.root,
-        env=h.env({"FXD_CRASH_AT": crash_at}),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return done.returncode, done.stdout, done.stderr
+    return h.run_process(argv, crash_at=crash_at, timeout=60)
 
 
 def _crashed_at(result: tuple[int, str, str], point: str) -> None:

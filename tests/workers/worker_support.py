@@ -400,6 +400,13 @@ class WorkerHarness:
         argv = [sys.executable, str(SUBMIT_SCRIPT), "--store", self.store_url]
         argv += ["--queue", self.queue_url, "--session", session, "--prompt", prompt]
         argv += ["--request-id", request_id]
+        return self.run_process(argv, crash_at=crash_at, timeout=timeout)
+
+    def run_process(
+        self, argv: list[str], *, crash_at: str | None = None, timeout: float = 30.0
+    ) -> tuple[int, str, str]:
+        """``argv`` in the harness's directory and environment, armed to SIGKILL itself at
+        ``crash_at``; its (exit code, stdout, stderr)."""
         done = subprocess.run(
             argv,
             cwd=self.root,
