@@ -9,6 +9,9 @@ FxDurableError
  │    ├── RequestConflictError a request id reused with a different session or prompt
  │    ├── SessionExistsError   a fork into an id already taken (by anything but that fork)
  │    └── ForkPointError       a fork's ``after=`` names no settled point of the source
+ ├── AnswerError              an answer to a turn's question was not recorded (nothing written)
+ │    ├── NoPendingQuestionError  the session waits for no answer (none asked, or answered)
+ │    └── InvalidAnswerError   a rewrite whose input does not validate, or not for this question
  ├── StoreError
  │    ├── IllegalTransitionError  a state machine refused a transition (rolled back)
  │    ├── ConflictError        a version check failed: someone else wrote first
@@ -40,15 +43,18 @@ __all__ = [
     "AdmissionError",
     "AgentBusyError",
     "AgentMismatchError",
+    "AnswerError",
     "ConfigurationError",
     "ConflictError",
     "ContextLengthError",
     "ForkPointError",
     "FxDurableError",
     "IllegalTransitionError",
+    "InvalidAnswerError",
     "LeaseLostError",
     "ModelError",
     "ModelRetryableError",
+    "NoPendingQuestionError",
     "QueueError",
     "QueueUnavailableError",
     "RecordNotFoundError",
@@ -163,6 +169,29 @@ class SessionNotFoundError(FxDurableError):
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         super().__init__(f"no session {session_id!r}")
+
+
+class AnswerError(FxDurableError):
+    """An answer to a turn's question (``session.answer``) was not recorded. Nothing was
+    written, and the question still waits (if one does)."""
+
+
+class NoPendingQuestionError(AnswerError):
+    """The session waits for no answer: nothing was asked, or the question was answered
+    already (a repeated answer lands here: the first one is the one applied)."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f"session {session_id!r} has no question waiting for an answer (it was never "
+            "asked, or it was answered already); read the session's events to see which"
+        )
+
+
+class InvalidAnswerError(AnswerError):
+    """The answer cannot apply to the pending question: a ``rewrite`` whose input does not
+    validate against the tool's input model, or a ``rewrite`` of a question that is not
+    about a tool call. The message says which."""
 
 
 class StoreError(FxDurableError):

@@ -32,6 +32,9 @@ CRASH_POINTS: frozenset[str] = frozenset(
         "continuation.after-enqueue",
         "recovery.after-claim",
         "hook.before-tool",
+        # A question (before_tool's ask, on_exhausted="ask") is committed and the attempt
+        # ended with it; the process has not let go of the session's lease yet.
+        "input.after-request",
         "subagent.in-child",
         "steer.after-record",
         "abort.after-intent",

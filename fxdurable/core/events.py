@@ -45,6 +45,8 @@ __all__ = [
     "AttemptYielded",
     "ContextCompacted",
     "EventType",
+    "InputAnswered",
+    "InputRequested",
     "ModelCallFailed",
     "ModelCompleted",
     "ModelText",
@@ -69,7 +71,7 @@ __all__ = [
 ]
 
 # major.minor: the major part changes with any rename or removal (see the module docstring).
-WIRE_VERSION = "1.2"
+WIRE_VERSION = "1.3"
 
 
 class EventType(StrEnum):
@@ -100,6 +102,8 @@ class EventType(StrEnum):
     TOOL_OUTCOME_UNKNOWN = "tool.outcome_unknown"
     TOOL_REFUSED = "tool.refused"
     TOOL_STEP = "tool.step"
+    INPUT_REQUESTED = "input.requested"
+    INPUT_ANSWERED = "input.answered"
 
 
 # The outcome each settlement event records (the HTTP layer sends it as ``turn_end``).
@@ -281,6 +285,31 @@ class ToolSettled:
     result: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputRequested:
+    """The turn asked a person (``about``: ``tool`` or ``exhausted``) and waits for the answer.
+    A question about a tool call names it (its task, tool and position)."""
+
+    question: str
+    about: str
+    task: str | None = field(default=None, metadata=_OMIT_IF_NONE)
+    tool: str | None = field(default=None, metadata=_OMIT_IF_NONE)
+    round: int | None = field(default=None, metadata=_OMIT_IF_NONE)
+    index: int | None = field(default=None, metadata=_OMIT_IF_NONE)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputAnswered:
+    """The answer to the pending question: ``allow``, ``deny`` (with ``reason``) or
+    ``rewrite`` (the call's new input is on its task, not here: it may hold secrets)."""
+
+    answer: str
+    about: str
+    reason: str | None = field(default=None, metadata=_OMIT_IF_NONE)
+    task: str | None = field(default=None, metadata=_OMIT_IF_NONE)
+    tool: str | None = field(default=None, metadata=_OMIT_IF_NONE)
+
+
 Payload: TypeAlias = (
     SessionCreated
     | SubmissionAdmitted
@@ -301,6 +330,8 @@ Payload: TypeAlias = (
     | ToolStarted
     | ToolSettled
     | ToolStepRecorded
+    | InputRequested
+    | InputAnswered
 )
 
 _E = EventType
@@ -332,6 +363,8 @@ PAYLOADS: Mapping[EventType, type[Payload]] = {
     _E.TOOL_OUTCOME_UNKNOWN: ToolSettled,
     _E.TOOL_REFUSED: ToolSettled,
     _E.TOOL_STEP: ToolStepRecorded,
+    _E.INPUT_REQUESTED: InputRequested,
+    _E.INPUT_ANSWERED: InputAnswered,
 }
 
 # When each event is appended: the README's vocabulary table is generated from this.
@@ -368,6 +401,10 @@ WHEN: Mapping[EventType, str] = {
     _E.TOOL_REFUSED: "a blind repeat of an unknown call was refused once",
     _E.TOOL_STEP: "a durable tool's step returned and its value was recorded (replayed, not "
     "re-run, if the call re-executes)",
+    _E.INPUT_REQUESTED: "the turn asks a person (`before_tool` returned `ask`, or its attempts "
+    'ran out with `on_exhausted="ask"`); it waits, holding no lease, until answered',
+    _E.INPUT_ANSWERED: "the pending question was answered (`allow`, `deny`, `rewrite`); the "
+    "turn is queued to resume",
 }
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
+from fxdurable.core.asking import ANSWER_KINDS, Asked, waits_for_input
 from fxdurable.core.clock import Clock, IdSource, execution_id, tool_task_id
 from fxdurable.core.crash import crash_point
 from fxdurable.core.events import (
@@ -25,6 +26,8 @@ from fxdurable.core.events import (
     AttemptYielded,
     ContextCompacted,
     EventType,
+    InputAnswered,
+    InputRequested,
     ModelCallFailed,
     ModelCompleted,
     ModelText,
@@ -51,6 +54,8 @@ from fxdurable.core.records import (
     AttemptRecord,
     ErrorInfo,
     EventRecord,
+    InputAnswer,
+    InputRequest,
     Lease,
     MessageRecord,
     ModelCallRecord,
@@ -77,7 +82,9 @@ from fxdurable.errors import (
     AgentBusyError,
     AgentMismatchError,
     IllegalTransitionError,
+    InvalidAnswerError,
     LeaseLostError,
+    NoPendingQuestionError,
     RecordNotFoundError,
     RequestConflictError,
     SessionExistsError,
@@ -594,7 +601,9 @@ class Journal:
         """Give the lease up. Returns True when unsettled work remains (enqueue a wake).
 
         Release and the check for queued work are one transaction: a submission admitted just
-        before the release is seen here, so its wake cannot be lost (DESIGN §9).
+        before the release is seen here, so its wake cannot be lost (DESIGN §9). A session
+        whose next submission waits for a person's answer has no work a wake could do: the
+        answer enqueues the wake.
         """
 
         def body(tx: Tx) -> bool:
@@ -607,7 +616,8 @@ class Journal:
                     replace(session, lease=lease, version=session.version + 1),
                     expected_version=session.version,
                 )
-            return bool(tx.unsettled_submissions(fence.session_id))
+            unsettled = tx.unsettled_submissions(fence.session_id)
+            return bool(unsettled) and not waits_for_input(unsettled[0])
 
         return self._store.transact(body)
 
@@ -628,6 +638,8 @@ class Journal:
             if not first or first[0].id != sub.id:
                 # Per-session order (DESIGN §3.2): only the oldest unsettled submission runs.
                 raise IllegalTransitionError("submission", sub.status, "running out of order")
+            if waits_for_input(sub):
+                raise IllegalTransitionError("submission", "needs_input", "an attempt unanswered")
             recovered = False
             previous = tx.attempts(submission_id)
             if previous and previous[-1].status == AttemptStatus.RUNNING:
@@ -1068,6 +1080,141 @@ class Journal:
             scope.write()
 
         self._store.transact(body)
+
+    def request_input(
+        self,
+        fence: Fence,
+        submission_id: str,
+        *,
+        question: str,
+        about: Asked,
+        task_id: str | None = None,
+    ) -> SubmissionRecord:
+        """The turn asks a person and waits (``needs_input``), in one transaction: the
+        question is recorded on the submission (naming the call ``task_id`` it is about, which
+        must still be ``pending``: no intent, so nothing can be unknown), and the attempt ends
+        ``yielded``: a wait is not an interruption and spends no attempt. The caller then
+        lets go of the lease; nothing runs the submission until :meth:`answer_input`."""
+
+        def body(tx: Tx) -> SubmissionRecord:
+            session = self._fenced(tx, fence)
+            scope = _SessionScope(tx, session, self._clock.now())
+            sub = self._owned(fence, self._submission(tx, submission_id))
+            if sub.status != SubmissionStatus.RUNNING or waits_for_input(sub):
+                raise IllegalTransitionError("submission", sub.status, "needs_input")
+            task: ToolTaskRecord | None = None
+            if about == "tool":
+                task = self._owned(fence, self._task(tx, task_id or ""))
+                self._running_turn(tx, fence, task.turn_id)
+                if task.status != ToolTaskStatus.PENDING or task.answer is not None:
+                    raise IllegalTransitionError("tool_task", task.status, "a question")
+            last = self._running_attempt(tx, submission_id)
+            self._put_attempt(tx, last, AttemptStatus.YIELDED, "needs input", scope.now)
+            request = InputRequest(
+                question=question,
+                about=about,
+                task_id=None if task is None else task.id,
+                tool=None if task is None else task.tool,
+                asked_at=scope.now,
+            )
+            waiting = replace(sub, input_request=request)
+            self._put_submission(tx, waiting)
+            scope.emit(
+                EventType.ATTEMPT_YIELDED,
+                AttemptYielded(number=last.number, reason="needs input"),
+                turn_id=submission_id,
+            )
+            requested = (
+                InputRequested(question=question, about=about)
+                if task is None
+                else InputRequested(question=question, about=about, **_task_ref(task))
+            )
+            scope.emit(EventType.INPUT_REQUESTED, requested, turn_id=submission_id)
+            scope.write()
+            return replace(waiting, version=sub.version + 1)
+
+        waiting = self._store.transact(body)
+        crash_point("input.after-request")
+        return waiting
+
+    def answer_input(
+        self,
+        session_id: str,
+        kind: str,
+        *,
+        reason: str | None = None,
+        arguments: str | None = None,
+        task_id: str | None = None,
+        owner: str | None = None,
+    ) -> SubmissionRecord:
+        """Record the answer to the question the session's next submission waits on; it is
+        runnable again (the caller enqueues a wake). Needs no lease: the waiting turn holds
+        none, and the session's version check orders this against any other writer.
+
+        ``kind`` is ``allow``, ``deny`` or ``rewrite`` (``arguments``: the call's new input,
+        validated by the caller against the tool; it replaces the task's arguments). An answer
+        about a call is kept on its task, where the turn applies it instead of asking its hook
+        again. ``allow`` of an ``exhausted`` question grants a fresh attempt budget (the
+        interruptions count restarts at 0); ``deny`` of it makes the turn settle ``failed``.
+        ``task_id``: the call the caller validated the answer for; if another question is
+        pending now, nothing is written. Raises :class:`NoPendingQuestionError` when nothing
+        waits (an answer is applied once: a repeat lands here) and
+        :class:`InvalidAnswerError` for an answer that cannot apply to the question."""
+        if kind not in ANSWER_KINDS:
+            raise InvalidAnswerError(f"an answer is allow, deny or rewrite, not {kind!r}")
+        if (kind == "rewrite") != (arguments is not None):
+            raise InvalidAnswerError("a rewrite carries the call's new input, and only a rewrite")
+
+        def body(tx: Tx) -> SubmissionRecord:
+            session = self._visible(tx.get_session(session_id), session_id, owner)
+            scope = _SessionScope(tx, session, self._clock.now())
+            unsettled = tx.unsettled_submissions(session_id)
+            if not unsettled or not waits_for_input(unsettled[0]):
+                raise NoPendingQuestionError(session_id)
+            sub = unsettled[0]
+            request = sub.input_request
+            assert request is not None  # waits_for_input
+            if task_id is not None and request.task_id != task_id:
+                raise NoPendingQuestionError(session_id)
+            answer = InputAnswer(kind=kind, reason=reason, arguments=arguments, at=scope.now)
+            if request.about == "tool":
+                task = self._task(tx, request.task_id or "")
+                if task.status != ToolTaskStatus.PENDING:
+                    raise IllegalTransitionError("tool_task", task.status, "an answer")
+                tx.put_tool_task(
+                    replace(
+                        task,
+                        answer=answer,
+                        arguments=task.arguments if arguments is None else arguments,
+                        updated_at=scope.now,
+                        version=task.version + 1,
+                    ),
+                    expected_version=task.version,
+                )
+            elif kind == "rewrite":
+                raise InvalidAnswerError(
+                    f"the question of session {session_id!r} is about its spent attempt "
+                    "budget, not a tool call: answer allow or deny"
+                )
+            answered = replace(sub, input_request=replace(request, answer=answer))
+            if request.about == "exhausted" and kind == "allow":
+                answered = replace(answered, interruptions=0)
+            self._put_submission(tx, answered)
+            scope.emit(
+                EventType.INPUT_ANSWERED,
+                InputAnswered(
+                    answer=kind,
+                    about=request.about,
+                    reason=reason,
+                    task=request.task_id,
+                    tool=request.tool,
+                ),
+                turn_id=sub.id,
+            )
+            scope.write()
+            return replace(answered, version=sub.version + 1)
+
+        return self._store.transact(body)
 
     def settle(
         self,

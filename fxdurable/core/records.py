@@ -22,6 +22,8 @@ __all__ = [
     "AttemptRecord",
     "ErrorInfo",
     "EventRecord",
+    "InputAnswer",
+    "InputRequest",
     "Lease",
     "MessageRecord",
     "ModelCallRecord",
@@ -77,6 +79,35 @@ class ErrorInfo:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class InputAnswer:
+    """A person's answer to a question a turn asked (:mod:`fxdurable.core.asking`).
+
+    ``kind`` is ``"allow"``, ``"deny"`` (``reason`` says why) or ``"rewrite"`` (``arguments``
+    is the call's new input as JSON text, validated against the tool's input model)."""
+
+    kind: str
+    reason: str | None = None
+    arguments: str | None = None
+    at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputRequest:
+    """A question the turn asked a person, and the answer once given (``needs_input``).
+
+    ``about`` is ``"tool"`` (a ``before_tool`` hook returned ``ask``: ``task_id`` names the
+    call, which has no intent recorded) or ``"exhausted"`` (the attempt budget ran out and
+    the agent's ``Durability(on_exhausted="ask")`` asks whether to go on)."""
+
+    question: str
+    about: str
+    task_id: str | None = None
+    tool: str | None = None
+    asked_at: float
+    answer: InputAnswer | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SubmissionRecord:
     id: str
     session_id: str
@@ -96,6 +127,9 @@ class SubmissionRecord:
     # The W3C traceparent of the turn's admission, when it was traced: every attempt's span
     # joins that trace, even one woken by a scan or a continuation that carries no context.
     trace_parent: str | None = None
+    # The latest question the turn asked a person. While it has no answer (and no abort was
+    # asked) the submission waits for input: it stays ``running`` but no worker runs it.
+    input_request: InputRequest | None = None
     version: int = 1
 
 
@@ -195,6 +229,9 @@ class ToolTaskRecord:
     # completed steps are in ``steps``, in the order they were recorded, unique by name.
     durable: bool = False
     steps: tuple[StepRecord, ...] = ()
+    # A person's answer to the question its ``before_tool`` hook asked: applied when the call
+    # is run (the hook is not asked again). A rewrite also replaced ``arguments``.
+    answer: InputAnswer | None = None
     updated_at: float
     version: int = 1
 

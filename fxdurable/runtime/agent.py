@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from fxdurable.errors import ConfigurationError
+from fxdurable.runtime.hooks import AfterTool, BeforeTool
 from fxdurable.runtime.models.base import Model
 from fxdurable.runtime.tools import Tool
 
-__all__ = ["Agent", "BeforeTool", "Durability", "ModelRetries", "Pricing"]
+__all__ = ["AfterTool", "Agent", "BeforeTool", "Durability", "ModelRetries", "Pricing"]
 
-# Runs before a tool's intent is recorded; returns None to allow or a reason to deny (the
-# model reads the reason). A crash inside it leaves no task running and nothing unknown.
-BeforeTool = Callable[[str, str], Awaitable[str | None]]
+# ``before_tool`` runs before a tool's intent is recorded: None allows, a reason denies (the
+# model reads it), ``fx.ask(question)`` asks a person. ``after_tool`` may replace the result
+# the model reads. Both: :mod:`fxdurable.runtime.hooks`.
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,10 +54,16 @@ class Durability:
     # Streamed text is written to the event log at most this often while a model call runs,
     # so a crash mid-stream leaves what was said visible. Fast calls write nothing extra.
     partial_text_every_s: float = 1.0
+    # When interruptions spend ``max_attempts``: "fail" settles the submission failed; "ask"
+    # asks a person instead (``needs_input``): ``allow()`` grants a fresh attempt budget,
+    # ``deny()`` settles failed as "fail" would have. The time budget always fails.
+    on_exhausted: Literal["fail", "ask"] = "fail"
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ConfigurationError("max_attempts must be at least 1")
+        if self.on_exhausted not in ("fail", "ask"):
+            raise ConfigurationError(f"on_exhausted is 'fail' or 'ask', not {self.on_exhausted!r}")
         if self.timeout_s <= 0:
             raise ConfigurationError("timeout_s must be positive")
 
@@ -67,7 +75,16 @@ class Agent:
     ``"anthropic/claude-sonnet-4-5"`` (keys and base URLs come from the environment).
     """
 
-    __slots__ = ("before_tool", "durability", "instructions", "model", "name", "pricing", "tools")
+    __slots__ = (
+        "after_tool",
+        "before_tool",
+        "durability",
+        "instructions",
+        "model",
+        "name",
+        "pricing",
+        "tools",
+    )
 
     name: str
     model: Model
@@ -75,6 +92,7 @@ class Agent:
     tools: tuple[Tool, ...]
     durability: Durability
     before_tool: BeforeTool | None
+    after_tool: AfterTool | None
     pricing: Pricing | None
 
     def __init__(
@@ -86,6 +104,7 @@ class Agent:
         durability: Durability | None = None,
         before_tool: BeforeTool | None = None,
         pricing: Pricing | None = None,
+        after_tool: AfterTool | None = None,
     ) -> None:
         if not name:
             raise ConfigurationError("an agent needs a name: sessions are bound to it")
@@ -104,6 +123,7 @@ class Agent:
             "tools": tuple(tools),
             "durability": durability or Durability(),
             "before_tool": before_tool,
+            "after_tool": after_tool,
             "pricing": pricing,
         }
         for key, value in values.items():

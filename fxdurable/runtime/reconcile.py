@@ -8,10 +8,15 @@ A session nobody holds may simply have its wake waiting in a durable queue (RQ) 
 backlog. Waking it again at every scan of every worker multiplies the queue's work, so
 ``quiet_s`` skips such sessions until nothing has happened in them for that long. Sessions
 whose holder died are never made to wait: their lease says so.
+
+A session whose next submission waits for a person's answer (``needs_input``) is not woken
+while nobody holds it: there is nothing a worker could do before the answer, which enqueues
+its own wake. (One whose holder died still is: the wake frees the lease.)
 """
 
 from __future__ import annotations
 
+from fxdurable.core.asking import waits_for_input
 from fxdurable.core.store import ReadView
 from fxdurable.runtime.worker import local_process_is_dead
 
@@ -33,6 +38,9 @@ def orphaned_sessions(view: ReadView, *, now: float, quiet_s: float = 0.0) -> li
             if not live or dead_here:
                 found.append(session.id)
             continue
+        unsettled = view.unsettled_submissions(session.id)
+        if unsettled and waits_for_input(unsettled[0]):
+            continue  # waits for a person; the answer wakes it
         if quiet_s > 0:
             last = view.events(session.id, after=session.next_event_seq - 2, limit=1)
             if last and now - last[0].at < quiet_s:

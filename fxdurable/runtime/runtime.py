@@ -33,9 +33,11 @@ from fxdurable.errors import (
 )
 from fxdurable.runtime import tracing
 from fxdurable.runtime.agent import Agent
+from fxdurable.runtime.answers import Question, pending_question, record_answer
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.history import conversation
+from fxdurable.runtime.hooks import Answer
 from fxdurable.runtime.model_step import Sleep
 from fxdurable.runtime.models import aclose_loaded_clients
 from fxdurable.runtime.models.base import ChatMessage
@@ -371,6 +373,21 @@ class SessionHandle:
         marked = await durable(self._rt.journal.request_abort, self.id)
         await self._rt.queue.enqueue(self.id, reason="abort")
         return marked
+
+    async def question(self) -> Question | None:
+        """The question this session's turn waits on (``needs_input``), or None."""
+        return await durable(self._rt.journal.read, lambda v: pending_question(v, self.id))
+
+    async def answer(self, answer: Answer) -> Submission:
+        """Answer the question the turn waits on, durably, and wake it: ``fx.allow()``,
+        ``fx.deny(reason)`` or ``fx.rewrite(input)`` (a call's new input, validated against
+        its tool). Returns the submission, running again. Raises
+        :class:`~fxdurable.NoPendingQuestionError` when nothing waits (a repeated answer
+        too: the first one is applied) and :class:`~fxdurable.InvalidAnswerError` for a
+        rewrite that does not validate; nothing is written then."""
+        record = await durable(record_answer, self._rt.journal, self._rt.agents, self.id, answer)
+        await self._rt.queue.enqueue(self.id, reason="answer")
+        return Submission.of(record)
 
     async def resume(self) -> None:
         """For operators: wake the session. Nothing should need it (scans do the same)."""

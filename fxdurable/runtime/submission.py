@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fxdurable.core.asking import waits_for_input
 from fxdurable.core.records import ErrorInfo, SubmissionRecord
 from fxdurable.core.states import SubmissionStatus
 
@@ -27,7 +28,8 @@ class Submission:
     ``cursor`` is the ``seq`` of its ``submission.admitted`` event, where its events start.
     ``result`` is the final answer once ``completed``; ``error`` says why once ``failed`` or
     ``aborted``. ``interruptions`` counts attempts that a crash ended (recovery continued
-    each from its last committed step).
+    each from its last committed step). ``question`` is what its turn asks a person while it
+    waits for input (``needs_input``; answer with ``session.answer``), else None.
     """
 
     id: str
@@ -39,6 +41,12 @@ class Submission:
     interruptions: int
     result: str | None
     error: ErrorInfo | None
+    question: str | None = None
+
+    @property
+    def needs_input(self) -> bool:
+        """Its turn waits for a person's answer (``session.answer``); nothing runs it now."""
+        return self.question is not None
 
     @property
     def settled(self) -> bool:
@@ -57,4 +65,7 @@ class Submission:
             interruptions=record.interruptions,
             result=record.result_text,
             error=record.error,
+            question=record.input_request.question
+            if waits_for_input(record) and record.input_request is not None
+            else None,
         )

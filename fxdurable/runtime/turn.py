@@ -27,11 +27,13 @@ from collections.abc import Sequence
 
 import pydantic
 
+from fxdurable.core.asking import Asked, waits_for_input
 from fxdurable.core.clock import Clock
 from fxdurable.core.crash import crash_point
 from fxdurable.core.journal import Exhausted, Fence, Journal, Outcome, Receipt
 from fxdurable.core.records import (
     ErrorInfo,
+    InputRequest,
     ToolTaskRecord,
     TurnRecord,
 )
@@ -51,6 +53,7 @@ from fxdurable.runtime.decide import (
     refusal_message,
     unknown_message,
 )
+from fxdurable.runtime.hooks import Ask, run_after_tool, run_before_tool
 from fxdurable.runtime.model_step import Failed, ModelStep, Prepared, Recorded, Sleep
 from fxdurable.runtime.progress import ProgressPump
 from fxdurable.runtime.steps import StepLog
@@ -103,6 +106,9 @@ class TurnDriver:
         self._running_tool: asyncio.Task[str] | None = None
         self._abort_seen = False
         self._state: TurnState | None = None
+        # Set once the turn asked a person (``needs_input``): the attempt ended with the
+        # question's commit, and the loop stops without another write.
+        self._waiting = False
 
     # -- called by the heartbeat -------------------------------------------------------------
 
@@ -120,6 +126,8 @@ class TurnDriver:
         queued, turn = await durable(
             j.read, lambda view: (view.get_submission(submission_id), view.get_turn(submission_id))
         )
+        if queued is not None and waits_for_input(queued):
+            return  # a person's answer comes first; it enqueues the wake that resumes it
         if queued is not None and queued.status == "queued" and queued.abort_requested:
             # Aborted before it ever ran: it settles without a turn, so its prompt never
             # enters the conversation later turns are shown.
@@ -137,7 +145,7 @@ class TurnDriver:
         first_boundary = True
         prepared: Prepared | None = None  # the next model request, read with the last commit
         go: ReadyTool | None = None  # a tool step whose intent the last crossing recorded
-        while True:
+        while not self._waiting:
             if go is not None:  # its intent was recorded, after the boundary's checks
                 prepared, go = await self._run_started(go.task, go.tool, go.arguments)
                 continue
@@ -161,7 +169,26 @@ class TurnDriver:
             if first_boundary:
                 first_boundary = False
                 sub = state.submission
+                denied = _exhausted_denied(sub.input_request)
+                if denied is not None:
+                    await self._fail(
+                        sub.id,
+                        "attempts_exhausted",
+                        f"interrupted {sub.interruptions} times; a person denied going on: "
+                        + denied,
+                        exhausted="attempts_exhausted",
+                    )
+                    return
                 if sub.interruptions >= self._agent.durability.max_attempts:
+                    if self._agent.durability.on_exhausted == "ask":
+                        await self._ask(
+                            f"This turn was interrupted {sub.interruptions} times, which "
+                            f"spends its budget of {self._agent.durability.max_attempts} "
+                            "attempts. Try again with a fresh budget (allow), or let it "
+                            "fail (deny)?",
+                            about="exhausted",
+                        )
+                        return
                     await self._fail(
                         sub.id,
                         "attempts_exhausted",
@@ -280,11 +307,20 @@ class TurnDriver:
         tool, arguments = ready
         if self._blind_repeat(task, tool):
             return await self._finish(task, ToolTaskStatus.REFUSED, refusal_message(task.tool))
-        if self._agent.before_tool is not None:
-            crash_point("hook.before-tool", task.tool)
-            denial = await self._agent.before_tool(task.tool, task.arguments)
-            if denial is not None:
+        if task.answer is not None:
+            # A person answered the hook's question: the hook is not asked again. A rewrite's
+            # input already replaced the task's arguments (parsed above).
+            if task.answer.kind == "deny":
+                denial = task.answer.reason or "denied by a person"
                 return await self._finish(task, ToolTaskStatus.FAILED, f"denied: {denial}")
+        elif self._agent.before_tool is not None:
+            crash_point("hook.before-tool", task.tool)
+            verdict = await run_before_tool(self._agent.before_tool, task)
+            if isinstance(verdict, Ask):
+                await self._ask(verdict.question, about="tool", task_id=task.id)
+                return None, None
+            if verdict is not None:
+                return await self._finish(task, ToolTaskStatus.FAILED, f"denied: {verdict}")
         started = await durable(self._start, task.id, None, tool.durable)
         crash_point("tool.after-intent", task.tool)
         return await self._execute(started, tool, arguments)
@@ -354,6 +390,8 @@ class TurnDriver:
         action = state.next_action()
         if not isinstance(action, RunTool) or self._agent.before_tool is not None:
             return None
+        if action.task.answer is not None:
+            return None  # a person's answer to apply first (a deny must not start it)
         if state.abort_requested or self._abort_seen or self._timed_out():
             return None
         if self._budget.stop_reason() is not None:
@@ -400,6 +438,10 @@ class TurnDriver:
         # No progress write may land after (or race) the finish, which clears the field.
         await progress.aclose()
         crash_point("tool.after-execute", tool.name)
+        if self._agent.after_tool is not None and status in _RAN:
+            # Before the commit: the recorded result is what the model reads, after a crash
+            # too. Not on an interrupted call: that result is our account, not the tool's.
+            result = await run_after_tool(self._agent.after_tool, task, status, result)
         return await self._finish(task, status, result, after_record=tool.name, merge=merge)
 
     def _progress_pump(self, task: ToolTaskRecord) -> ProgressPump:
@@ -476,6 +518,24 @@ class TurnDriver:
 
         return await durable(commit)
 
+    # -- questions -----------------------------------------------------------------------------
+
+    async def _ask(self, question: str, *, about: Asked, task_id: str | None = None) -> None:
+        """Record the question and end the attempt with it (one transaction); the loop then
+        stops and the worker lets go of the lease. The answer's wake resumes the turn."""
+        state = self._state
+        assert state is not None
+        await durable(
+            self._journal.request_input,
+            self._fence,
+            state.submission.id,
+            question=question,
+            about=about,
+            task_id=task_id,
+        )
+        self._waiting = True
+        log.info("submission %s waits for a person's answer (%s)", state.submission.id, about)
+
     # -- endings -------------------------------------------------------------------------------
 
     async def _resolve_running(self, tasks: Sequence[ToolTaskRecord]) -> None:
@@ -519,3 +579,16 @@ class TurnDriver:
             exhausted=exhausted,
         )
         log.warning("submission %s failed: %s", submission_id, message)
+
+
+# The statuses of an execution that returned or raised: ``after_tool`` runs on those.
+_RAN = frozenset({ToolTaskStatus.COMPLETED, ToolTaskStatus.FAILED})
+
+
+def _exhausted_denied(request: InputRequest | None) -> str | None:
+    """The reason a person gave for denying a turn whose attempts ran out, if they did."""
+    if request is None or request.about != "exhausted" or request.answer is None:
+        return None
+    if request.answer.kind != "deny":
+        return None
+    return request.answer.reason or "denied by a person"

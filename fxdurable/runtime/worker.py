@@ -16,6 +16,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from fxdurable.core.asking import waits_for_input
 from fxdurable.core.clock import Clock
 from fxdurable.core.crash import crash_point
 from fxdurable.core.journal import Fence, Journal, WorkerIdentity
@@ -214,8 +215,8 @@ class WakeHandler:
         j = self._journal
         while True:
             unsettled = await durable(j.read, lambda v: v.unsettled_submissions(fence.session_id))
-            if not unsettled:
-                return
+            if not unsettled or waits_for_input(unsettled[0]):
+                return  # at rest, or waiting for a person: the answer enqueues the next wake
             driver = TurnDriver(
                 j,
                 agent,

@@ -59,6 +59,8 @@ WIRE_1 = {
     "tool.outcome_unknown",
     "tool.refused",
     "tool.step",  # 1.1
+    "input.requested",  # 1.3
+    "input.answered",  # 1.3
 }
 
 
