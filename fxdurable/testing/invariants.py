@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from fxdurable.core.asking import waits_for_input
 from fxdurable.core.events import (
     SETTLED_EVENTS,
     SETTLED_OUTCOME,
@@ -94,6 +95,7 @@ def check_store(view: ReadView, *, now: float, at_rest: bool = False) -> StoreSu
         violations += _check_steps(view, session, subs, events, now, at_rest)
         violations += _check_steering(session, events)
         violations += _check_messages(view, session, events)
+        violations += _check_questions(view, session, subs, events)
     for request_id, count in request_ids.items():
         if count > 1:
             violations.append(
@@ -180,6 +182,18 @@ def _check_messages(
     return out
 
 
+def _check_questions(
+    view: ReadView,
+    session: SessionRecord,
+    subs: Sequence[SubmissionRecord],
+    events: Sequence[EventRecord],
+) -> list[Violation]:
+    # Imported here: that module builds on this one's Violation.
+    from fxdurable.testing.questions import check_questions
+
+    return check_questions(view, session, subs, events)
+
+
 def _lease_live(session: SessionRecord, now: float) -> bool:
     return session.lease.owner is not None and session.lease.expires_at > now
 
@@ -256,6 +270,8 @@ def _check_submissions(
                 f"status {session.status} with {len(unsettled)} unsettled submissions",
             )
         )
+    # A turn waiting for a person's answer is at rest: no worker can settle it before then.
+    unsettled = [s for s in unsettled if not waits_for_input(s)]
     if unsettled and at_rest:
         out.append(
             Violation(

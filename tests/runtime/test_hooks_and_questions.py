@@ -9,7 +9,9 @@ asks the same way when a turn's attempts run out.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import time
 from collections.abc import Callable
 
 import pydantic
@@ -32,8 +34,11 @@ from fxrt_support import (
 )
 
 import fxdurable as fx
-from fxdurable.core.records import ToolCallRequest
+from fxdurable.core.records import EventRecord, InputAnswer, ToolCallRequest
+from fxdurable.core.states import AttemptStatus, ToolTaskStatus
 from fxdurable.errors import IllegalTransitionError
+from fxdurable.stores.sqlite import SqliteStore
+from fxdurable.testing.invariants import check_store
 
 SESSION = "s1"
 
@@ -537,3 +542,73 @@ def test_the_journal_refuses_a_question_about_a_started_call_and_an_attempt_unan
         policies=["unsafe"],
         after=ask_then_begin,
     )
+
+
+# -- the checker (fxdurable check) -------------------------------------------------------------
+
+
+def test_the_checker_accepts_a_waiting_turn_and_flags_broken_questions(tmp_path):
+    """``check_store``: a turn waiting for an answer is at rest (no violation, even with
+    ``at_rest``); records forged past the journal, which refuses to write them, are flagged:
+    a waiting call that started, a waiting turn with an attempt running, an answer with no
+    question, a call carrying an answer without its event."""
+    url = db_url(tmp_path)
+
+    async def ask() -> str:
+        async with fx.Runtime([_asking_agent([], [])], store=owned_store(url), settings=FAST) as rt:
+            sub = await rt.session(SESSION).submit("ship")
+            await _waiting(rt, sub.id)
+            return sub.id
+
+    sub_id = run(ask())
+    store = SqliteStore(url)
+    try:
+        summary = store.read(lambda v: check_store(v, now=time.time(), at_rest=True))
+        assert summary.violations == ()
+        sub = store.read(lambda v: v.get_submission(sub_id))
+        (task,) = store.read(lambda v: v.tool_tasks(sub_id))
+        (attempt,) = store.read(lambda v: v.attempts(sub_id))
+        session = store.read(lambda v: v.get_session(SESSION))
+        answer = InputAnswer(kind="allow", at=1.0)
+
+        def forge(tx):
+            tx.put_tool_task(
+                dataclasses.replace(
+                    task, status=ToolTaskStatus.RUNNING, runs=1, answer=answer, version=9
+                ),
+                expected_version=task.version,
+            )
+            tx.put_attempt(
+                dataclasses.replace(attempt, status=AttemptStatus.RUNNING, version=9),
+                expected_version=attempt.version,
+            )
+            tx.append_event(
+                EventRecord(
+                    session_id=SESSION,
+                    seq=session.next_event_seq,
+                    type="input.answered",
+                    turn_id="sub-elsewhere",
+                    data={"answer": "allow", "about": "exhausted"},
+                    at=1.0,
+                )
+            )
+            tx.put_session(
+                dataclasses.replace(
+                    session, next_event_seq=session.next_event_seq + 1, version=session.version + 1
+                ),
+                expected_version=session.version,
+            )
+
+        store.transact(forge)
+        summary = store.read(lambda v: check_store(v, now=time.time()))
+        codes = sorted(v.code for v in summary.violations)
+        assert codes == [
+            "answer-without-event",
+            "answer-without-question",
+            "task-left-running",  # the existing check: no live owner
+            "waiting-attempt-running",
+            "waiting-call-started",
+        ], summary.violations
+        assert sub is not None and sub.input_request is not None
+    finally:
+        store.close()
