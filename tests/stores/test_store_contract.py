@@ -812,6 +812,39 @@ def test_durable_tool_steps_flow_through_the_journal_on_every_backend(store: Sto
     assert [e.data["step"] for e in events if e.type == "tool.step"] == ["tenant", "dns"]
 
 
+def test_questions_and_answers_flow_through_the_journal_on_every_backend(store: Store) -> None:
+    """A question (new optional fields of the submission and the tool task) round-trips
+    through each backend's transactions: the waiting submission stays unsettled and is not
+    work a release reports, the answer (a rewrite) lands on the call, and the events say so."""
+    from fxdurable.core.asking import waits_for_input
+    from fxdurable.core.clock import RandomIds, SystemClock
+    from fxdurable.core.journal import Journal, WorkerIdentity
+    from fxdurable.core.records import ToolCallRequest
+
+    journal = Journal(store, SystemClock(), RandomIds())
+    sub = journal.admit("s1", agent="a", prompt="go").submission
+    fence = journal.claim("s1", WorkerIdentity("h", 1), ttl_s=30)
+    assert fence is not None
+    journal.begin_attempt(fence, sub.id, worker="w")
+    call = ToolCallRequest(name="deploy", arguments='{"version": "1"}')
+    (task,) = journal.record_model_call(
+        fence, sub.id, round_=0, text="", tool_calls=[call], policies=["unsafe"], usage=Usage()
+    )
+    journal.request_input(fence, sub.id, question="May I?", about="tool", task_id=task.id)
+    assert journal.release(fence) is False
+    (waiting,) = store.read(lambda v: v.unsettled_submissions("s1"))
+    assert waits_for_input(waiting) and waiting.input_request is not None
+    assert (waiting.input_request.question, waiting.input_request.task_id) == ("May I?", task.id)
+    journal.answer_input("s1", "rewrite", arguments='{"version": "2"}', task_id=task.id)
+    (answered,) = store.read(lambda v: v.unsettled_submissions("s1"))
+    assert not waits_for_input(answered)
+    got = store.read(lambda v: v.get_tool_task(task.id))
+    assert got is not None and got.answer is not None
+    assert (got.answer.kind, got.arguments) == ("rewrite", '{"version": "2"}')
+    types = [e.type for e in store.read(lambda v: v.events("s1"))]
+    assert types[-3:] == ["attempt.yielded", "input.requested", "input.answered"]
+
+
 def test_sqlite_processes_opening_a_new_file_at_once_all_succeed(tmp_path: Path) -> None:
     """Workers started together all create the store: switching a new file to WAL makes SQLite
     answer "database is locked" at once to all but one opener, which must retry, not fail."""
