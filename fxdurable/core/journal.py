@@ -1134,7 +1134,8 @@ class Journal:
             return replace(waiting, version=sub.version + 1)
 
         waiting = self._store.transact(body)
-        crash_point("input.after-request")
+        asked = waiting.input_request
+        crash_point("input.after-request", None if asked is None else asked.tool)
         return waiting
 
     def answer_input(

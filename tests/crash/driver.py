@@ -22,6 +22,9 @@ once it has started); ``abort-deploy`` (the same with the unsafe deploy); ``hook
 allow-all ``before_tool`` hook); ``continuation`` (tools take a little time so a small
 ``--invocation-budget`` expires and the turn spans several invocations); ``provision`` (the
 story request is ``provision crash``: one call of the durable, two-step ``provision`` tool).
+``ask`` (the hook asks a person before ``deploy``, allows the rest: the run rests once the
+story waits for the answer; ``--answer allow|deny`` answers it first, ``--kill-while-waiting``
+SIGKILLs the process once the story waits and its lease is free).
 ``--max-attempts`` sets the agent's attempt budget; ``--hostname`` makes the process pose as
 another machine; ``--partial-every`` sets ``Durability.partial_text_every_s``.
 
@@ -47,6 +50,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -71,7 +75,8 @@ from tests.kit.story import (
 )
 from tests.kit.world import SETTLED
 
-SCENARIOS = ("story", "abort", "abort-deploy", "hook", "continuation", "provision")
+SCENARIOS = ("story", "abort", "abort-deploy", "hook", "ask", "continuation", "provision")
+ANSWERS = {"allow": fx.allow, "deny": lambda: fx.deny("not today")}
 PROVISION = "provision crash"  # the prompt of scenario ``provision`` (a durable tool)
 PROVIDERS = ("inprocess", "openai", "anthropic")
 AnyModel = fx.ScriptedModel | OpenAIModel | AnthropicModel
@@ -120,6 +125,14 @@ def build_agent(
             return None
 
         hook = allow_all
+    if scenario == "ask":
+        hooks = workdir / "hooks.log"
+
+        async def ask_before_deploy(tool_name: str, arguments_json: str) -> fx.Ask | None:
+            append_line(hooks, tool_name)
+            return fx.ask(f"May I {tool_name} {arguments_json}?") if tool_name == "deploy" else None
+
+        hook = ask_before_deploy
     durability = fx.Durability(max_attempts=max_attempts)
     if partial_every is not None:
         durability = dataclasses.replace(durability, partial_text_every_s=partial_every)
@@ -225,6 +238,9 @@ async def run_session(args: argparse.Namespace, workdir: Path, model: AnyModel |
             return [s.id for s in view.submissions(SESSION)]
 
         existing = await asyncio.to_thread(rt.journal.read, submission_ids)
+        if args.answer is not None and await handle.question() is not None:
+            answered = await handle.answer(ANSWERS[args.answer]())
+            print(f"answered {args.answer} for {answered.id}", flush=True)
         if args.next:
             await handle.submit(FOLLOW_UP, request_id=NEXT_REQUEST)
         else:
@@ -245,6 +261,13 @@ async def run_session(args: argparse.Namespace, workdir: Path, model: AnyModel |
             subs = [await handle.submission(i) for i in ids]
             if all(s is not None and s.status in SETTLED for s in subs):
                 break
+            if await waits_without_lease(handle, subs):
+                if args.kill_while_waiting:
+                    os.write(2, b"killed while waiting for an answer\n")
+                    os.kill(os.getpid(), signal.SIGKILL)
+                question = await handle.question()
+                print("question " + json.dumps(question and question.question), flush=True)
+                return 0
             if time.monotonic() > deadline:
                 print(f"timed out waiting for {ids} to settle", file=sys.stderr)
                 return 3
@@ -260,6 +283,18 @@ async def run_session(args: argparse.Namespace, workdir: Path, model: AnyModel |
         }
         print("outcome " + json.dumps(outcome), flush=True)
     return 0
+
+
+async def waits_without_lease(
+    handle: fx.SessionHandle, subs: Sequence[fx.Submission | None]
+) -> bool:
+    """The session rests on a question: its next submission waits for an answer and no
+    worker holds it (the question's attempt ended, the lease was let go)."""
+    pending = [s for s in subs if s is not None and s.status not in SETTLED]
+    if not pending or not pending[0].needs_input:
+        return False
+    state = await handle.state()
+    return state is not None and state.lease.owner is None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -291,6 +326,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--wrong-key",
         action="store_true",
         help="send WRONG_KEY instead of API_KEY (the server answers 401, quoting it)",
+    )
+    parser.add_argument(
+        "--answer", choices=sorted(ANSWERS), default=None, help="answer the pending question"
+    )
+    parser.add_argument(
+        "--kill-while-waiting",
+        action="store_true",
+        help="SIGKILL this process once the story waits for an answer with its lease free",
     )
     args = parser.parse_args(argv)
     if args.hostname:
