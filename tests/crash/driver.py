@@ -70,6 +70,7 @@ from tests.kit.story import (
     STORY_REQUEST,
     Timings,
     append_line,
+    asking_hook,
     logged_policy,
     story_agent,
 )
@@ -126,13 +127,7 @@ def build_agent(
 
         hook = allow_all
     if scenario == "ask":
-        hooks = workdir / "hooks.log"
-
-        async def ask_before_deploy(tool_name: str, arguments_json: str) -> fx.Ask | None:
-            append_line(hooks, tool_name)
-            return fx.ask(f"May I {tool_name} {arguments_json}?") if tool_name == "deploy" else None
-
-        hook = ask_before_deploy
+        hook = asking_hook(workdir, "deploy")
     durability = fx.Durability(max_attempts=max_attempts)
     if partial_every is not None:
         durability = dataclasses.replace(durability, partial_text_every_s=partial_every)

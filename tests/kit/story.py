@@ -20,7 +20,7 @@ The outside world lives in one directory, every line written with ``O_APPEND`` a
 - ``calls.log``: ``<tool> <execution_id> <run> <pid>`` for every execution of every tool,
   and ``provision.<step> ...`` for every time a step's function ran;
 - ``hooks.log``: ``<tool>`` for every call of a logging ``before_tool`` hook (the crash
-  driver's ``hook`` scenario);
+  driver's ``hook`` and ``ask`` scenarios, :func:`asking_hook`);
 - ``model.log``: ``[prompt, round, pid]`` (JSON) for every request the scripted model serves;
 - ``interruptions.log``: a line for every request showing the model a reply a crash cut off
   (:func:`log_interruptions`).
@@ -340,6 +340,25 @@ def logged_policy(world: Path) -> Callable[[fx.ModelRequest], fx.ModelResponse]:
         return policy(request)
 
     return logged
+
+
+def question_for(tool: str, arguments_json: str) -> str:
+    """What :func:`asking_hook` asks a person before ``tool``."""
+    return f"May I {tool} {arguments_json}?"
+
+
+def asking_hook(world: Path, ask_before: str) -> BeforeTool:
+    """A ``before_tool`` hook that logs every call to ``hooks.log`` and asks a person before
+    the tool ``ask_before`` (``fx.ask``), allowing every other."""
+    hooks = world / "hooks.log"
+
+    async def hook(tool_name: str, arguments_json: str) -> fx.Ask | None:
+        append_line(hooks, tool_name)
+        if tool_name == ask_before:
+            return fx.ask(question_for(tool_name, arguments_json))
+        return None
+
+    return hook
 
 
 def story_agent(

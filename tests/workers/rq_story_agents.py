@@ -14,6 +14,8 @@ Configuration comes from the environment of the worker:
   (:class:`tests.kit.story.Timings`);
 - ``FXD_TEST_AGENTS_DELAY_S``: how long :func:`agents` takes (a slow application import);
 - ``FXD_TEST_MAX_ATTEMPTS``: the agent's attempt budget (``fx.Durability.max_attempts``);
+- ``FXD_TEST_ASK_BEFORE``: a tool the agent's ``before_tool`` hook asks a person about
+  (``fx.ask``; every call is logged to ``hooks.log``: ``tests.kit.story.asking_hook``);
 - ``FXD_TEST_CRASH_PLAN`` (``point[:tool],point[:tool],...``) with ``FXD_TEST_CRASH_LOG`` (the
   worker's stderr, where :func:`fxdurable.core.crash.crash_point` writes "crash injected at"):
   the k-th job after k injected crashes runs with ``FXD_CRASH_AT`` set to the plan's k-th entry,
@@ -33,7 +35,7 @@ import time
 from pathlib import Path
 
 import fxdurable as fx
-from tests.kit.story import Timings, story_agent
+from tests.kit.story import Timings, asking_hook, story_agent
 
 AGENT = "rq-agent"  # not an agent: what ``FXD_AGENTS=<module>:AGENT`` must refuse
 CRASH_MARK = "crash injected at"
@@ -72,4 +74,6 @@ def agents() -> list[fx.Agent]:
     )
     attempts = os.environ.get("FXD_TEST_MAX_ATTEMPTS")
     durability = fx.Durability(max_attempts=int(attempts)) if attempts else None
-    return [story_agent(world, timings=timings, durability=durability)]
+    ask_before = os.environ.get("FXD_TEST_ASK_BEFORE")
+    hook = asking_hook(world, ask_before) if ask_before else None
+    return [story_agent(world, timings=timings, durability=durability, before_tool=hook)]
