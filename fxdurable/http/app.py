@@ -36,6 +36,8 @@ from fxdurable.errors import (
     AgentBusyError,
     AgentMismatchError,
     ForkPointError,
+    InvalidAnswerError,
+    NoPendingQuestionError,
     RequestConflictError,
     SessionExistsError,
     SessionNotFoundError,
@@ -50,6 +52,8 @@ from fxdurable.http.problems import ApiError, invalid, session_not_found, unauth
 from fxdurable.http.schemas import (
     AbortReply,
     AbortRequest,
+    AnswerReply,
+    AnswerRequest,
     ChatReceipt,
     ChatRequest,
     ForkReply,
@@ -74,10 +78,12 @@ from fxdurable.http.settings import HttpSettings
 from fxdurable.http.signing import SIGNATURE_HEADER, SignatureError, verify_wake
 from fxdurable.http.stream import ReadEvents, ReadProgress, RunningProgress, long_poll, tail
 from fxdurable.runtime import tracing
+from fxdurable.runtime.answers import answer_of, record_answer
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.history import conversation
 from fxdurable.runtime.models.base import ChatMessage
 from fxdurable.runtime.runtime import Runtime
+from fxdurable.runtime.submission import Submission
 from fxdurable.runtime.task_view import running_task
 
 __all__ = ["create_app"]
@@ -123,6 +129,7 @@ def create_app(
         Route("/sessions/{session_id}", api.session, methods=["GET"]),
         Route("/sessions/{session_id}/history", api.history, methods=["GET"]),
         Route("/sessions/{session_id}/fork", api.fork, methods=["POST"]),
+        Route("/sessions/{session_id}/answer", api.answer, methods=["POST"]),
         Route("/wake", api.wake, methods=["POST"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/healthz", api.healthz, methods=["GET"]),
@@ -320,6 +327,34 @@ class _Api:
         )
         return _json(reply, 201 if fork.created else 200)
 
+    async def answer(self, request: Request) -> Response:
+        """The answer to the question the caller's session waits on: durable, then a wake."""
+        principal = await self._principal(request)
+        public = _session_id(request.path_params["session_id"])
+        body = await self._body(request, AnswerRequest)
+        key = session_key(principal, public)
+        try:
+            answer = answer_of(body.answer, body.reason, body.input)
+            record = await durable(
+                record_answer, self._rt.journal, self._rt.agents, key, answer, owner=principal
+            )
+        except SessionNotFoundError:
+            raise session_not_found(public) from None
+        except NoPendingQuestionError:
+            message = str(NoPendingQuestionError(public))
+            raise ApiError(
+                409, "no_pending_question", message, error="NoPendingQuestionError"
+            ) from None
+        except InvalidAnswerError as exc:
+            raise ApiError(422, "invalid_answer", str(exc), error="InvalidAnswerError") from None
+        await self._wake(key, "answer")
+        session = await durable(self._rt.journal.read, lambda v: v.get_session(key))
+        cursor = 0 if session is None else session.next_event_seq - 1
+        reply = AnswerReply(
+            session_id=public, submission_id=record.id, answer=body.answer, cursor=cursor
+        )
+        return _json(reply)
+
     # -- reads -----------------------------------------------------------------------------
 
     async def session(self, request: Request) -> Response:
@@ -349,6 +384,7 @@ class _Api:
                         "message": s.error.message,
                         "unknownCalls": list(s.error.unknown_calls),
                     },
+                    question=Submission.of(s).question,
                 )
                 for s in list(subs)[-20:]
             ],

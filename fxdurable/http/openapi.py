@@ -13,6 +13,8 @@ from fxdurable.http.lines import line_adapter
 from fxdurable.http.schemas import (
     AbortReply,
     AbortRequest,
+    AnswerReply,
+    AnswerRequest,
     ChatReceipt,
     ChatRequest,
     ErrorReply,
@@ -29,7 +31,7 @@ from fxdurable.http.scoping import SESSION_ID_PATTERN
 
 __all__ = ["openapi_document"]
 
-_REQUESTS = (ChatRequest, SteerRequest, AbortRequest, ForkRequest, WakeRequest)
+_REQUESTS = (ChatRequest, SteerRequest, AbortRequest, ForkRequest, AnswerRequest, WakeRequest)
 _REPLIES = (
     ChatReceipt,
     SteerReply,
@@ -37,6 +39,7 @@ _REPLIES = (
     SessionReply,
     HistoryReply,
     ForkReply,
+    AnswerReply,
     WakeReply,
     ErrorReply,
 )
@@ -47,10 +50,15 @@ _ERRORS = {
     "408": "the body did not arrive within the body timeout (body_timeout)",
     "409": "busy (when_busy=reject: AgentBusyError), an Idempotency-Key reused, or a fork "
     "into an id the caller already uses for another session (SessionExistsError)",
+    "409-answer": "the session's turn waits for no answer: nothing was asked, or it was "
+    "answered already (no_pending_question)",
     "413": "body or prompt too large",
     "422": "the body does not match its schema",
     "422-fork": "the body does not match its schema, or `after` names no settled point of "
     "the session (ForkPointError)",
+    "422-answer": "the body does not match its schema, or the answer cannot apply to the "
+    "question: a rewrite whose input does not validate against the tool, or of a question "
+    "that is not about a call (invalid_answer)",
     "429": "too much steering already waiting for the turn's next model call",
 }
 
@@ -236,6 +244,18 @@ def openapi_document() -> dict[str, Any]:
                         "201": _reply(ForkReply, "The fork exists, at rest, with no work."),
                         "200": _reply(ForkReply, "This same fork existed already (a retry)."),
                         **_errors("400", "401", "404", "408", "409", "413", "422-fork"),
+                    },
+                }
+            },
+            "/sessions/{session_id}/answer": {
+                "post": {
+                    "summary": "Answer the question the session's turn waits on; the turn goes on",
+                    "security": secured,
+                    "parameters": [_SESSION_PATH],
+                    "requestBody": _json_body(AnswerRequest),
+                    "responses": {
+                        "200": _reply(AnswerReply, "The answer is durable; the turn is woken."),
+                        **_errors("400", "401", "404", "408", "409-answer", "413", "422-answer"),
                     },
                 }
             },

@@ -16,6 +16,8 @@ from fxdurable.http.scoping import SESSION_ID_PATTERN, SESSION_KEY_PATTERN
 __all__ = [
     "AbortReply",
     "AbortRequest",
+    "AnswerReply",
+    "AnswerRequest",
     "ChatReceipt",
     "ChatRequest",
     "ErrorReply",
@@ -83,6 +85,27 @@ class ForkRequest(_Body):
     )
 
 
+class AnswerRequest(_Body):
+    """Answer the question the session's turn waits on (its ``before_tool`` hook asked, or
+    its attempts ran out): ``allow``, ``deny`` (with ``reason``, which the model reads) or
+    ``rewrite`` (with ``input``, the call's new input, checked against the tool)."""
+
+    answer: Literal["allow", "deny", "rewrite"]
+    reason: Annotated[str, Field(min_length=1, max_length=2000)] | None = Field(
+        default=None, description="deny only: why (the model reads 'denied: <reason>')"
+    )
+    input: dict[str, Any] | None = Field(
+        default=None, description="rewrite only (and required there): the call's new input"
+    )
+
+
+class AnswerReply(_Body):
+    session_id: str
+    submission_id: str = Field(description="the submission that was waiting; it runs again")
+    answer: str
+    cursor: int = Field(description="GET /chat from here: the turn goes on after the answer")
+
+
 class WakeRequest(_Body):
     """Wake a session, named by its store key: ``<principal>/<sessionId>`` for a session made
     over HTTP (``alice/ops-1``), the plain id for one made in process."""
@@ -117,6 +140,11 @@ class SubmissionState(_Body):
     prompt: str
     result: str | None = None
     error: dict[str, Any] | None = None
+    question: str | None = Field(
+        default=None,
+        description="what its turn asks a person while it waits for input (answer it with "
+        "POST /sessions/{id}/answer); null otherwise",
+    )
 
 
 class RunningTask(_Body):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from fxdurable.core.asking import waits_for_input
 from fxdurable.core.journal import Journal
@@ -23,9 +24,9 @@ from fxdurable.errors import (
     ToolInputError,
 )
 from fxdurable.runtime.agent import Agent
-from fxdurable.runtime.hooks import Answer
+from fxdurable.runtime.hooks import Answer, allow, deny, rewrite
 
-__all__ = ["Question", "pending_question", "record_answer"]
+__all__ = ["Question", "answer_of", "pending_question", "record_answer"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,6 +42,22 @@ class Question:
     task_id: str | None
     arguments: str | None
     asked_at: float
+
+
+def answer_of(kind: str, reason: str | None, input: Mapping[str, Any] | None) -> Answer:
+    """The answer a wire body describes (``POST /sessions/{id}/answer``); an ``input`` is for
+    a rewrite alone, and a ``reason`` for a deny alone (InvalidAnswerError otherwise)."""
+    if (input is not None) != (kind == "rewrite"):
+        raise InvalidAnswerError("a rewrite needs its 'input', and only a rewrite takes one")
+    if reason is not None and kind != "deny":
+        raise InvalidAnswerError("only a deny takes a 'reason'")
+    if kind == "allow":
+        return allow()
+    if kind == "deny":
+        return deny() if reason is None else deny(reason)
+    if kind == "rewrite" and input is not None:
+        return rewrite(input)
+    raise InvalidAnswerError(f"an answer is allow, deny or rewrite, not {kind!r}")
 
 
 def pending_question(view: ReadView, session_id: str) -> Question | None:

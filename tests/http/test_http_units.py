@@ -200,6 +200,7 @@ def test_the_openapi_document_is_valid_and_names_every_route():
         "/sessions/{session_id}",
         "/sessions/{session_id}/history",
         "/sessions/{session_id}/fork",
+        "/sessions/{session_id}/answer",
         "/wake",
     }
     chat = document["components"]["schemas"]["ChatRequest"]
