@@ -69,8 +69,16 @@ def describe(event: EventRecord, style: Style) -> str | None:
             f"attempt {d.get('number')} was interrupted (its process died); resuming from the "
             "last committed step"
         )
+    if kind == EventType.ATTEMPT_YIELDED and d.get("reason") == "needs input":
+        return style.dim(f"attempt {d.get('number')} ended: the turn waits for an answer")
     if kind == EventType.ATTEMPT_YIELDED:
         return style.dim(f"attempt {d.get('number')} yielded ({d.get('reason')}); continuing")
+    if kind == EventType.INPUT_REQUESTED:
+        about = f" (about {d.get('tool')} {task})" if d.get("tool") else " (attempts spent)"
+        return style.yellow(f"asks a person{about}: {_short(d.get('question'))}")
+    if kind == EventType.INPUT_ANSWERED:
+        reason = f": {_short(d.get('reason'))}" if d.get("reason") else ""
+        return style.cyan(f"answered {d.get('answer')}{reason}")
     if kind == EventType.MODEL_COMPLETED:
         tools = d.get("tools")
         tools = tools if isinstance(tools, list) else []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import io
 import logging
 import time
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from fxrt_support import (
 )
 
 import fxdurable as fx
+from fxdurable.cli.render import Style, describe
 from fxdurable.core.records import EventRecord, InputAnswer, ToolCallRequest
 from fxdurable.core.states import AttemptStatus, ToolTaskStatus
 from fxdurable.errors import IllegalTransitionError
@@ -264,6 +266,16 @@ def test_ask_waits_durably_with_no_intent_no_attempt_and_no_lease_then_allow_run
                 "task": task.id,
                 "tool": "deploy",
             }
+            traced = [
+                describe(e, Style(io.StringIO()))
+                for e in events(rt, SESSION)
+                if e.type.startswith("input.") or e.data.get("reason") == "needs input"
+            ]
+            assert traced == [
+                "attempt 1 ended: the turn waits for an answer",
+                'asks a person (about deploy r0.t0): May I run deploy with {"version": "2.0"}?',
+                "answered allow",
+            ]
             await check_invariants(rt, SESSION)
 
     run(main())
