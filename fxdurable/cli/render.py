@@ -77,8 +77,8 @@ def describe(event: EventRecord, style: Style) -> str | None:
         about = f" (about {d.get('tool')} {task})" if d.get("tool") else " (attempts spent)"
         return style.yellow(f"asks a person{about}: {_short(d.get('question'))}")
     if kind == EventType.INPUT_ANSWERED:
-        reason = f": {_short(d.get('reason'))}" if d.get("reason") else ""
-        return style.cyan(f"answered {d.get('answer')}{reason}")
+        why = f": {_short(d.get('reason'))}" if d.get("reason") else ""
+        return style.cyan(f"answered {d.get('answer')}{why}")
     if kind == EventType.MODEL_COMPLETED:
         tools = d.get("tools")
         tools = tools if isinstance(tools, list) else []
