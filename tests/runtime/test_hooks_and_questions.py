@@ -95,6 +95,15 @@ async def _waiting(rt: fx.Runtime, sub_id: str) -> fx.Submission:
     return found
 
 
+async def _ship_and_wait_for_the_question(
+    rt: fx.Runtime,
+) -> tuple[fx.SessionHandle, fx.Submission]:
+    s = rt.session(SESSION)
+    sub = await s.submit("ship")
+    await _waiting(rt, sub.id)
+    return s, sub
+
+
 # -- after_tool --------------------------------------------------------------------------------
 
 
@@ -290,9 +299,7 @@ def test_deny_records_the_refusal_and_never_runs_the_call(tmp_path):
 
     async def main():
         async with fx.Runtime([agent], store=fresh_store(tmp_path), settings=FAST) as rt:
-            s = rt.session(SESSION)
-            sub = await s.submit("ship")
-            await _waiting(rt, sub.id)
+            s, sub = await _ship_and_wait_for_the_question(rt)
             await s.answer(fx.deny("not on a Friday"))
             assert (await s.wait(sub.id, timeout=10)).result == "done"
             (task,) = tasks(rt, sub.id)
@@ -315,9 +322,7 @@ def test_rewrite_runs_the_call_with_the_new_input_and_records_it(tmp_path):
 
     async def main():
         async with fx.Runtime([agent], store=fresh_store(tmp_path), settings=FAST) as rt:
-            s = rt.session(SESSION)
-            sub = await s.submit("ship")
-            await _waiting(rt, sub.id)
+            s, sub = await _ship_and_wait_for_the_question(rt)
             await s.answer(fx.rewrite({"version": "2.0-canary"}))
             await s.wait(sub.id, timeout=10)
             (task,) = tasks(rt, sub.id)
@@ -398,9 +403,7 @@ def test_an_abort_while_waiting_settles_aborted_and_never_runs_the_call(tmp_path
 
     async def main():
         async with fx.Runtime([agent], store=fresh_store(tmp_path), settings=FAST) as rt:
-            s = rt.session(SESSION)
-            sub = await s.submit("ship")
-            await _waiting(rt, sub.id)
+            s, sub = await _ship_and_wait_for_the_question(rt)
             assert await s.abort() == [sub.id]
             settled = await s.wait(sub.id, timeout=10)
             assert settled.status.value == "aborted" and not settled.needs_input
