@@ -1157,6 +1157,7 @@ class Journal:
         about a call is kept on its task, where the turn applies it instead of asking its hook
         again. ``allow`` of an ``exhausted`` question grants a fresh attempt budget (the
         interruptions count restarts at 0); ``deny`` of it makes the turn settle ``failed``.
+        The time the question waited does not count against the turn's time budget.
         ``task_id``: the call the caller validated the answer for; if another question is
         pending now, nothing is written. Raises :class:`NoPendingQuestionError` when nothing
         waits (an answer is applied once: a repeat lands here) and
@@ -1197,7 +1198,13 @@ class Journal:
                     f"the question of session {session_id!r} is about its spent attempt "
                     "budget, not a tool call: answer allow or deny"
                 )
-            answered = replace(sub, input_request=replace(request, answer=answer))
+            # The time budget counts the turn's work, not a person's wait: the wait moves the
+            # turn's start forward, or a long wait would fail it the moment it resumed.
+            waited = max(0.0, scope.now - request.asked_at)
+            started = None if sub.started_at is None else sub.started_at + waited
+            answered = replace(
+                sub, input_request=replace(request, answer=answer), started_at=started
+            )
             if request.about == "exhausted" and kind == "allow":
                 answered = replace(answered, interruptions=0)
             self._put_submission(tx, answered)

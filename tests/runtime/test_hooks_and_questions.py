@@ -40,6 +40,7 @@ from fxdurable.core.records import EventRecord, InputAnswer, ToolCallRequest
 from fxdurable.core.states import AttemptStatus, ToolTaskStatus
 from fxdurable.errors import IllegalTransitionError
 from fxdurable.stores.sqlite import SqliteStore
+from fxdurable.testing import FakeClock
 from fxdurable.testing.invariants import check_store
 
 SESSION = "s1"
@@ -445,6 +446,34 @@ def test_the_question_outlives_the_runtime_that_asked_it(tmp_path):
 
     run(answer_in_another())
     assert executed == ["2.0"] and asked == ["deploy"]
+
+
+def test_the_wait_for_an_answer_does_not_count_against_the_time_budget(tmp_path):
+    executed: list[str] = []
+    clock = FakeClock()
+    agent = _asking_agent(executed, [])
+    agent = fx.Agent(
+        "eng",
+        agent.model,
+        tools=agent.tools,
+        before_tool=agent.before_tool,
+        durability=fx.Durability(timeout_s=60),
+    )
+
+    async def main():
+        async with fx.Runtime(
+            [agent], store=fresh_store(tmp_path), settings=FAST, clock=clock
+        ) as rt:
+            s, sub = await _ship_and_wait_for_the_question(rt)
+            started = submission(rt, sub.id).started_at
+            clock.advance(3600)  # a person answers an hour later
+            await s.answer(fx.allow())
+            assert submission(rt, sub.id).started_at == started + 3600
+            settled = await s.wait(sub.id, timeout=10)
+            assert (settled.status.value, settled.result) == ("completed", "done")
+
+    run(main())
+    assert executed == ["2.0"]
 
 
 # -- on_exhausted="ask" ------------------------------------------------------------------------
