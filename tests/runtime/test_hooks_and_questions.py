@@ -368,6 +368,49 @@ def test_a_bad_answer_writes_nothing_and_the_question_still_waits(tmp_path):
     assert executed == ["2.0"]
 
 
+def test_two_calls_of_one_round_are_asked_about_one_after_the_other(tmp_path):
+    """Each call gets its own question, asked once its turn comes; steering typed while the
+    turn waits reaches the model's next call."""
+    executed: list[str] = []
+
+    def policy(request: fx.ModelRequest) -> fx.ModelResponse:
+        # The whole conversation, not the turn's: the steering is a user message too.
+        if any(m.role == "tool" for m in request.messages):
+            return fx.reply("done")
+        return fx.reply("two", fx.call("deploy", version="a"), fx.call("deploy", version="b"))
+
+    model = fx.ScriptedModel(policy)
+    agent = _asking_agent(executed, [], model)
+    url = db_url(tmp_path)
+
+    async def main():
+        async with fx.Runtime([agent], store=owned_store(url), settings=FAST) as rt:
+            s, sub = await _ship_and_wait_for_the_question(rt)
+            first = await s.question()
+            assert first is not None and first.arguments == '{"version": "a"}'
+            assert (await s.steer("use the canary")).steered
+            await s.answer(fx.allow())
+            await _until(lambda: submission(rt, sub.id).input_request.task_id != first.task_id)
+            await _waiting(rt, sub.id)
+            second = await s.question()
+            assert second is not None and second.arguments == '{"version": "b"}'
+            await s.answer(fx.deny("one is enough"))
+            assert (await s.wait(sub.id, timeout=10)).result == "done"
+            results = [t.result for t in tasks(rt, sub.id)]
+            assert results == ["deployed a with token=SECRET-42", "denied: one is enough"]
+            assert event_types(rt, SESSION).count("input.requested") == 2
+            assert "use the canary" in [m.text for m in model.requests[-1].messages]
+            await check_invariants(rt, SESSION)
+
+    run(main())
+    assert executed == ["a"]
+    store = SqliteStore(url)
+    try:
+        assert store.read(lambda v: check_store(v, now=time.time(), at_rest=True)).violations == ()
+    finally:
+        store.close()
+
+
 def test_later_submissions_wait_behind_a_question(tmp_path):
     executed: list[str] = []
 
