@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what ru
         SessionNotFoundError,
         SteeringFullError,
         StepError,
+        SubagentError,
         SubmissionFailedError,
         ToolInputError,
         UnknownAgentError,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what ru
     from fxdurable.runtime.models.base import ModelRequest, ModelResponse
     from fxdurable.runtime.models.scripted import ScriptedModel, call, reply
     from fxdurable.runtime.runtime import Runtime, SessionHandle
+    from fxdurable.runtime.subagent import subagent
     from fxdurable.runtime.submission import Submission
     from fxdurable.runtime.task_view import ToolTask
     from fxdurable.runtime.tools import ReplayPolicy, Tool, ToolContext, define_tool, tool
@@ -87,6 +89,7 @@ __all__ = [
     "Steering",
     "SteeringFullError",
     "StepError",
+    "SubagentError",
     "Submission",
     "SubmissionFailedError",
     "SubmissionStatus",
@@ -106,6 +109,7 @@ __all__ = [
     "deny",
     "reply",
     "rewrite",
+    "subagent",
     "tool",
 ]
 
@@ -140,6 +144,7 @@ if not TYPE_CHECKING:
                 "SessionNotFoundError",
                 "SteeringFullError",
                 "StepError",
+                "SubagentError",
                 "SubmissionFailedError",
                 "ToolInputError",
                 "UnknownAgentError",
@@ -158,6 +163,7 @@ if not TYPE_CHECKING:
             "fxdurable.runtime.models.base": ("ModelRequest", "ModelResponse"),
             "fxdurable.runtime.models.scripted": ("ScriptedModel", "call", "reply"),
             "fxdurable.runtime.runtime": ("Runtime", "SessionHandle"),
+            "fxdurable.runtime.subagent": ("subagent",),
             "fxdurable.runtime.submission": ("Submission",),
             "fxdurable.runtime.task_view": ("ToolTask",),
             "fxdurable.runtime.tools": (

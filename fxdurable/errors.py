@@ -25,6 +25,7 @@ FxDurableError
  │                              nothing was sent; the store still holds the work
  ├── ToolInputError            tool arguments that do not validate (the model reads it)
  ├── StepError                 ctx.step misused: a repeated name, a value that is not JSON
+ ├── SubagentError             a subagent's child session failed or was aborted (the model reads it)
  ├── ModelError                the model could not be called or answered nonsense (not retried:
  │    │                         400/401/403/404, a malformed stream)
  │    ├── ModelRetryableError  429, 5xx, overloaded, connect/read timeouts: retried with backoff
@@ -67,6 +68,7 @@ __all__ = [
     "StoreError",
     "StoreFullError",
     "StoreUnavailableError",
+    "SubagentError",
     "SubmissionFailedError",
     "Suspend",
     "ToolInputError",
@@ -99,6 +101,17 @@ class StepError(FxDurableError):
     """A durable tool step (``ctx.step``) was misused: its name repeated within one call, its
     value not JSON, or ``ctx.step`` called by a tool not declared ``durable=True``. Raised
     inside the tool, so the call fails and the model reads why."""
+
+
+class SubagentError(FxDurableError):
+    """A subagent call (``fx.subagent``) did not get its child's final answer: the child
+    session failed or was aborted, or its agent is not registered here. Raised inside the
+    call, so the call fails and the parent's model reads why; ``child_session`` names the
+    child, whose own trace says the rest."""
+
+    def __init__(self, message: str, *, child_session: str | None = None) -> None:
+        self.child_session = child_session
+        super().__init__(message)
 
 
 class AdmissionError(FxDurableError):

@@ -42,6 +42,7 @@ PUBLIC_API = [
     "Steering",
     "SteeringFullError",
     "StepError",
+    "SubagentError",
     "Submission",
     "SubmissionFailedError",
     "SubmissionStatus",
@@ -61,6 +62,7 @@ PUBLIC_API = [
     "deny",
     "reply",
     "rewrite",
+    "subagent",
     "tool",
 ]
 

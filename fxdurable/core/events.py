@@ -135,6 +135,10 @@ class SessionCreated:
     forked_from: str | None = field(default=None, metadata=_OMIT_IF_NONE)
     after: int | None = field(default=None, metadata=_OMIT_IF_NONE)
     messages: int | None = field(default=None, metadata=_OMIT_IF_NONE)
+    # A subagent's session (``fx.subagent``): the parent session and the tool task whose
+    # call started it.
+    parent_session: str | None = field(default=None, metadata=_OMIT_IF_NONE)
+    parent_task: str | None = field(default=None, metadata=_OMIT_IF_NONE)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -78,6 +78,7 @@ from fxdurable.core.states import (
     is_terminal,
 )
 from fxdurable.core.store import ReadView, Store, Tx
+from fxdurable.core.subagent import child_request_id, child_session_id
 from fxdurable.errors import (
     AgentBusyError,
     AgentMismatchError,
@@ -536,6 +537,68 @@ class Journal:
         if fork.created:
             crash_point("fork.after-commit")
         return fork
+
+    def admit_child(
+        self,
+        fence: Fence,
+        task_id: str,
+        *,
+        agent: str,
+        prompt: str,
+    ) -> Admission:
+        """A subagent call's admission (``fx.subagent``): the child session and its one
+        submission, both named from the running call's execution id
+        (:mod:`fxdurable.core.subagent`), and the call's ``child_session``, in one
+        transaction fenced by the parent's lease.
+
+        Idempotent: a re-executed call finds the same submission (``created=False``) and
+        writes nothing. The child belongs to the parent's owner and records its parent
+        (``parent_session``, ``parent_task`` and its ``session.created`` event). A session
+        at the child's id that is not this call's child raises
+        :class:`~fxdurable.errors.SessionExistsError`.
+        """
+
+        def body(tx: Tx) -> Admission:
+            parent = self._fenced(tx, fence)
+            task = self._owned(fence, self._task(tx, task_id))
+            self._running_turn(tx, fence, task.turn_id)
+            if task.status != ToolTaskStatus.RUNNING:
+                raise IllegalTransitionError("tool_task", task.status, "a subagent admission")
+            child_id = child_session_id(fence.session_id, task.execution_id)
+            existing = tx.get_submission_by_request(child_request_id(task.execution_id))
+            if existing is not None:
+                return Admission(existing, created=False)
+            now = self._clock.now()
+            if tx.get_session(child_id) is not None:
+                raise SessionExistsError(child_id)
+            scope = _SessionScope.new(
+                tx,
+                SessionRecord(
+                    id=child_id,
+                    agent=agent,
+                    owner=parent.owner,
+                    status=SessionStatus.IDLE,
+                    parent_session=parent.id,
+                    parent_task=task.id,
+                    created_at=now,
+                ),
+                now,
+            )
+            scope.emit(
+                EventType.SESSION_CREATED,
+                SessionCreated(agent=agent, parent_session=parent.id, parent_task=task.id),
+            )
+            submission = self._queue_submission(
+                tx, scope, self._ids.new_id("sub"), child_request_id(task.execution_id), prompt
+            )
+            scope.write()
+            tx.put_tool_task(
+                replace(task, child_session=child_id, updated_at=now, version=task.version + 1),
+                expected_version=task.version,
+            )
+            return Admission(submission, created=True)
+
+        return self._store.transact(body)
 
     # -- leases -----------------------------------------------------------------------------
 

@@ -65,6 +65,10 @@ class SessionRecord:
     # sent only messages past it (the summary among them), so a cold read starts there.
     compacted_upto: int = 0
     next_submission_seq: int = 1
+    # A subagent's session (``fx.subagent``): the session and the tool task whose call
+    # started it. Set once, at creation; None for every other session.
+    parent_session: str | None = None
+    parent_task: str | None = None
     created_at: float
     version: int = 1
 
@@ -232,6 +236,10 @@ class ToolTaskRecord:
     # A person's answer to the question its ``before_tool`` hook asked: applied when the call
     # is run (the hook is not asked again). A rewrite also replaced ``arguments``.
     answer: InputAnswer | None = None
+    # A subagent call (``fx.subagent``): the child session it submitted its task to, set in
+    # the transaction that admitted the child's submission. Recovery and a redeploy read it
+    # (the call was a subagent's, whatever the agent declares now).
+    child_session: str | None = None
     updated_at: float
     version: int = 1
 

@@ -28,7 +28,7 @@ from fxdurable.errors import (
     RecordNotFoundError,
     Suspend,
 )
-from fxdurable.runtime import tracing
+from fxdurable.runtime import relay, tracing
 from fxdurable.runtime.agent import Agent, ModelRetries
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.conversation import ConversationCache
@@ -237,6 +237,8 @@ class ModelStep:
                     return part.response  # recorded at the finish, never at the close
                 deltas += 1
                 pending.append(part.text)
+                if turn_id is not None:
+                    relay.forward(part.text)  # a subagent's text, up to its parent's call
                 if turn_id is not None and time.monotonic() - last_flush >= every:
                     await durable(
                         self._journal.record_partial,

@@ -240,7 +240,7 @@ class Runtime:
             if len(self.agents) != 1:
                 raise ConfigurationError("several agents: name the one for this session")
             agent = next(iter(self.agents))
-        if agent not in self.agents:
+        if agent not in self.agents and agent not in self._handler.agents:
             raise UnknownAgentError(session_id, agent, list(self.agents))
         return SessionHandle(self, session_id, agent)
 

@@ -20,7 +20,7 @@ import json
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, cast, get_args, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast, get_args, get_type_hints, overload
 
 import pydantic
 
@@ -29,6 +29,9 @@ from fxdurable.errors import ConfigurationError, StepError, ToolInputError
 from fxdurable.runtime.decide import canonical_arguments
 from fxdurable.runtime.models.wire import decode_arguments
 from fxdurable.runtime.steps import StepFn, StepLog
+
+if TYPE_CHECKING:
+    from fxdurable.runtime.children import ChildSessions
 
 __all__ = [
     "REPLAY_POLICIES",
@@ -68,6 +71,8 @@ class ToolContext:
     # Where ``progress`` reports go: the turn driver's throttled writer for the running task.
     report: Callable[[str], None] = field(default=lambda chunk: None, repr=False)
     steps: StepLog | None = None  # set for a durable tool's call; runtime-only, never stored
+    # Child sessions for a subagent's call (fx.subagent); runtime-only, never stored.
+    children: ChildSessions | None = None
 
     def progress(self, chunk: str) -> None:
         """Report progress: ``chunk`` is appended to the running task's ``progress`` (its last

@@ -38,10 +38,12 @@ from fxdurable.core.records import (
     TurnRecord,
 )
 from fxdurable.core.states import ToolTaskStatus
+from fxdurable.core.subagent import child_failure, child_session_id
 from fxdurable.errors import SteeringPendingError, Suspend, ToolInputError
-from fxdurable.runtime import tracing
+from fxdurable.runtime import relay, tracing
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
+from fxdurable.runtime.children import ChildDriver, ChildSessions, abort_child
 from fxdurable.runtime.conversation import ConversationCache
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.decide import (
@@ -57,6 +59,7 @@ from fxdurable.runtime.hooks import Ask, run_after_tool, run_before_tool
 from fxdurable.runtime.model_step import Failed, ModelStep, Prepared, Recorded, Sleep
 from fxdurable.runtime.progress import ProgressPump
 from fxdurable.runtime.steps import StepLog
+from fxdurable.runtime.subagent import SubagentTool
 from fxdurable.runtime.tools import Tool, ToolContext
 from fxdurable.runtime.turn_state import ReadyTool, TurnState
 
@@ -81,8 +84,10 @@ class TurnDriver:
         rng: random.Random | None = None,
         conversations: ConversationCache | None = None,
         queue_delays_wakes: bool = False,
+        children: ChildDriver | None = None,
     ) -> None:
         self._journal = journal
+        self._children = children  # runs a subagent call's child session (fx.subagent)
         # Whether a continuation's wake can be delayed (SQS, the in-process queue): a model
         # backoff longer than the invocation then ends it at once instead of sleeping it out.
         self._queue_delays_wakes = queue_delays_wakes
@@ -338,6 +343,13 @@ class TurnDriver:
         durable, re-executes with its recorded steps replayed; otherwise its recorded policy
         decides (a tool no longer declared, or no longer durable, falls back to it)."""
         tool = self._agent.tool(task.tool)
+        if tool is None and task.child_session is not None:
+            # A subagent no longer declared (a redeploy): this call alone fails, naming its
+            # child; nothing was left unknown that the child's own records do not show.
+            why = f"the subagent {task.tool!r} is no longer declared by this agent"
+            return await self._finish(
+                task, ToolTaskStatus.FAILED, child_failure(task.child_session, "abandoned", why)
+            )
         resumable = tool is not None and tool.durable and task.durable
         if tool is None or (task.policy == "unsafe" and not resumable):
             return await self._finish(
@@ -414,8 +426,10 @@ class TurnDriver:
             session_id=task.session_id,
             tool_name=tool.name,
             attempt=task.runs,
-            report=progress.report,
+            # In a subagent's child, reports also go up to the parent's call (runtime/relay.py).
+            report=relay.relayed(progress.report),
             steps=self._step_log(task, tool) if tool.durable and task.durable else None,
+            children=self._child_sessions(task) if isinstance(tool, SubagentTool) else None,
         )
         progress.start()
         self._running_tool = asyncio.ensure_future(tool.run(arguments, ctx))
@@ -431,6 +445,15 @@ class TurnDriver:
                 raise  # the worker itself is being torn down: leave the task running
             ctx.cancelled.set()
             status, result = self._interrupted(tool, "cancelled by an abort")
+            if isinstance(tool, SubagentTool):  # its child's work is no longer wanted
+                await abort_child(
+                    self._journal, child_session_id(task.session_id, task.execution_id)
+                )
+        except Suspend:
+            # A subagent call reached the parent's deadline with its child unsettled: the
+            # call stays running and the next attempt re-executes it (runtime/children.py).
+            await progress.aclose()
+            raise
         except Exception as exc:
             status, result = ToolTaskStatus.FAILED, f"{type(exc).__name__}: {exc}"
         finally:
@@ -443,6 +466,21 @@ class TurnDriver:
             # too. Not on an interrupted call: that result is our account, not the tool's.
             result = await run_after_tool(self._agent.after_tool, task, status, result)
         return await self._finish(task, status, result, after_record=tool.name, merge=merge)
+
+    def _child_sessions(self, task: ToolTaskRecord) -> ChildSessions | None:
+        """A subagent call's child sessions, within this turn's budgets."""
+        state = self._state
+        if self._children is None or state is None:
+            return None
+        started = state.submission.started_at or self._now()
+        return self._children.for_call(
+            self._journal,
+            self._fence,
+            task.id,
+            self._budget,
+            turn_ends_at=started + self._agent.durability.timeout_s,
+            clock=self._clock,
+        )
 
     def _progress_pump(self, task: ToolTaskRecord) -> ProgressPump:
         """The throttled writer of this run's ``ctx.progress`` reports."""
@@ -563,7 +601,9 @@ class TurnDriver:
         assert state is not None
         await self._resolve_running(state.round_tasks)
         unknown = tuple(
-            f"{t.tool} ({t.id})"
+            # A subagent call's marker names its child, whose own records say how far it got.
+            f"{t.tool} ({t.id}"
+            + (f"; child session {t.child_session})" if t.child_session else ")")
             for t in state.tasks.values()
             if t.status == ToolTaskStatus.OUTCOME_UNKNOWN
         )
@@ -579,6 +619,9 @@ class TurnDriver:
             exhausted=exhausted,
         )
         log.warning("submission %s failed: %s", submission_id, message)
+        for task in state.tasks.values():
+            if task.status == ToolTaskStatus.OUTCOME_UNKNOWN and task.child_session:
+                await abort_child(j, task.child_session)  # nobody will read its answer
 
 
 # The statuses of an execution that returned or raised: ``after_tool`` runs on those.

@@ -27,9 +27,11 @@ from fxdurable.errors import ConfigurationError, LeaseLostError, Suspend, Unknow
 from fxdurable.runtime import tracing
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
+from fxdurable.runtime.children import ChildDriver
 from fxdurable.runtime.conversation import ConversationCache
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.model_step import Sleep
+from fxdurable.runtime.subagent import with_delegates
 from fxdurable.runtime.turn import TurnDriver
 
 __all__ = ["WakeHandler", "WorkerSettings", "local_process_is_dead", "this_worker"]
@@ -124,7 +126,8 @@ class WakeHandler:
         # no other process can have, so its leases are only ever taken over on expiry.
         self._journal = journal
         self._queue = queue
-        self._agents = agents
+        # A subagent's agent (fx.subagent) runs wherever its parent does.
+        self._agents = {a.name: a for a in with_delegates(agents.values())}
         self._clock = clock
         self._settings = settings
         self._sleep = sleep
@@ -134,20 +137,26 @@ class WakeHandler:
         # what is newer (runtime/conversation.py).
         self._conversations = ConversationCache()
 
-    async def handle(self, session_id: str, budget: InvocationBudget) -> None:
+    @property
+    def agents(self) -> Mapping[str, Agent]:
+        """The agents this handler runs: those it was given and their subagents' agents."""
+        return self._agents
+
+    async def handle(self, session_id: str, budget: InvocationBudget) -> bool:
         """Run the session until it rests or the budget says stop. Never raises for a
-        session it cannot run: it logs why and leaves the session intact."""
+        session it cannot run: it logs why and leaves the session intact. Returns False
+        when another live worker holds the session (a subagent call then waits for it)."""
         j = self._journal
         session = await durable(j.read, lambda v: v.get_session(session_id))
         if session is None:
             log.warning("wake for unknown session %s ignored", session_id)
-            return
+            return True
         agent = self._agents.get(session.agent)
         if agent is None:
             log.error("%s", UnknownAgentError(session_id, session.agent, list(self._agents)))
-            return
+            return True
         if session.status != "active":
-            return  # at rest: a duplicate or late wake
+            return True  # at rest: a duplicate or late wake
         # The lease runs from no earlier than now: the heartbeat's deadline for renewing it.
         held_until = self._clock.now() + self._settings.lease_ttl_s
         fence = await durable(
@@ -158,7 +167,7 @@ class WakeHandler:
             holder_is_dead=local_process_is_dead,
         )
         if fence is None:
-            return  # another live worker owns it; its release re-checks for work
+            return False  # another live worker owns it; its release re-checks for work
         if await durable(j.read, lambda v: _interrupted_work(v, session_id)):
             crash_point("recovery.after-claim")
         driver_box: list[TurnDriver] = []
@@ -169,13 +178,13 @@ class WakeHandler:
         except Suspend as stop:
             await _stop(beat)
             await self._continue_later(fence, stop)
-            return
+            return True
         except LeaseLostError as exc:
             log.warning("%s", exc)
-            return
+            return True
         except asyncio.CancelledError:
             if await _stop(beat):
-                return  # fenced out: the heartbeat found the lease lost or expiring
+                return True  # fenced out: the heartbeat found the lease lost or expiring
             # Torn down mid-step (a hard shutdown): keep the lease; it expires and the work
             # is recovered like a crash.
             raise
@@ -190,6 +199,7 @@ class WakeHandler:
             await _stop(beat)
         if await durable(j.release, fence):
             await self._queue.enqueue(session_id, reason="more work")
+        return True
 
     async def _release_after(self, fence: Fence, error: Exception) -> None:
         try:
@@ -228,6 +238,8 @@ class WakeHandler:
                 rng=self._rng,
                 conversations=self._conversations,
                 queue_delays_wakes=self._queue.delays_wakes,
+                # A subagent call runs its child here, through this same wake handling.
+                children=ChildDriver(self.handle, frozenset(self._agents)),
             )
             box[:] = [driver]
             async with tracing.attempt(j, unsettled[0], agent.name):

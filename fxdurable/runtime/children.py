@@ -1,0 +1,172 @@
+"""A subagent call's child session: admit its one submission, run it to its answer.
+
+The turn driver hands every tool call a :class:`ChildSessions` (``ctx.children``); only a
+subagent's tool (:mod:`fxdurable.runtime.subagent`) uses it. :meth:`ChildSessions.run`:
+
+1. admits the child's submission (``Journal.admit_child``: one transaction, fenced by the
+   parent's lease, idempotent on the request id the call's execution id names);
+2. **drives the child's turn itself**, inline, through the worker's own wake handling (the
+   child's lease, heartbeat, recovery and continuation like any worker's), within the
+   parent's budget: its invocation deadline and shutdown, and what is left of its turn's
+   time budget. Recovery therefore never waits for a worker that can only start after it
+   (DESIGN §9): whoever recovers the parent runs the child;
+3. if another live worker holds the child's lease (a scan or a continuation woke the child
+   elsewhere, e.g. on another RQ worker), waits for the child to settle instead, polling its
+   submission, taking the child over as soon as that worker is gone;
+4. returns the child's final text, or raises :class:`~fxdurable.errors.SubagentError`
+   naming the child when it failed or was aborted.
+
+At the parent's deadline the child stops at its own step boundary (its continuation is
+enqueued as for any session) and the call raises :class:`~fxdurable.errors.Suspend`: the
+parent suspends with the call running, and its next attempt re-executes the call (its policy
+is ``idempotent``), which finds the same child and goes on from the child's last step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
+
+from fxdurable.core.clock import Clock
+from fxdurable.core.journal import Fence, Journal
+from fxdurable.core.records import SubmissionRecord
+from fxdurable.core.states import SubmissionStatus
+from fxdurable.core.subagent import child_failure
+from fxdurable.errors import RecordNotFoundError, SubagentError, Suspend
+from fxdurable.runtime.budget import InvocationBudget
+from fxdurable.runtime.crossing import durable
+
+__all__ = ["ChildDriver", "ChildSessions", "DriveSession", "ParentBudget", "abort_child"]
+
+# Runs one wake of a session in this process: False when another live worker holds it.
+DriveSession = Callable[[str, InvocationBudget], Awaitable[bool]]
+
+# How often a call waiting on a child run elsewhere looks at the child's submission.
+WAIT_POLL_S = 0.05
+
+
+class ParentBudget(InvocationBudget):
+    """The child's invocation budget: the parent's (its deadline, a shutdown request), ended
+    earlier by the parent turn's own time budget (``timeout_s`` from the turn's start)."""
+
+    def __init__(self, parent: InvocationBudget, *, ends_at: float, clock: Clock) -> None:
+        super().__init__(None)
+        self._parent = parent
+        self._ends_at_wall = ends_at
+        self._clock = clock
+
+    def request_stop(self, reason: str = "shutdown") -> None:
+        self._parent.request_stop(reason)
+
+    def record_progress(self) -> None:
+        self._parent.record_progress()
+
+    def remaining(self) -> float | None:
+        left = self._ends_at_wall - self._clock.now()
+        parent = self._parent.remaining()
+        return left if parent is None else min(parent, left)
+
+    def stop_reason(self) -> str | None:
+        reason = self._parent.stop_reason()
+        if reason is None and self._clock.now() >= self._ends_at_wall:
+            return "parent time budget"
+        return reason
+
+
+@dataclass(frozen=True, slots=True)
+class ChildDriver:
+    """How a worker runs child sessions: its wake handling, and the agents it has."""
+
+    drive: DriveSession
+    agents: Collection[str]
+
+    def for_call(
+        self,
+        journal: Journal,
+        fence: Fence,
+        task_id: str,
+        budget: InvocationBudget,
+        *,
+        turn_ends_at: float,
+        clock: Clock,
+    ) -> ChildSessions:
+        """The child sessions of one run of one call (``turn_ends_at``: when the parent
+        turn's time budget runs out, on the journal's clock)."""
+        return ChildSessions(
+            journal=journal,
+            fence=fence,
+            task_id=task_id,
+            agents=self.agents,
+            drive=self.drive,
+            budget=ParentBudget(budget, ends_at=turn_ends_at, clock=clock),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChildSessions:
+    """What one run of one tool call may do with child sessions (runtime-only)."""
+
+    journal: Journal
+    fence: Fence  # the parent's lease
+    task_id: str  # the parent's running call
+    agents: Collection[str]  # the agents this worker can run
+    drive: DriveSession
+    budget: ParentBudget
+    poll_s: float = WAIT_POLL_S
+
+    async def run(self, agent: str, prompt: str) -> str:
+        """The child's final answer (see the module docstring)."""
+        if agent not in self.agents:
+            raise SubagentError(
+                f"agent {agent!r} is not registered with this worker (it has: "
+                f"{', '.join(sorted(self.agents)) or 'none'}); a subagent's agent must be"
+                " known to every worker that may run its parent"
+            )
+        admission = await durable(
+            self.journal.admit_child, self.fence, self.task_id, agent=agent, prompt=prompt
+        )
+        submission = admission.submission
+        child = submission.session_id
+        while True:
+            try:
+                ran = await self.drive(child, self.budget)
+            except Exception as exc:  # a store fault, a bug in the child's model client
+                raise SubagentError(
+                    child_failure(child, "could not be run", f"{type(exc).__name__}: {exc}"),
+                    child_session=child,
+                ) from exc
+            settled = await self._settled(submission.id)
+            if settled is not None:
+                return _answer(settled)
+            stop = self.budget.stop_reason()
+            if stop is not None:
+                raise Suspend(stop)
+            if not ran:  # another live worker runs it: wait; take over once it is gone
+                await asyncio.sleep(self.poll_s)
+
+    async def _settled(self, submission_id: str) -> SubmissionRecord | None:
+        record: SubmissionRecord | None = await durable(
+            self.journal.read, lambda v: v.get_submission(submission_id)
+        )
+        if record is None or record.settled_at is None:
+            return None
+        return record
+
+
+async def abort_child(journal: Journal, child_session: str) -> None:
+    """Record an abort intent on a child whose answer is no longer wanted (its parent was
+    aborted or failed for good). Durable; the child settles ``aborted`` when next run (a
+    scan finds it once no live worker holds it). A child never admitted is left alone."""
+    with contextlib.suppress(RecordNotFoundError):
+        await durable(journal.request_abort, child_session)
+
+
+def _answer(submission: SubmissionRecord) -> str:
+    child = submission.session_id
+    if submission.status == SubmissionStatus.COMPLETED:
+        return submission.result_text or ""
+    reason = submission.error.message if submission.error is not None else submission.status.value
+    outcome = "was aborted" if submission.status == SubmissionStatus.ABORTED else "failed"
+    raise SubagentError(child_failure(child, outcome, reason), child_session=child)
