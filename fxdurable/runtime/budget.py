@@ -22,6 +22,10 @@ class InvocationBudget:
     def request_stop(self, reason: str = "shutdown") -> None:
         self._stop_reason = self._stop_reason or reason
 
+    def requested_stop(self) -> str | None:
+        """Why a stop was requested (a shutdown), if one was; the deadline aside."""
+        return self._stop_reason
+
     def record_progress(self) -> None:
         """A step is about to run in this invocation: the deadline may stop us from now on."""
         self._progressed = True

@@ -49,18 +49,29 @@ WAIT_POLL_S = 0.05
 
 class ParentBudget(InvocationBudget):
     """The child's invocation budget: the parent's (its deadline, a shutdown request), ended
-    earlier by the parent turn's own time budget (``timeout_s`` from the turn's start)."""
+    earlier by the parent turn's own time budget (``timeout_s`` from the turn's start).
+
+    Like every invocation, the child's takes at least one step before a deadline may stop
+    it: the parent's call starts with its own deadline already near (the parent's steps
+    count for the parent), and without that step a parent resumed near its deadline would
+    re-execute the call forever without the child ever moving. A shutdown stops it at once.
+    """
 
     def __init__(self, parent: InvocationBudget, *, ends_at: float, clock: Clock) -> None:
         super().__init__(None)
         self._parent = parent
         self._ends_at_wall = ends_at
         self._clock = clock
+        self._stepped = False
 
     def request_stop(self, reason: str = "shutdown") -> None:
         self._parent.request_stop(reason)
 
+    def requested_stop(self) -> str | None:
+        return self._parent.requested_stop()
+
     def record_progress(self) -> None:
+        self._stepped = True
         self._parent.record_progress()
 
     def remaining(self) -> float | None:
@@ -69,6 +80,12 @@ class ParentBudget(InvocationBudget):
         return left if parent is None else min(parent, left)
 
     def stop_reason(self) -> str | None:
+        if not self._stepped:
+            return self._parent.requested_stop()
+        return self.parent_stop_reason()
+
+    def parent_stop_reason(self) -> str | None:
+        """Why the parent must stop now (its call waits for the child no longer)."""
         reason = self._parent.stop_reason()
         if reason is None and self._clock.now() >= self._ends_at_wall:
             return "parent time budget"
@@ -140,7 +157,7 @@ class ChildSessions:
             settled = await self._settled(submission.id)
             if settled is not None:
                 return _answer(settled)
-            stop = self.budget.stop_reason()
+            stop = self.budget.parent_stop_reason()
             if stop is not None:
                 raise Suspend(stop)
             if not ran:  # another live worker runs it: wait; take over once it is gone

@@ -347,6 +347,7 @@ class TurnDriver:
             # A subagent no longer declared (a redeploy): this call alone fails, naming its
             # child; nothing was left unknown that the child's own records do not show.
             why = f"the subagent {task.tool!r} is no longer declared by this agent"
+            await abort_child(self._journal, task.child_session)  # nobody will read its answer
             return await self._finish(
                 task, ToolTaskStatus.FAILED, child_failure(task.child_session, "abandoned", why)
             )

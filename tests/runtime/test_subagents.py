@@ -17,8 +17,11 @@ from fxrt_support import (
     FAST,
     NO_SCAN,
     check_invariants,
+    db_url,
     events,
     fresh_store,
+    leave_crashed_turn,
+    owned_store,
     read,
     run,
     submission,
@@ -26,6 +29,9 @@ from fxrt_support import (
 )
 
 import fxdurable as fx
+from fxdurable.core.journal import Fence, Journal, WorkerIdentity
+from fxdurable.core.records import Usage
+from fxdurable.core.states import ToolTaskStatus
 from fxdurable.core.subagent import child_request_id, child_session_id
 from fxdurable.runtime.subagent import with_delegates
 from fxdurable.testing import check_store
@@ -89,7 +95,10 @@ def test_a_subagent_call_returns_the_childs_answer_and_links_both_sessions(tmp_p
             assert child_session.parent_task == call.id
             [child_sub] = read(rt, lambda v: v.submissions(child_id))
             assert child_sub.request_id == child_request_id(call.execution_id)
-            assert (child_sub.prompt, child_sub.result_text) == ("find the answer", "the answer is 42")
+            assert (child_sub.prompt, child_sub.result_text) == (
+                "find the answer",
+                "the answer is 42",
+            )
             created = events(rt, child_id)[0]
             assert created.data == {
                 "agent": "researcher",
@@ -102,6 +111,358 @@ def test_a_subagent_call_returns_the_childs_answer_and_links_both_sessions(tmp_p
             assert history[0].text == "find the answer"
             await check_invariants(rt, "p1")
             await check_invariants(rt, child_id)
+            assert violations(rt) == []
+
+    run(main())
+
+
+def test_a_failed_child_fails_the_call_naming_it_and_the_parent_goes_on(tmp_path):
+    def broken(request: fx.ModelRequest) -> fx.ModelResponse:
+        raise fx.ModelError("401 invalid api key")
+
+    child = researcher(fx.ScriptedModel(broken))
+    parent_model = fx.ScriptedModel(
+        [fx.reply("", fx.call("research", task="find it")), fx.reply("could not research")]
+    )
+    parent = lead(child, parent_model)
+
+    async def main() -> None:
+        async with fx.Runtime([parent], store=fresh_store(tmp_path), settings=FAST) as rt:
+            assert await rt.session("p1").run("go", timeout=20) == "could not research"
+            [sub] = read(rt, lambda v: v.submissions("p1"))
+            [call] = tasks(rt, sub.id)
+            assert call.status == "failed" and call.child_session is not None
+            assert call.result is not None and call.result.startswith(
+                f"SubagentError: subagent session {call.child_session} failed: "
+            )
+            assert "401 invalid api key" in call.result
+            [child_sub] = read(rt, lambda v: v.submissions(call.child_session))
+            assert child_sub.status == "failed"
+            # The parent's model read the failure as the call's result.
+            assert call.child_session in parent_model.requests[-1].messages[-1].text
+            await check_invariants(rt, "p1")
+            assert violations(rt) == []
+
+    run(main())
+
+
+def test_a_viewer_of_the_parent_sees_the_childs_text_and_tool_progress_mid_call(tmp_path):
+    seen_tool = threading.Event()
+
+    @fx.tool
+    async def fetch(inp: Lookup, ctx: fx.ToolContext) -> str:
+        "Fetch pages."
+        ctx.progress(f"fetching {inp.topic} page 1\n")
+        while not seen_tool.is_set():
+            await asyncio.sleep(0.005)
+        return "two pages"
+
+    answer = "the pages agree: " + "forty-two " * 20
+    child = researcher(
+        fx.ScriptedModel(
+            [fx.reply("", fx.call("fetch", topic="answers")), fx.reply(answer)],
+            chunk_size=8,
+            delay_s=0.02,
+        ),
+        [fetch],
+    )
+    parent = lead(
+        child, fx.ScriptedModel([fx.reply("", fx.call("research", task="read")), fx.reply("ok")])
+    )
+
+    async def progress_with(s: fx.SessionHandle, text: str) -> fx.ToolTask:
+        while True:  # the viewer polls the parent, as a UI would
+            running = await s.running_task()
+            if running is not None and running.progress and text in running.progress:
+                return running
+            await asyncio.sleep(0.005)
+
+    async def main() -> None:
+        async with fx.Runtime([parent], store=fresh_store(tmp_path), settings=FAST) as rt:
+            s = rt.session("p1")
+            sub = await s.submit("research it")
+            running = await asyncio.wait_for(progress_with(s, "fetching answers page 1"), 10)
+            assert running.tool == "research" and running.status == "running"
+            seen_tool.set()
+            running = await asyncio.wait_for(progress_with(s, "the pages agree"), 10)
+            assert running.tool == "research"
+            assert (await s.wait(sub.id, timeout=20)).result == "ok"
+            [call] = tasks(rt, sub.id)
+            assert (call.result, call.progress) == (answer, None)  # the result replaced it
+            await check_invariants(rt, "p1")
+
+    run(main(), timeout=30)
+
+
+def test_a_parent_at_its_deadline_suspends_and_its_call_resumes_the_child(tmp_path):
+    """Invocations too short for more than one step: the parent suspends with its call
+    running, every next attempt re-executes the call, which reattaches to the same child and
+    goes on from the child's last recorded step."""
+    looked_up: list[str] = []
+
+    @fx.tool
+    def lookup(inp: Lookup, ctx: fx.ToolContext) -> str:
+        "Look a topic up."
+        looked_up.append(inp.topic)
+        return f"{inp.topic}: 42"
+
+    child_model = fx.ScriptedModel(
+        [
+            fx.reply("", fx.call("lookup", topic="a")),
+            fx.reply("", fx.call("lookup", topic="b")),
+            fx.reply("a and b are 42"),
+        ]
+    )
+    child = researcher(child_model, [lookup])
+    parent = lead(
+        child,
+        fx.ScriptedModel([fx.reply("", fx.call("research", task="a and b")), fx.reply("42")]),
+    )
+
+    async def main() -> None:
+        async with fx.Runtime(
+            [parent], store=fresh_store(tmp_path), settings=FAST, invocation_budget_s=0.0001
+        ) as rt:
+            assert await rt.session("p1").run("go", timeout=20) == "42"
+            [sub] = read(rt, lambda v: v.submissions("p1"))
+            [call] = tasks(rt, sub.id)
+            assert call.status == "completed" and call.result == "a and b are 42"
+            assert call.runs > 1  # re-executed by continuations, never left unknown
+            assert submission(rt, sub.id).interruptions == 0
+            child_id = call.child_session
+            assert child_id is not None
+            assert [s.id for s in read(rt, lambda v: v.list_sessions())] == ["p1", child_id]
+            assert len(read(rt, lambda v: v.submissions(child_id))) == 1
+            # Each of the child's steps ran once: three model calls, two lookups.
+            assert looked_up == ["a", "b"]
+            assert len(child_model.requests) == 3
+            yielded = [e for e in events(rt, child_id) if e.type == "attempt.yielded"]
+            assert yielded  # the child, too, stopped at its boundaries
+            await check_invariants(rt, "p1")
+            await check_invariants(rt, child_id)
+            assert violations(rt) == []
+
+    run(main(), timeout=30)
+
+
+def test_grandchildren_nest_their_ids_and_answers(tmp_path):
+    fetcher = fx.Agent("fetcher", fx.ScriptedModel([fx.reply("page text")]))
+    fetch = fx.subagent(fetcher, name="fetch", description="Fetch a page.")
+    child = fx.Agent(
+        "researcher",
+        fx.ScriptedModel([fx.reply("", fx.call("fetch", task="get it")), fx.reply("read: page")]),
+        tools=[fetch],
+    )
+    parent = lead(
+        child, fx.ScriptedModel([fx.reply("", fx.call("research", task="r")), fx.reply("done")])
+    )
+    assert [a.name for a in with_delegates([parent])] == ["lead", "researcher", "fetcher"]
+
+    async def main() -> None:
+        async with fx.Runtime([parent], store=fresh_store(tmp_path), settings=FAST) as rt:
+            assert await rt.session("p1").run("go", timeout=20) == "done"
+            [sub] = read(rt, lambda v: v.submissions("p1"))
+            [call] = tasks(rt, sub.id)
+            assert call.result == "read: page"
+            child_id = call.child_session
+            assert child_id is not None
+            [child_sub] = read(rt, lambda v: v.submissions(child_id))
+            [grand_call] = tasks(rt, child_sub.id)
+            assert grand_call.result == "page text"
+            grandchild = read(rt, lambda v: v.get_session(grand_call.child_session or ""))
+            assert grandchild is not None and grandchild.parent_session == child_id
+            assert grandchild.id == child_session_id(child_id, grand_call.execution_id)
+            assert violations(rt) == []
+
+    run(main())
+
+
+def test_subagent_ids_stay_in_the_parents_namespace():
+    assert child_session_id("alice/ops-1", "x0123") == "alice/sub-x0123"
+    assert child_session_id("p1", "x0123") == "sub-x0123"
+    assert child_request_id("x0123") == "subagent:x0123"
+
+
+def test_bad_subagent_declarations_are_refused(tmp_path):
+    child = researcher(fx.ScriptedModel([fx.reply("x")]))
+    with pytest.raises(fx.ConfigurationError, match="needs a description"):
+        fx.subagent(child, name="research", description="")
+    with pytest.raises(fx.ConfigurationError, match="expected an Agent"):
+        fx.subagent("researcher", name="research", description="d")  # type: ignore[arg-type]
+    impostor = fx.Agent("researcher", fx.ScriptedModel([fx.reply("y")]))
+    parent = lead(child, fx.ScriptedModel([fx.reply("z")]))
+    with pytest.raises(fx.ConfigurationError, match="two different agents are named"):
+        fx.Runtime([parent, impostor], store=fresh_store(tmp_path))
+
+
+def test_a_subagent_run_outside_a_turn_says_so():
+    tool = fx.subagent(researcher(fx.ScriptedModel([])), name="research", description="d")
+    ctx = fx.ToolContext(execution_id="x1", session_id="s", tool_name="research", attempt=1)
+
+    with pytest.raises(fx.SubagentError, match="only inside a durable turn"):
+        run(tool.run(tool.parse('{"task": "t"}'), ctx))
+
+
+# -- recovery: a parent that died with its subagent call running ----------------------------------
+
+
+def crashed_parent(url: str, *, child_steps: bool, child_holder: WorkerIdentity | None = None):
+    """A parent process that died inside its subagent call: the call is running, its child
+    admitted; with ``child_steps`` the child (run inline by the same dead process) had
+    recorded its first model round and that round's lookup. ``child_holder``: another worker
+    holds the child's lease instead (live, for a minute)."""
+    holder: list[Fence] = []
+
+    def inside_the_call(journal: Journal, fence: Fence) -> None:
+        [task] = journal.read(lambda v: v.session_tool_tasks("p1"))
+        child = journal.admit_child(fence, task.id, agent="researcher", prompt="find it")
+        child_id = child.submission.session_id
+        lease = journal.read(lambda v: v.get_session("p1")).lease
+        who = child_holder or WorkerIdentity(host=lease.host or "", pid=lease.pid or 0)
+        child_fence = journal.claim(child_id, who, ttl_s=60)
+        assert child_fence is not None
+        holder.append(child_fence)
+        if not child_steps:
+            return
+        sub_id = child.submission.id
+        journal.begin_attempt(child_fence, sub_id, worker="dead")
+        [lookup] = journal.record_model_call(
+            child_fence,
+            sub_id,
+            round_=0,
+            text="",
+            tool_calls=[fx.call("lookup", topic="a")],
+            policies=["safe"],
+            usage=Usage(),
+        )
+        journal.start_tool(child_fence, lookup.id)
+        journal.finish_tool(child_fence, lookup.id, ToolTaskStatus.COMPLETED, "a: 42")
+
+    crashed = leave_crashed_turn(
+        url,
+        agent="lead",
+        session_id="p1",
+        calls=[fx.call("research", task="find it")],
+        policies=["idempotent"],
+        running=[0],
+        after=inside_the_call,
+    )
+    return crashed, holder[0]
+
+
+def test_recovery_reattaches_to_the_child_and_resumes_it_from_its_last_step(tmp_path):
+    url = db_url(tmp_path)
+    looked_up: list[str] = []
+
+    @fx.tool
+    def lookup(inp: Lookup, ctx: fx.ToolContext) -> str:
+        "Look a topic up."
+        looked_up.append(inp.topic)
+        return f"{inp.topic}: 42"
+
+    child_model = fx.ScriptedModel([fx.reply("unused"), fx.reply("it is 42")])
+    child = researcher(child_model, [lookup])
+    parent_model = fx.ScriptedModel([fx.reply("unused"), fx.reply("42, says research")])
+    parent = lead(child, parent_model)
+    crashed, _ = crashed_parent(url, child_steps=True)
+
+    async def main() -> None:
+        async with fx.Runtime([parent], store=owned_store(url), settings=FAST) as rt:
+            sub = await rt.session("p1").wait(crashed.submission.id, timeout=10)
+            assert sub.result == "42, says research"
+            [call] = tasks(rt, crashed.turn_id)
+            assert (call.status, call.result, call.runs) == ("completed", "it is 42", 2)
+            # The child resumed: its recorded round and lookup were not run again.
+            assert looked_up == [] and len(child_model.requests) == 1
+            child_id = call.child_session
+            assert child_id is not None
+            [child_sub] = read(rt, lambda v: v.submissions(child_id))
+            assert (child_sub.interruptions, child_sub.result_text) == (1, "it is 42")
+            assert len(read(rt, lambda v: v.list_sessions())) == 2
+            await check_invariants(rt, "p1")
+            await check_invariants(rt, child_id)
+            assert violations(rt) == []
+
+    run(main())
+
+
+def test_a_call_waits_for_a_child_another_live_worker_holds_then_takes_it_over(tmp_path):
+    url = db_url(tmp_path)
+    child_model = fx.ScriptedModel([fx.reply("it is 42")])
+    parent = lead(researcher(child_model), fx.ScriptedModel([fx.reply("unused"), fx.reply("done")]))
+    elsewhere = WorkerIdentity(host="another-host", pid=4242)
+    crashed, other = crashed_parent(url, child_steps=False, child_holder=elsewhere)
+
+    async def main() -> None:
+        async with fx.Runtime([parent], store=owned_store(url), settings=NO_SCAN) as rt:
+            s = rt.session("p1")
+            while tasks(rt, crashed.turn_id)[0].runs < 2:  # the call was re-executed
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.3)  # the call waits: the child's holder is alive
+            assert len(child_model.requests) == 0
+            assert not (await s.submission(crashed.submission.id)).settled
+            await asyncio.to_thread(rt.journal.release, other)  # that worker is done
+            sub = await s.wait(crashed.submission.id, timeout=10)
+            assert sub.result == "done"
+            [call] = tasks(rt, crashed.turn_id)
+            assert call.result == "it is 42" and len(child_model.requests) == 1
+            assert violations(rt) == []
+
+    run(main())
+
+
+def test_a_redeploy_without_the_subagent_fails_that_call_naming_the_child(tmp_path):
+    url = db_url(tmp_path)
+    child = researcher(fx.ScriptedModel([fx.reply("never asked")]))
+    parent_model = fx.ScriptedModel([fx.reply("unused"), fx.reply("I will do it myself")])
+    redeployed = fx.Agent("lead", parent_model)  # no longer declares "research"
+    crashed, _ = crashed_parent(url, child_steps=True)
+
+    async def main() -> None:
+        async with fx.Runtime([redeployed, child], store=owned_store(url), settings=FAST) as rt:
+            sub = await rt.session("p1", agent="lead").wait(crashed.submission.id, timeout=10)
+            assert sub.result == "I will do it myself"
+            [call] = tasks(rt, crashed.turn_id)
+            assert call.status == "failed" and call.child_session is not None
+            assert call.result == (
+                f"subagent session {call.child_session} abandoned: the subagent 'research' "
+                "is no longer declared by this agent"
+            )
+            # Nobody will read the child's answer: it was aborted, and settles so.
+            child_s = rt.session(call.child_session, agent="researcher")
+            [child_sub] = read(rt, lambda v: v.submissions(call.child_session or ""))
+            assert (await child_s.wait(child_sub.id, timeout=10)).status == "aborted"
+            await check_invariants(rt, "p1")
+            await check_invariants(rt, call.child_session)
+            assert violations(rt) == []
+
+    run(main())
+
+
+def test_a_parent_out_of_attempts_names_the_child_in_its_unknown_marker(tmp_path):
+    url = db_url(tmp_path)
+    child = researcher(fx.ScriptedModel([fx.reply("unused"), fx.reply("late")]))
+    parent = fx.Agent(
+        "lead",
+        fx.ScriptedModel([fx.reply("unused")]),
+        tools=[fx.subagent(child, name="research", description="Research.")],
+        durability=fx.Durability(max_attempts=1),
+    )
+    crashed, _ = crashed_parent(url, child_steps=True)
+
+    async def main() -> None:
+        async with fx.Runtime([parent], store=owned_store(url), settings=FAST) as rt:
+            sub = await rt.session("p1").wait(crashed.submission.id, timeout=10)
+            assert sub.status == "failed" and sub.error is not None
+            [call] = tasks(rt, crashed.turn_id)
+            assert call.status == "outcome_unknown"
+            assert sub.error.code == "attempts_exhausted"
+            assert sub.error.unknown_calls == (
+                f"research ({call.id}; child session {call.child_session})",
+            )
+            [child_sub] = read(rt, lambda v: v.submissions(call.child_session or ""))
+            child_s = rt.session(call.child_session or "", agent="researcher")
+            assert (await child_s.wait(child_sub.id, timeout=10)).status == "aborted"
             assert violations(rt) == []
 
     run(main())
