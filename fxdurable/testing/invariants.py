@@ -27,6 +27,7 @@ from fxdurable.core.states import (
     TurnStatus,
 )
 from fxdurable.core.store import ReadView
+from fxdurable.core.subagent import child_request_id, child_session_id
 
 __all__ = ["Effect", "StoreSummary", "Violation", "check_effects", "check_store"]
 
@@ -88,7 +89,8 @@ def check_store(view: ReadView, *, now: float, at_rest: bool = False) -> StoreSu
         events = view.events(session.id)
         n_subs += len(subs)
         n_events += len(events)
-        n_tasks += len(view.session_tool_tasks(session.id))
+        session_tasks = view.session_tool_tasks(session.id)
+        n_tasks += len(session_tasks)
         request_ids.update(s.request_id for s in subs)
         violations += _check_events(session, events)
         violations += _check_submissions(view, session, subs, events, now, at_rest)
@@ -96,6 +98,7 @@ def check_store(view: ReadView, *, now: float, at_rest: bool = False) -> StoreSu
         violations += _check_steering(session, events)
         violations += _check_messages(view, session, events)
         violations += _check_questions(view, session, subs, events)
+        violations += _check_subagents(view, session, session_tasks)
     for request_id, count in request_ids.items():
         if count > 1:
             violations.append(
@@ -459,3 +462,67 @@ def check_effects(view: ReadView, effects: Iterable[Effect]) -> list[Violation]:
                     )
                 )
     return out
+
+
+def _check_subagents(
+    view: ReadView, session: SessionRecord, tasks: Sequence[ToolTaskRecord]
+) -> list[Violation]:
+    """Subagents (``fx.subagent``): a child names a parent call that names it back; a call has
+    at most one child, at the id its execution id derives, with one submission at the
+    derived request id; a call that completed returns its child's final text, one that
+    failed names its child."""
+    out: list[Violation] = []
+    if session.parent_task is not None:
+        parent = view.get_tool_task(session.parent_task)
+        if (
+            parent is None
+            or parent.session_id != session.parent_session
+            or parent.child_session != session.id
+        ):
+            out.append(
+                Violation(
+                    "subagent-orphan",
+                    session.id,
+                    f"parent call {session.parent_session}:{session.parent_task} does not name it",
+                )
+            )
+    for task in tasks:
+        if task.child_session is None:
+            continue
+        expected = child_session_id(task.session_id, task.execution_id)
+        child = view.get_session(task.child_session)
+        if task.child_session != expected or child is None or child.parent_task != task.id:
+            out.append(
+                Violation(
+                    "subagent-child-mismatch",
+                    session.id,
+                    f"{task.id} names child {task.child_session}, expected {expected} naming it",
+                )
+            )
+            continue
+        subs = view.submissions(child.id)
+        if [s.request_id for s in subs] != [child_request_id(task.execution_id)]:
+            out.append(
+                Violation(
+                    "subagent-submissions",
+                    session.id,
+                    f"{task.id}: child {child.id} has {len(subs)} submissions, expected one",
+                )
+            )
+            continue
+        out += _check_subagent_result(session, task, subs[0])
+    return out
+
+
+def _check_subagent_result(
+    session: SessionRecord, task: ToolTaskRecord, child: SubmissionRecord
+) -> list[Violation]:
+    if task.status == ToolTaskStatus.COMPLETED and (
+        child.status != SubmissionStatus.COMPLETED or task.result != (child.result_text or "")
+    ):
+        detail = f"{task.id} completed with a result that is not child {child.session_id}'s answer"
+        return [Violation("subagent-result", session.id, detail)]
+    if task.status == ToolTaskStatus.FAILED and child.session_id not in (task.result or ""):
+        detail = f"{task.id} failed without naming its child {child.session_id}"
+        return [Violation("subagent-result", session.id, detail)]
+    return []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from dataclasses import replace
 
 import pydantic
 import pytest
@@ -29,6 +30,7 @@ from fxrt_support import (
 )
 
 import fxdurable as fx
+from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Fence, Journal, WorkerIdentity
 from fxdurable.core.records import Usage
 from fxdurable.core.states import ToolTaskStatus
@@ -306,6 +308,15 @@ def test_a_subagent_run_outside_a_turn_says_so():
 # -- recovery: a parent that died with its subagent call running ----------------------------------
 
 
+def slow_child_model() -> fx.ScriptedModel:
+    """A child still working when its parent gives it up: its next round (slow, so an abort
+    lands first) asks for another lookup, and a boundary comes before any final answer."""
+    return fx.ScriptedModel(
+        [fx.reply("unused"), fx.reply("", fx.call("lookup", topic="b")), fx.reply("late")],
+        delay_s=0.3,
+    )
+
+
 def crashed_parent(url: str, *, child_steps: bool, child_holder: WorkerIdentity | None = None):
     """A parent process that died inside its subagent call: the call is running, its child
     admitted; with ``child_steps`` the child (run inline by the same dead process) had
@@ -413,7 +424,8 @@ def test_a_call_waits_for_a_child_another_live_worker_holds_then_takes_it_over(t
 
 def test_a_redeploy_without_the_subagent_fails_that_call_naming_the_child(tmp_path):
     url = db_url(tmp_path)
-    child = researcher(fx.ScriptedModel([fx.reply("never asked")]))
+    # The start-up scan also wakes the child: it is still working when the abort comes.
+    child = researcher(slow_child_model())
     parent_model = fx.ScriptedModel([fx.reply("unused"), fx.reply("I will do it myself")])
     redeployed = fx.Agent("lead", parent_model)  # no longer declares "research"
     crashed, _ = crashed_parent(url, child_steps=True)
@@ -441,7 +453,7 @@ def test_a_redeploy_without_the_subagent_fails_that_call_naming_the_child(tmp_pa
 
 def test_a_parent_out_of_attempts_names_the_child_in_its_unknown_marker(tmp_path):
     url = db_url(tmp_path)
-    child = researcher(fx.ScriptedModel([fx.reply("unused"), fx.reply("late")]))
+    child = researcher(slow_child_model())
     parent = fx.Agent(
         "lead",
         fx.ScriptedModel([fx.reply("unused")]),
@@ -466,3 +478,51 @@ def test_a_parent_out_of_attempts_names_the_child_in_its_unknown_marker(tmp_path
             assert violations(rt) == []
 
     run(main())
+
+
+def test_the_invariant_checker_audits_subagent_links_and_results(tmp_path):
+    """``fxdurable check`` audits subagents: each tampering below is reported."""
+    child = researcher(fx.ScriptedModel([fx.reply("it is 42")]))
+    parent = lead(
+        child,
+        fx.ScriptedModel(
+            lambda request: (
+                fx.reply("", fx.call("research", task=request.messages[-1].text))
+                if request.messages[-1].role == "user"
+                else fx.reply("done")
+            )
+        ),
+    )
+    store = fresh_store(tmp_path)
+
+    async def main() -> None:
+        async with fx.Runtime([parent], store=store, settings=FAST) as rt:
+            for prompt in ("one", "two", "three"):
+                await rt.session("p1").run(prompt, timeout=10)
+            assert violations(rt) == []
+
+    run(main())
+    store = fresh_store(tmp_path)
+    one, two, three = store.read(lambda v: v.session_tool_tasks("p1"))
+
+    def tamper(tx):  # type: ignore[no-untyped-def]
+        # one: its child no longer named by the call (an orphan child, a result unchecked)
+        tx.put_tool_task(
+            replace(one, child_session=None, version=one.version + 1), expected_version=one.version
+        )
+        # two: a result that is not the child's answer
+        tx.put_tool_task(
+            replace(two, result="made up", version=two.version + 1), expected_version=two.version
+        )
+
+    store.transact(tamper)
+    # three: a second submission on its child
+    Journal(store, SystemClock(), RandomIds()).admit(
+        three.child_session, agent="researcher", prompt="again"
+    )
+    found = store.read(lambda v: check_store(v, now=time.time())).violations
+    assert {(v.code, v.session_id) for v in found} == {
+        ("subagent-orphan", one.child_session),
+        ("subagent-result", "p1"),
+        ("subagent-submissions", "p1"),
+    }
