@@ -943,3 +943,59 @@ def test_a_fork_is_one_transaction_of_copies_on_every_store(store: Store) -> Non
     # The fork takes a next message of its own.
     second = journal.admit("s2", agent="a", prompt="what is my name?").submission
     assert second.session_id == "s2" and second.seq == 1
+
+
+# -- subagents on every backend (Journal.admit_child: two sessions in one transaction) -----
+
+
+def test_a_subagent_admission_links_parent_and_child_in_one_transaction_on_every_store(
+    store: Store,
+) -> None:
+    """The child session, its submission and the parent call's ``child_session`` (new
+    optional fields of the session and the tool task) are written in the parent's fenced
+    transaction on each backend; a repeat finds the same submission and writes nothing; a
+    stale parent fence writes nothing at all."""
+    from fxdurable.core.clock import RandomIds, SystemClock
+    from fxdurable.core.journal import Journal, WorkerIdentity
+    from fxdurable.core.records import ToolCallRequest
+    from fxdurable.core.subagent import child_request_id, child_session_id
+    from fxdurable.errors import LeaseLostError
+    from fxdurable.testing import check_store
+
+    journal = Journal(store, SystemClock(), RandomIds())
+    sub = journal.admit("alice/p1", agent="lead", prompt="go", owner="alice").submission
+    fence = journal.claim("alice/p1", WorkerIdentity("h", 1), ttl_s=30)
+    assert fence is not None
+    journal.begin_attempt(fence, sub.id, worker="w")
+    call = ToolCallRequest(name="research", arguments='{"task": "dig"}')
+    (task,) = journal.record_model_call(
+        fence, sub.id, round_=0, text="", tool_calls=[call], policies=["idempotent"], usage=Usage()
+    )
+    journal.start_tool(fence, task.id)
+    first = journal.admit_child(fence, task.id, agent="researcher", prompt="dig")
+    again = journal.admit_child(fence, task.id, agent="researcher", prompt="dig")
+    child_id = child_session_id("alice/p1", task.execution_id)
+    assert (first.created, again.created, again.submission) == (True, False, first.submission)
+    assert first.submission.session_id == child_id and child_id.startswith("alice/sub-x")
+    assert first.submission.request_id == child_request_id(task.execution_id)
+    child = store.read(lambda v: v.get_session(child_id))
+    assert child is not None
+    assert (child.owner, child.agent, child.parent_session, child.parent_task) == (
+        "alice",
+        "researcher",
+        "alice/p1",
+        task.id,
+    )
+    linked = store.read(lambda v: v.get_tool_task(task.id))
+    assert linked is not None and linked.child_session == child_id
+    [created, admitted] = store.read(lambda v: v.events(child_id))
+    assert created.data["parent_task"] == task.id and admitted.type == "submission.admitted"
+    assert store.read(lambda v: check_store(v, now=0.0)).violations == ()
+
+    journal.heartbeat(fence, ttl_s=-1)  # the lease expires and another worker takes it over
+    stale = journal.claim("alice/p1", WorkerIdentity("h2", 2), ttl_s=30)
+    assert stale is not None and stale.token > fence.token
+    before = store.read(lambda v: len(v.list_sessions()))
+    with pytest.raises(LeaseLostError):
+        journal.admit_child(fence, task.id, agent="researcher", prompt="dig")
+    assert store.read(lambda v: len(v.list_sessions())) == before
