@@ -35,6 +35,8 @@ CRASH_POINTS: frozenset[str] = frozenset(
         # A question (before_tool's ask, on_exhausted="ask") is committed and the attempt
         # ended with it; the process has not let go of the session's lease yet.
         "input.after-request",
+        # Inside a subagent's child run inline by its parent's call: a tool result of the
+        # child is durable (``:<tool>`` names the child's tool), its next step not started.
         "subagent.in-child",
         "steer.after-record",
         "abort.after-intent",

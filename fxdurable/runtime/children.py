@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Collection
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from fxdurable.core.clock import Clock
@@ -38,13 +39,29 @@ from fxdurable.errors import RecordNotFoundError, SubagentError, Suspend
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
 
-__all__ = ["ChildDriver", "ChildSessions", "DriveSession", "ParentBudget", "abort_child"]
+__all__ = [
+    "ChildDriver",
+    "ChildSessions",
+    "DriveSession",
+    "ParentBudget",
+    "abort_child",
+    "running_child",
+]
 
 # Runs one wake of a session in this process: False when another live worker holds it.
 DriveSession = Callable[[str, InvocationBudget], Awaitable[bool]]
 
 # How often a call waiting on a child run elsewhere looks at the child's submission.
 WAIT_POLL_S = 0.05
+
+# The child session a subagent call is running inline, for the code of that run (every task
+# it starts copies the context): the ``subagent.in-child`` crash point fires only there.
+_RUNNING_CHILD: ContextVar[str | None] = ContextVar("fxd_running_child", default=None)
+
+
+def running_child() -> str | None:
+    """The child session this code runs for, inline in its parent's call; None elsewhere."""
+    return _RUNNING_CHILD.get()
 
 
 class ParentBudget(InvocationBudget):
@@ -147,6 +164,7 @@ class ChildSessions:
         submission = admission.submission
         child = submission.session_id
         while True:
+            token = _RUNNING_CHILD.set(child)
             try:
                 ran = await self.drive(child, self.budget)
             except Exception as exc:  # a store fault, a bug in the child's model client
@@ -154,6 +172,8 @@ class ChildSessions:
                     child_failure(child, "could not be run", f"{type(exc).__name__}: {exc}"),
                     child_session=child,
                 ) from exc
+            finally:
+                _RUNNING_CHILD.reset(token)
             settled = await self._settled(submission.id)
             if settled is not None:
                 return _answer(settled)

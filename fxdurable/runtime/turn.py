@@ -43,7 +43,7 @@ from fxdurable.errors import SteeringPendingError, Suspend, ToolInputError
 from fxdurable.runtime import relay, tracing
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
-from fxdurable.runtime.children import ChildDriver, ChildSessions, abort_child
+from fxdurable.runtime.children import ChildDriver, ChildSessions, abort_child, running_child
 from fxdurable.runtime.conversation import ConversationCache
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.decide import (
@@ -546,6 +546,8 @@ class TurnDriver:
             state.note(finished)
             if after_record is not None:
                 crash_point("tool.after-record", after_record)
+                if running_child() is not None:  # a subagent's child, run inline by its parent
+                    crash_point("subagent.in-child", after_record)
             if not merge:
                 return None, None
             action = state.next_action()

@@ -451,8 +451,9 @@ def check_effects(view: ReadView, effects: Iterable[Effect]) -> list[Violation]:
                         f"{task.tool} ({task.id}) took effect {n} times",
                     )
                 )
-            # A call whose effects are its steps' need not take one of its own.
-            missing = n != 1 and not (stepped and n == 0)
+            # A call whose effects are its steps' need not take one of its own; nor does a
+            # subagent call, whose effect is its child session (check_store audits it).
+            missing = n != 1 and not (stepped and n == 0) and task.child_session is None
             if task.status == ToolTaskStatus.COMPLETED and task.policy != "safe" and missing:
                 out.append(
                     Violation(

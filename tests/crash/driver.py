@@ -24,7 +24,9 @@ allow-all ``before_tool`` hook); ``continuation`` (tools take a little time so a
 story request is ``provision crash``: one call of the durable, two-step ``provision`` tool).
 ``ask`` (the hook asks a person before ``deploy``, allows the rest: the run rests once the
 story waits for the answer; ``--answer allow|deny`` answers it first, ``--kill-while-waiting``
-SIGKILLs the process once the story waits and its lease is free).
+SIGKILLs the process once the story waits and its lease is free). ``delegate`` / ``delegate2``
+(``delegate crash`` / ``delegate2 crash``: one or two calls of the ``research`` subagent,
+``tests.kit.delegation``, whose children the process runs inline).
 ``--max-attempts`` sets the agent's attempt budget; ``--hostname`` makes the process pose as
 another machine; ``--partial-every`` sets ``Durability.partial_text_every_s``.
 
@@ -76,9 +78,21 @@ from tests.kit.story import (
 )
 from tests.kit.world import SETTLED
 
-SCENARIOS = ("story", "abort", "abort-deploy", "hook", "ask", "continuation", "provision")
+SCENARIOS = (
+    "story",
+    "abort",
+    "abort-deploy",
+    "hook",
+    "ask",
+    "continuation",
+    "provision",
+    "delegate",
+    "delegate2",
+)
 ANSWERS = {"allow": fx.allow, "deny": lambda: fx.deny("not today")}
 PROVISION = "provision crash"  # the prompt of scenario ``provision`` (a durable tool)
+# The prompts of the subagent scenarios (tests.kit.delegation): one child, two in one batch.
+DELEGATE = {"delegate": "delegate crash", "delegate2": "delegate2 crash"}
 PROVIDERS = ("inprocess", "openai", "anthropic")
 AnyModel = fx.ScriptedModel | OpenAIModel | AnthropicModel
 # Fake keys: the tests check that neither ever reaches the database, the logs or the output.
@@ -132,7 +146,12 @@ def build_agent(
     if partial_every is not None:
         durability = dataclasses.replace(durability, partial_text_every_s=partial_every)
     return story_agent(
-        workdir, timings=timings, model=model, before_tool=hook, durability=durability
+        workdir,
+        timings=timings,
+        model=model,
+        before_tool=hook,
+        durability=durability,
+        subagents=scenario in DELEGATE,
     )
 
 
@@ -242,6 +261,7 @@ async def run_session(args: argparse.Namespace, workdir: Path, model: AnyModel |
             # Like a client retrying its POST after a crash: admission is idempotent on the
             # request id, so a rerun gets the same submission back, never a second one.
             prompt = PROVISION if args.scenario == "provision" else STORY
+            prompt = DELEGATE.get(args.scenario, prompt)
             story = await handle.submit(prompt, request_id=STORY_REQUEST)
             assert not existing or story.id == existing[0], (story.id, existing)
             if not existing and args.scenario in ("abort", "abort-deploy"):

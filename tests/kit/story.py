@@ -53,6 +53,7 @@ UNKNOWN_MARK = "may or may not have completed"
 _NAMED = re.compile(r"charge order (\S+) and deploy release (\S+?)\.?$")
 _TICKS = re.compile(r"ticks (\d+) (.+)", re.DOTALL)
 _PROVISION = re.compile(r"provision (\S+)")
+_DELEGATE = re.compile(r"delegate2? \S+")
 
 
 def append_line(path: Path, line: str) -> None:
@@ -87,7 +88,18 @@ def subject(prompt: str) -> tuple[str, str]:
 
 def is_story(prompt: str) -> bool:
     """Whether a turn with this prompt tells the story, so may deploy (once)."""
-    return prompt != FOLLOW_UP and not _TICKS.fullmatch(prompt) and not _PROVISION.fullmatch(prompt)
+    return (
+        prompt != FOLLOW_UP
+        and not _TICKS.fullmatch(prompt)
+        and not _PROVISION.fullmatch(prompt)
+        and not is_delegation(prompt)
+        and not prompt.startswith("research ")
+    )
+
+
+def is_delegation(prompt: str) -> bool:
+    """``delegate <tag>`` / ``delegate2 <tag>``: a turn of the research subagent."""
+    return _DELEGATE.fullmatch(prompt) is not None
 
 
 def provisioned_text(tag: str) -> str:
@@ -284,6 +296,10 @@ def policy(request: fx.ModelRequest) -> fx.ModelResponse:
         if len(results) < count:
             return fx.reply(f"tick {len(results) + 1}", fx.call("tick", n=len(results) + 1))
         return fx.reply(f"Ticked {count} times: {tag}")
+    if is_delegation(prompt):  # the research subagent's turn; that module builds on this one
+        from tests.kit.delegation import delegation_reply
+
+        return delegation_reply(prompt, [m.text for m in results])
     provision = _PROVISION.fullmatch(prompt)
     if provision:
         if last is None:
@@ -330,6 +346,13 @@ def log_interruptions(world: Path, request: fx.ModelRequest, prompt: str, round_
 def logged_policy(world: Path) -> Callable[[fx.ModelRequest], fx.ModelResponse]:
     """The policy, logging each request it serves to ``model.log``: a step served from its
     record never shows up twice."""
+    return logged_requests(world, policy)
+
+
+def logged_requests(
+    world: Path, answer: Callable[[fx.ModelRequest], fx.ModelResponse]
+) -> Callable[[fx.ModelRequest], fx.ModelResponse]:
+    """``answer``, logging each request it serves to ``model.log``."""
     requests = world / "model.log"
 
     def logged(request: fx.ModelRequest) -> fx.ModelResponse:
@@ -337,7 +360,7 @@ def logged_policy(world: Path) -> Callable[[fx.ModelRequest], fx.ModelResponse]:
         round_ = sum(1 for m in turn if getattr(m, "role", None) == "assistant")
         append_line(requests, json.dumps([asked(turn), round_, os.getpid()]))
         log_interruptions(world, request, asked(turn), round_)
-        return policy(request)
+        return answer(request)
 
     return logged
 
@@ -368,13 +391,20 @@ def story_agent(
     model: Model | None = None,
     before_tool: BeforeTool | None = None,
     durability: fx.Durability | None = None,
+    subagents: bool = False,
 ) -> fx.Agent:
-    """The story's agent, its outside world in ``world``; the scripted model by default."""
+    """The story's agent, its outside world in ``world``; the scripted model by default.
+    ``subagents``: it also declares ``research`` (:mod:`tests.kit.delegation`)."""
+    tools = story_tools(world, timings or Timings())
+    if subagents:
+        from tests.kit.delegation import research_tool  # it builds on this module
+
+        tools.append(research_tool(world))
     return fx.Agent(
         AGENT,
         model or fx.ScriptedModel(logged_policy(world), name="scripted/story"),
         instructions="You run the crash suites' story.",
-        tools=story_tools(world, timings or Timings()),
+        tools=tools,
         before_tool=before_tool,
         durability=durability,
     )
