@@ -19,7 +19,9 @@ from pathlib import Path
 import pydantic
 
 import fxdurable as fx
-from tests.kit.story import append_line, asked, current_turn, logged_requests
+from fxdurable.core.subagent import child_request_id, child_session_id
+from tests.kit.story import SESSION, append_line, asked, current_turn, logged_requests
+from tests.kit.world import World, assert_model_requests
 
 RESEARCHER = "crash-researcher"
 _DELEGATE = re.compile(r"delegate(2?) (\S+)")
@@ -89,3 +91,52 @@ def research_tool(world: Path) -> fx.Tool:
     return fx.subagent(
         researcher(world), name="research", description="Hand a research task to a researcher."
     )
+
+
+# -- checks of a world at rest --------------------------------------------------------------
+
+
+def child_requests(world: World) -> list[str]:
+    """The request ids of the story's children (one submission per ``research`` call)."""
+    return [child_request_id(t.execution_id) for t in world.tasks_of("research")]
+
+
+def assert_children_resumed(world: World, parts: str, *, killed_in: str) -> None:
+    sub = world.submission()
+    assert sub.status == "completed", (sub.status, sub.error)
+    assert sub.result_text == delegated_text("crash", parts)
+    assert sub.interruptions == 1
+    calls = world.tasks_of("research")
+    assert [t.index for t in calls] == list(range(len(parts)))
+    for call, part in zip(calls, parts, strict=True):
+        child = child_session_id(SESSION, call.execution_id)
+        assert (call.status, call.result, call.child_session) == (
+            "completed",
+            findings("crash", part),
+            child,
+        )
+        assert not world.task_events(call, "tool.outcome_unknown")
+        # One child session, one child submission, linked both ways.
+        session = world.sessions[child]
+        assert (session.parent_session, session.parent_task) == (SESSION, call.id)
+        [child_sub] = [s for s in world.submissions if s.session_id == child]
+        assert child_sub.request_id == child_request_id(call.execution_id)
+        assert child_sub.result_text == findings("crash", part)
+    # The killed child resumed from its recorded tool result: the tool ran once, in the
+    # killed process; every model round of every session was asked once (none re-run).
+    [(execution, run)] = world.calls_of(killed_in)
+    assert run == 1
+    assert_model_requests(world)
+    killed = [t for t in world.tasks if t.execution_id == execution]
+    [killed_child] = {t.session_id for t in killed}
+    assert world.sessions[killed_child].parent_session == SESSION
+    interrupted = [s for s in world.submissions if s.session_id == killed_child]
+    assert [s.interruptions for s in interrupted] == [1]
+    # The parent's killed call was re-executed by recovery, each other call ran once.
+    reasons = {
+        call.index: [e.data.get("reason") for e in world.task_events(call, "tool.started")]
+        for call in calls
+    }
+    last = len(parts) - 1
+    assert reasons[last] == [None, "recovery"]
+    assert all(reasons[i] == [None] for i in range(last))
