@@ -171,3 +171,24 @@ def test_readme_sqs_and_dynamodb_walkthrough_runs(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + logs
     assert "Outcome: completed" in done.stdout, done.stdout[-3000:] + logs
+
+
+def test_readme_subagents_example_runs(tmp_path: Path) -> None:
+    """The "Subagents" section's example runs as written: the parent's answer, the call's
+    result and child session, the child's conversation."""
+    section = README.read_text().split("### Subagents", 1)[1]
+    block = re.findall(r"```python\n(.*?)```", section, flags=re.S)[0]
+    script = tmp_path / "subagents.py"
+    script.write_text(block)
+    result = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    answer, call, history = result.stdout.splitlines()
+    assert answer == "Research says: China."
+    assert re.fullmatch(
+        r"Tea was first drunk in China, about 2700 BC\. from sub-x[0-9a-f]{31}", call
+    )
+    assert (
+        history == "['Where was tea first drunk?', 'Tea was first drunk in China, about 2700 BC.']"
+    )

@@ -374,7 +374,8 @@ PAYLOADS: Mapping[EventType, type[Payload]] = {
 # When each event is appended: the README's vocabulary table is generated from this.
 WHEN: Mapping[EventType, str] = {
     _E.SESSION_CREATED: (
-        "the first admission to a new session, or a fork of another (`Runtime.fork`)"
+        "the first admission to a new session, a fork of another (`Runtime.fork`), or a "
+        "subagent's child session (`fx.subagent`)"
     ),
     _E.SUBMISSION_ADMITTED: "a prompt (or steering with no turn in flight) was admitted",
     _E.SUBMISSION_COMPLETED: "the submission settled with the model's final answer",

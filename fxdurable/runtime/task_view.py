@@ -28,6 +28,8 @@ class ToolTask:
     progress: str | None  # the tail (4 KB) of its progress reports, while it runs
     progress_at: float | None  # when that progress was written
     result: str | None
+    # A subagent call's child session (``fx.subagent``), once admitted: read it by this id.
+    child_session: str | None = None
 
     @classmethod
     def of(cls, record: ToolTaskRecord) -> ToolTask:
@@ -41,6 +43,7 @@ class ToolTask:
             progress=record.progress,
             progress_at=record.progress_at,
             result=record.result,
+            child_session=record.child_session,
         )
 
 
