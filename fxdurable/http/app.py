@@ -389,6 +389,10 @@ class _Api:
                 for s in list(subs)[-20:]
             ],
             running_task=None if running is None else running_task_reply(running),
+            parent_session=None
+            if session.parent_session is None
+            else public_session_id(session.parent_session),
+            parent_task=session.parent_task,
         )
         return _json(reply)
 
@@ -635,6 +639,7 @@ def running_task_reply(task: ToolTaskRecord) -> RunningTask:
         turn_id=task.turn_id,
         progress=task.progress,
         progress_at=task.progress_at,
+        child_session=None if task.child_session is None else public_session_id(task.child_session),
     )
 
 

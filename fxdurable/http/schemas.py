@@ -155,6 +155,9 @@ class RunningTask(_Body):
     turn_id: str
     progress: str | None = Field(description="the last 4 KB of its progress reports")
     progress_at: float | None = Field(description="when progress was written (unix seconds)")
+    child_session: str | None = Field(
+        default=None, description="a subagent call's child session: GET /sessions/{it}"
+    )
 
 
 class SessionReply(_Body):
@@ -167,6 +170,10 @@ class SessionReply(_Body):
     running_task: RunningTask | None = Field(
         default=None, description="the tool call in flight, with its progress; null between calls"
     )
+    parent_session: str | None = Field(
+        default=None, description="a subagent's child session: the session whose call started it"
+    )
+    parent_task: str | None = Field(default=None, description="... and that call's task id")
 
 
 class HistoryMessage(_Body):

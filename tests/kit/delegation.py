@@ -5,8 +5,9 @@ ends with :func:`delegated_text`; prompted ``delegate2 <tag>``, it asks for ``re
 and ``research <tag> b`` in one model response (two children of one batch, run one after the
 other today). The researcher answers ``research <tag> a`` after one ``lookup`` and
 ``research <tag> b`` after one ``fetch`` (so ``subagent.in-child:fetch`` kills the process
-inside the second child), both safe tools that report progress and log every execution to
-``calls.log``; its model logs every request to ``model.log`` like the story's
+inside the second child): both safe tools that report progress, take
+``$FXD_TEST_RESEARCH_S`` seconds (default 0) and log every execution to ``calls.log``. Its
+model logs every request to ``model.log`` like the story's
 (:func:`tests.kit.story.logged_policy`), so a child's recorded step is never asked again.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 import pydantic
@@ -75,6 +77,8 @@ def researcher(world: Path) -> fx.Agent:
         def run(inp: Topic, ctx: fx.ToolContext) -> str:
             append_line(calls, f"{name} {ctx.execution_id} {ctx.attempt} {os.getpid()}")
             ctx.progress(f"{name} {inp.topic}\n")
+            # A viewer of the parent can catch the call mid-child (tests/http).
+            time.sleep(float(os.environ.get("FXD_TEST_RESEARCH_S") or 0.0))
             return f"{inp.topic} is 42"
 
         return fx.define_tool(name, description=f"{name} a topic", input_model=Topic, execute=run)
