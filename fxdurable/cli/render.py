@@ -57,6 +57,11 @@ def describe(event: EventRecord, style: Style) -> str | None:
                 f"session forked from {d.get('forked_from')} after its event {d.get('after')} "
                 f"({d.get('messages')} messages) for agent {d.get('agent')}"
             )
+        if d.get("parent_session") is not None:
+            return style.dim(
+                f"subagent session for agent {d.get('agent')}, started by call "
+                f"{d.get('parent_task')} of session {d.get('parent_session')}"
+            )
         return style.dim(f"session created for agent {d.get('agent')}")
     if kind == EventType.SUBMISSION_ADMITTED:
         return style.dim(f"submission {d.get('submission')} admitted")

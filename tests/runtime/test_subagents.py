@@ -8,6 +8,7 @@ parent sees the child's streamed text in the call's progress; failures name the 
 from __future__ import annotations
 
 import asyncio
+import io
 import threading
 import time
 from dataclasses import replace
@@ -30,6 +31,7 @@ from fxrt_support import (
 )
 
 import fxdurable as fx
+from fxdurable.cli.trace import print_trace
 from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Fence, Journal, WorkerIdentity
 from fxdurable.core.records import Usage
@@ -79,8 +81,10 @@ def test_a_subagent_call_returns_the_childs_answer_and_links_both_sessions(tmp_p
         ),
     )
 
+    store = fresh_store(tmp_path)
+
     async def main() -> None:
-        async with fx.Runtime([parent], store=fresh_store(tmp_path), settings=FAST) as rt:
+        async with fx.Runtime([parent], store=store, settings=FAST) as rt:
             assert await rt.session("p1").run("what is the answer?", timeout=20) == "it is 42"
             sub = next(s for s in read(rt, lambda v: v.submissions("p1")))
             [call] = tasks(rt, sub.id)
@@ -114,6 +118,11 @@ def test_a_subagent_call_returns_the_childs_answer_and_links_both_sessions(tmp_p
             await check_invariants(rt, "p1")
             await check_invariants(rt, child_id)
             assert violations(rt) == []
+            trace = io.StringIO()
+            assert print_trace(store, child_id, trace) == 0
+            assert (
+                f"subagent session for agent researcher, started by call {call.id} of session p1"
+            ) in trace.getvalue()
 
     run(main())
 
@@ -526,3 +535,41 @@ def test_the_invariant_checker_audits_subagent_links_and_results(tmp_path):
         ("subagent-result", "p1"),
         ("subagent-submissions", "p1"),
     }
+
+
+def test_aborting_the_parent_aborts_the_child_it_runs(tmp_path):
+    started = threading.Event()
+
+    @fx.tool
+    async def lookup(inp: Lookup, ctx: fx.ToolContext) -> str:
+        "Look a topic up, slowly."
+        started.set()
+        await asyncio.sleep(30)
+        return "too late"
+
+    child = researcher(
+        fx.ScriptedModel([fx.reply("", fx.call("lookup", topic="a")), fx.reply("never")]),
+        [lookup],
+    )
+    parent = lead(child, fx.ScriptedModel([fx.reply("", fx.call("research", task="dig"))]))
+
+    async def main() -> None:
+        async with fx.Runtime([parent], store=fresh_store(tmp_path), settings=FAST) as rt:
+            s = rt.session("p1")
+            sub = await s.submit("go")
+            while not started.is_set():
+                await asyncio.sleep(0.01)
+            await s.abort()
+            assert (await s.wait(sub.id, timeout=10)).status == "aborted"
+            [call] = tasks(rt, sub.id)
+            assert call.status == "outcome_unknown" and call.child_session is not None
+            child_s = rt.session(call.child_session, agent="researcher")
+            [child_sub] = read(rt, lambda v: v.submissions(call.child_session or ""))
+            assert child_sub.abort_requested
+            # Its lease, kept by the cancelled run, expires (2 s here); then it settles aborted.
+            assert (await child_s.wait(child_sub.id, timeout=10)).status == "aborted"
+            [child_call] = tasks(rt, child_sub.id)
+            assert child_call.status == "cancelled"
+            assert violations(rt) == []
+
+    run(main(), timeout=30)
