@@ -54,6 +54,18 @@ def lead(child: fx.Agent, model: fx.ScriptedModel) -> fx.Agent:
     return fx.Agent("lead", model, tools=[research])
 
 
+def recording_lookup(looked_up: list[str]) -> fx.Tool:
+    """The child's ``lookup``: appends each topic it looks up to ``looked_up``."""
+
+    @fx.tool
+    def lookup(inp: Lookup, ctx: fx.ToolContext) -> str:
+        "Look a topic up."
+        looked_up.append(inp.topic)
+        return f"{inp.topic}: 42"
+
+    return lookup
+
+
 def violations(rt: fx.Runtime) -> list[str]:
     summary = read(rt, lambda v: check_store(v, now=time.time(), at_rest=True))
     return [str(v) for v in summary.violations]
@@ -61,12 +73,7 @@ def violations(rt: fx.Runtime) -> list[str]:
 
 def test_a_subagent_call_returns_the_childs_answer_and_links_both_sessions(tmp_path):
     looked_up: list[str] = []
-
-    @fx.tool
-    def lookup(inp: Lookup, ctx: fx.ToolContext) -> str:
-        "Look a topic up."
-        looked_up.append(inp.topic)
-        return f"{inp.topic}: 42"
+    lookup = recording_lookup(looked_up)
 
     child = researcher(
         fx.ScriptedModel(
@@ -210,12 +217,7 @@ def test_a_parent_at_its_deadline_suspends_and_its_call_resumes_the_child(tmp_pa
     running, every next attempt re-executes the call, which reattaches to the same child and
     goes on from the child's last recorded step."""
     looked_up: list[str] = []
-
-    @fx.tool
-    def lookup(inp: Lookup, ctx: fx.ToolContext) -> str:
-        "Look a topic up."
-        looked_up.append(inp.topic)
-        return f"{inp.topic}: 42"
+    lookup = recording_lookup(looked_up)
 
     child_model = fx.ScriptedModel(
         [
@@ -318,11 +320,17 @@ def test_a_subagent_run_outside_a_turn_says_so():
 
 
 def slow_child_model() -> fx.ScriptedModel:
-    """A child still working when its parent gives it up: its next round (slow, so an abort
-    lands first) asks for another lookup, and a boundary comes before any final answer."""
+    """A child still working when its parent gives it up: its next round streams for about
+    2 s (so the abort lands first) and asks for another lookup, so a boundary comes before
+    any final answer (a final answer would be kept: finished work is not discarded)."""
     return fx.ScriptedModel(
-        [fx.reply("unused"), fx.reply("", fx.call("lookup", topic="b")), fx.reply("late")],
-        delay_s=0.3,
+        [
+            fx.reply("unused"),
+            fx.reply("still digging", fx.call("lookup", topic="b")),
+            fx.reply("late"),
+        ],
+        chunk_size=1,
+        delay_s=0.15,
     )
 
 
@@ -373,12 +381,7 @@ def crashed_parent(url: str, *, child_steps: bool, child_holder: WorkerIdentity 
 def test_recovery_reattaches_to_the_child_and_resumes_it_from_its_last_step(tmp_path):
     url = db_url(tmp_path)
     looked_up: list[str] = []
-
-    @fx.tool
-    def lookup(inp: Lookup, ctx: fx.ToolContext) -> str:
-        "Look a topic up."
-        looked_up.append(inp.topic)
-        return f"{inp.topic}: 42"
+    lookup = recording_lookup(looked_up)
 
     child_model = fx.ScriptedModel([fx.reply("unused"), fx.reply("it is 42")])
     child = researcher(child_model, [lookup])
