@@ -552,10 +552,11 @@ class Journal:
         transaction fenced by the parent's lease.
 
         Idempotent: a re-executed call finds the same submission (``created=False``) and
-        writes nothing. The child belongs to the parent's owner and records its parent
-        (``parent_session``, ``parent_task`` and its ``session.created`` event). A session
-        at the child's id that is not this call's child raises
-        :class:`~fxdurable.errors.SessionExistsError`.
+        writes nothing; if the child is bound to another agent by now (a redeploy),
+        :class:`~fxdurable.errors.AgentMismatchError`. The child belongs to the parent's
+        owner and records its parent (``parent_session``, ``parent_task`` and its
+        ``session.created`` event). A session at the child's id that is not this call's
+        child raises :class:`~fxdurable.errors.SessionExistsError`.
         """
 
         def body(tx: Tx) -> Admission:
@@ -567,6 +568,9 @@ class Journal:
             child_id = child_session_id(fence.session_id, task.execution_id)
             existing = tx.get_submission_by_request(child_request_id(task.execution_id))
             if existing is not None:
+                bound = self._session(tx, child_id).agent
+                if bound != agent:  # a redeploy gave the subagent another agent
+                    raise AgentMismatchError(child_id, bound, agent)
                 return Admission(existing, created=False)
             now = self._clock.now()
             if tx.get_session(child_id) is not None:

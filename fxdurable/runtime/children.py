@@ -12,7 +12,8 @@ subagent's tool (:mod:`fxdurable.runtime.subagent`) uses it. :meth:`ChildSession
    (DESIGN §9): whoever recovers the parent runs the child;
 3. if another live worker holds the child's lease (a scan or a continuation woke the child
    elsewhere, e.g. on another RQ worker), waits for the child to settle instead, polling its
-   submission, taking the child over as soon as that worker is gone;
+   submission every :data:`WAIT_POLL_S`, taking the child over as soon as that worker is gone
+   (each poll tries the lease again: one read when it is still held);
 4. returns the child's final text, or raises :class:`~fxdurable.errors.SubagentError`
    naming the child when it failed or was aborted.
 
@@ -166,7 +167,7 @@ class ChildSessions:
         while True:
             token = _RUNNING_CHILD.set(child)
             try:
-                ran = await self.drive(child, self.budget)
+                await self.drive(child, self.budget)
             except Exception as exc:  # a store fault, a bug in the child's model client
                 raise SubagentError(
                     child_failure(child, "could not be run", f"{type(exc).__name__}: {exc}"),
@@ -180,8 +181,9 @@ class ChildSessions:
             stop = self.budget.parent_stop_reason()
             if stop is not None:
                 raise Suspend(stop)
-            if not ran:  # another live worker runs it: wait; take over once it is gone
-                await asyncio.sleep(self.poll_s)
+            # Not settled: another live worker runs it (wait; take it over once it is gone),
+            # or its run ended early (a lost lease, a model backoff): look again shortly.
+            await asyncio.sleep(self.poll_s)
 
     async def _settled(self, submission_id: str) -> SubmissionRecord | None:
         record: SubmissionRecord | None = await durable(

@@ -576,3 +576,26 @@ def test_aborting_the_parent_aborts_the_child_it_runs(tmp_path):
             assert violations(rt) == []
 
     run(main(), timeout=30)
+
+
+def test_a_child_bound_to_another_agent_after_a_redeploy_fails_the_call_naming_it(tmp_path):
+    """The subagent now delegates to an agent of another name: the call re-executed after a
+    crash cannot reattach to its child, and fails naming it."""
+    url = db_url(tmp_path)
+    renamed = fx.Agent("analyst", fx.ScriptedModel([fx.reply("never asked")]))
+    parent = lead(renamed, fx.ScriptedModel([fx.reply("unused"), fx.reply("moving on")]))
+    crashed, _ = crashed_parent(url, child_steps=True)
+
+    async def main() -> None:
+        async with fx.Runtime([parent], store=owned_store(url), settings=NO_SCAN) as rt:
+            sub = await rt.session("p1", agent="lead").wait(crashed.submission.id, timeout=10)
+            assert sub.result == "moving on"
+            [call] = tasks(rt, crashed.turn_id)
+            assert call.status == "failed" and call.child_session is not None
+            assert call.result == (
+                f"AgentMismatchError: session {call.child_session!r} belongs to agent "
+                "'researcher', not 'analyst'; a session stays bound to the agent that created "
+                "it: start a new session for this agent"
+            )
+
+    run(main())
