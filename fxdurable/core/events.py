@@ -71,7 +71,7 @@ __all__ = [
 ]
 
 # major.minor: the major part changes with any rename or removal (see the module docstring).
-WIRE_VERSION = "1.3"
+WIRE_VERSION = "1.4"
 
 
 class EventType(StrEnum):
