@@ -14,7 +14,9 @@ subagent's tool (:mod:`fxdurable.runtime.subagent`) uses it. :meth:`ChildSession
    elsewhere, e.g. on another RQ worker), waits for the child to settle instead, polling its
    submission every :data:`WAIT_POLL_S`, taking the child over as soon as that worker is gone
    (each poll tries the lease again: one read when it is still held);
-4. returns the child's final text, or raises :class:`~fxdurable.errors.SubagentError`
+4. while the child waits for a person's answer (``fx.ask`` in its hook), only reads its
+   submission every poll: nothing runs it, so it is not claimed (no writes) until answered;
+5. returns the child's final text, or raises :class:`~fxdurable.errors.SubagentError`
    naming the child when it failed or was aborted.
 
 At the parent's deadline the child stops at its own step boundary (its continuation is
@@ -31,6 +33,7 @@ from collections.abc import Awaitable, Callable, Collection
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from fxdurable.core.asking import waits_for_input
 from fxdurable.core.clock import Clock
 from fxdurable.core.journal import Fence, Journal
 from fxdurable.core.records import SubmissionRecord
@@ -164,33 +167,36 @@ class ChildSessions:
         )
         submission = admission.submission
         child = submission.session_id
+        waiting = False
         while True:
-            token = _RUNNING_CHILD.set(child)
-            try:
-                await self.drive(child, self.budget)
-            except Exception as exc:  # a store fault, a bug in the child's model client
-                raise SubagentError(
-                    child_failure(child, "could not be run", f"{type(exc).__name__}: {exc}"),
-                    child_session=child,
-                ) from exc
-            finally:
-                _RUNNING_CHILD.reset(token)
-            settled = await self._settled(submission.id)
-            if settled is not None:
-                return _answer(settled)
+            if not waiting:  # a child waiting for a person's answer has nothing to run
+                token = _RUNNING_CHILD.set(child)
+                try:
+                    await self.drive(child, self.budget)
+                except Exception as exc:  # a store fault, a bug in the child's model client
+                    raise SubagentError(
+                        child_failure(child, "could not be run", f"{type(exc).__name__}: {exc}"),
+                        child_session=child,
+                    ) from exc
+                finally:
+                    _RUNNING_CHILD.reset(token)
+            record = await self._read(submission.id)
+            if record.settled_at is not None:
+                return _answer(record)
             stop = self.budget.parent_stop_reason()
             if stop is not None:
                 raise Suspend(stop)
             # Not settled: another live worker runs it (wait; take it over once it is gone),
-            # or its run ended early (a lost lease, a model backoff): look again shortly.
+            # its run ended early (a lost lease, a model backoff), or it waits for a person
+            # (only its submission is read until the answer comes): look again shortly.
+            waiting = waits_for_input(record)
             await asyncio.sleep(self.poll_s)
 
-    async def _settled(self, submission_id: str) -> SubmissionRecord | None:
+    async def _read(self, submission_id: str) -> SubmissionRecord:
         record: SubmissionRecord | None = await durable(
             self.journal.read, lambda v: v.get_submission(submission_id)
         )
-        if record is None or record.settled_at is None:
-            return None
+        assert record is not None, submission_id  # admitted above; submissions stay
         return record
 
 

@@ -599,3 +599,44 @@ def test_a_child_bound_to_another_agent_after_a_redeploy_fails_the_call_naming_i
             )
 
     run(main())
+
+
+def test_a_child_that_asks_a_person_holds_the_call_until_answered_without_running(tmp_path):
+    """The child's hook asks before its lookup: the parent's call waits, reading only the
+    child's submission (the child's session is not claimed, so its version stays put), and
+    goes on once the child is answered."""
+    looked_up: list[str] = []
+
+    def ask_first(tool: str, arguments: str) -> fx.Ask | None:
+        return fx.ask(f"May I {tool}?") if tool == "lookup" else None
+
+    child = fx.Agent(
+        "researcher",
+        fx.ScriptedModel([fx.reply("", fx.call("lookup", topic="a")), fx.reply("a is 42")]),
+        tools=[recording_lookup(looked_up)],
+        before_tool=ask_first,
+    )
+    parent = lead(
+        child, fx.ScriptedModel([fx.reply("", fx.call("research", task="a?")), fx.reply("42")])
+    )
+
+    async def main() -> None:
+        async with fx.Runtime([parent], store=fresh_store(tmp_path), settings=FAST) as rt:
+            s = rt.session("p1")
+            sub = await s.submit("go")
+            while (running := await s.running_task()) is None or running.child_session is None:
+                await asyncio.sleep(0.01)
+            child_s = rt.session(running.child_session, agent="researcher")
+            while (question := await child_s.question()) is None:
+                await asyncio.sleep(0.01)
+            assert question.question == "May I lookup?"
+            version = (await child_s.state()).version
+            await asyncio.sleep(0.5)  # ten polls of the call
+            assert (await child_s.state()).version == version  # never claimed while it waits
+            assert not (await s.submission(sub.id)).settled and looked_up == []
+            await child_s.answer(fx.allow())
+            assert (await s.wait(sub.id, timeout=10)).result == "42"
+            assert looked_up == ["a"]
+            assert violations(rt) == []
+
+    run(main(), timeout=30)
