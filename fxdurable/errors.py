@@ -26,6 +26,8 @@ FxDurableError
  ├── ToolInputError            tool arguments that do not validate (the model reads it)
  ├── StepError                 ctx.step misused: a repeated name, a value that is not JSON
  ├── SubagentError             a subagent's child session failed or was aborted (the model reads it)
+ ├── StateError                ctx.state misused: a key not a string, a value not JSON
+ │    └── StateTooLargeError   a commit would take the session's state past its bound
  ├── ModelError                the model could not be called or answered nonsense (not retried:
  │    │                         400/401/403/404, a malformed stream)
  │    ├── ModelRetryableError  429, 5xx, overloaded, connect/read timeouts: retried with backoff
@@ -62,6 +64,8 @@ __all__ = [
     "RequestConflictError",
     "SessionExistsError",
     "SessionNotFoundError",
+    "StateError",
+    "StateTooLargeError",
     "SteeringFullError",
     "SteeringPendingError",
     "StepError",
@@ -112,6 +116,29 @@ class SubagentError(FxDurableError):
     def __init__(self, message: str, *, child_session: str | None = None) -> None:
         self.child_session = child_session
         super().__init__(message)
+
+
+class StateError(FxDurableError):
+    """``ctx.state`` was misused: a key that is not a non-empty string, a value that is not
+    JSON (the message names the key, never the value), or a write after the call finished.
+    Raised at the write, inside the tool: nothing is committed, and if the tool lets it
+    propagate the call fails and the model reads why."""
+
+
+class StateTooLargeError(StateError):
+    """Committing a call's state writes would take the session's state past its bound
+    (``MAX_STATE_BYTES`` of canonical JSON). Nothing of the commit was written: the call is
+    recorded failed with this message (the model reads it), its writes discarded."""
+
+    def __init__(self, size: int, limit: int, keys: list[str]) -> None:
+        self.size = size
+        self.limit = limit
+        self.keys = keys
+        super().__init__(
+            f"the session's state would be {size} bytes of JSON, over its {limit}-byte bound; "
+            f"the writes to {', '.join(repr(k) for k in keys) or 'no key'} were not committed "
+            "(delete keys, or keep large data elsewhere and store a reference)"
+        )
 
 
 class AdmissionError(FxDurableError):

@@ -78,7 +78,7 @@ async def _demo(
                     f"in {store_url or db}. Resuming from the last committed step."
                 )
             )
-            state = await session.state()
+            state = await session.record()
             cursor = (state.next_event_seq - 1) if state else 0
             targets = [Submission.of(s) for s in unsettled]
         else:
@@ -94,7 +94,7 @@ async def _demo(
                 print(
                     style.bold(f"fxdurable demo: a durable agent turn, stored in {store_url or db}")
                 )
-            state = await session.state()
+            state = await session.record()
             cursor = (state.next_event_seq - 1) if state else 0
             targets = [await session.submit(prompt, request_id=f"demo-{len(subs) + 1}")]
         final = await _follow(rt, session, targets, cursor, style)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Mapping
 from typing import TextIO
 
 from fxdurable.core.events import SETTLED_OUTCOME, TOOL_SETTLED_EVENTS, EventType
@@ -115,6 +116,8 @@ def describe(event: EventRecord, style: Style) -> str | None:
         )
     if kind == EventType.TOOL_STEP:
         return style.dim(f"tool {d.get('tool')} {task} step {d.get('step')} recorded")
+    if kind == EventType.STATE_CHANGED:
+        return style.cyan(_state_change(d))
     if kind == EventType.TOOL_COMPLETED:
         return style.green(f"tool {d.get('tool')} {task} completed: {_short(d.get('result'))}")
     if kind == EventType.TOOL_OUTCOME_UNKNOWN:
@@ -142,6 +145,22 @@ def describe(event: EventRecord, style: Style) -> str | None:
         outcome = SETTLED_OUTCOME[EventType(kind)]
         return style.red(f"turn {outcome} {message or ''}".rstrip())
     return style.dim(kind)
+
+
+def _state_change(d: Mapping[str, object]) -> str:
+    """Keys only: a state value may be a secret, and a trace is read on terminals."""
+    written = d.get("set")
+    deleted = d.get("deleted")
+    parts = []
+    if isinstance(written, Mapping) and written:
+        parts.append("set " + ", ".join(sorted(str(k) for k in written)))
+    if isinstance(deleted, list) and deleted:
+        parts.append("deleted " + ", ".join(str(k) for k in deleted))
+    what = "; ".join(parts) or "unchanged"
+    if d.get("task") is None:
+        return f"state copied from the fork's source: {what}"
+    step = f" step {d.get('step')}" if d.get("step") else ""
+    return f"tool {d.get('tool')}{step} state {what}"
 
 
 def clock_time(at: float) -> str:

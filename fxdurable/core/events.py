@@ -52,6 +52,7 @@ __all__ = [
     "ModelText",
     "Payload",
     "SessionCreated",
+    "StateChanged",
     "SteerDelivered",
     "SteerDropped",
     "SteerRecorded",
@@ -71,7 +72,7 @@ __all__ = [
 ]
 
 # major.minor: the major part changes with any rename or removal (see the module docstring).
-WIRE_VERSION = "1.4"
+WIRE_VERSION = "1.5"
 
 
 class EventType(StrEnum):
@@ -104,6 +105,7 @@ class EventType(StrEnum):
     TOOL_STEP = "tool.step"
     INPUT_REQUESTED = "input.requested"
     INPUT_ANSWERED = "input.answered"
+    STATE_CHANGED = "state.changed"
 
 
 # The outcome each settlement event records (the HTTP layer sends it as ``turn_end``).
@@ -314,6 +316,22 @@ class InputAnswered:
     tool: str | None = field(default=None, metadata=_OMIT_IF_NONE)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateChanged:
+    """A commit of persisted state (``ctx.state``): the keys set, with their new values, and
+    the keys deleted. ``task`` names the call whose result (or durable ``step``) committed
+    it; a fork's first state has no task (``step`` and ``task`` null): it is the source's
+    state at the fork's point."""
+
+    # JSON values; typed ``object`` because the HTTP schema is built by pydantic, which cannot
+    # follow the recursive ``JsonValue`` alias.
+    set: dict[str, object]
+    deleted: tuple[str, ...] = ()
+    task: str | None = None
+    tool: str | None = None
+    step: str | None = None
+
+
 Payload: TypeAlias = (
     SessionCreated
     | SubmissionAdmitted
@@ -336,6 +354,7 @@ Payload: TypeAlias = (
     | ToolStepRecorded
     | InputRequested
     | InputAnswered
+    | StateChanged
 )
 
 _E = EventType
@@ -369,6 +388,7 @@ PAYLOADS: Mapping[EventType, type[Payload]] = {
     _E.TOOL_STEP: ToolStepRecorded,
     _E.INPUT_REQUESTED: InputRequested,
     _E.INPUT_ANSWERED: InputAnswered,
+    _E.STATE_CHANGED: StateChanged,
 }
 
 # When each event is appended: the README's vocabulary table is generated from this.
@@ -410,6 +430,8 @@ WHEN: Mapping[EventType, str] = {
     'ran out with `on_exhausted="ask"`); it waits, holding no lease, until answered',
     _E.INPUT_ANSWERED: "the pending question was answered (`allow`, `deny`, `rewrite`); the "
     "turn is queued to resume",
+    _E.STATE_CHANGED: "a tool call's `ctx.state` writes were committed with its result (or "
+    "with its durable `step`), or a fork took its source's state",
 }
 
 

@@ -8,6 +8,9 @@ cursor ``N`` is:
 - the source's messages with ``cursor <= N``: a prefix of its message seqs, because cursors
   grow with seqs. They keep their seqs, so a compaction summary among them still stands for
   the same messages, and the fork's ``compacted_upto`` is the latest copied summary's;
+- the persisted state (``ctx.state``) as of ``N``: the fold of the source's ``state.changed``
+  events up to it (:func:`~fxdurable.core.session_state.fold_state`), which the fork records
+  as its own first ``state.changed`` (so its state, too, is the fold of its events);
 - the tool results settled by ``N``, with the status and result their settle event recorded
   (a later refresh of a ``reuse=False`` read does not leak into an earlier point). A call the
   model asked for that was not settled by ``N`` is left out, together with its entry in the
@@ -33,8 +36,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from fxdurable.core.clock import tool_task_id
-from fxdurable.core.events import SETTLED_EVENTS, TOOL_SETTLED_EVENTS, tool_settled_event
+from fxdurable.core.codec import JsonValue
+from fxdurable.core.events import (
+    SETTLED_EVENTS,
+    TOOL_SETTLED_EVENTS,
+    EventType,
+    tool_settled_event,
+)
 from fxdurable.core.records import MessageRecord, SessionRecord, ToolTaskRecord
+from fxdurable.core.session_state import fold_state
 from fxdurable.core.states import ToolTaskStatus, is_terminal
 from fxdurable.core.store import ReadView
 from fxdurable.errors import ForkPointError
@@ -60,6 +70,7 @@ class ForkCopy:
     messages: tuple[MessageRecord, ...]  # for the fork, seqs 1..n
     tasks: tuple[ToolTaskRecord, ...]  # for the fork, every one settled
     compacted_upto: int
+    state: dict[str, JsonValue]  # the source's persisted state as of the point
 
 
 def fork_turn_id(turn_id: str, fork_id: str) -> str:
@@ -83,6 +94,11 @@ def fork_point(view: ReadView, source: SessionRecord, after: ForkPoint) -> int:
     if isinstance(after, int):
         if not 1 <= after <= last:
             raise ForkPointError(f"the session has events 1..{last}; there is no event {after}")
+        (event,) = view.events(source.id, after=after - 1, limit=1)
+        if event.type == EventType.STATE_CHANGED and event.data.get("task") is not None:
+            # A call's state change is written just before its result (or step) event, in one
+            # transaction: they are one step, and the point is that step's event.
+            return after + 1
         return after
     sub = view.get_submission(after)
     if sub is None or sub.session_id != source.id:
@@ -140,7 +156,12 @@ def fork_copy(view: ReadView, source: SessionRecord, after: int, fork_id: str) -
         )
         if message.role == "summary":
             compacted_upto = max(compacted_upto, message.summarizes_upto or 0)
-    return ForkCopy(messages=tuple(messages), tasks=tuple(tasks), compacted_upto=compacted_upto)
+    return ForkCopy(
+        messages=tuple(messages),
+        tasks=tuple(tasks),
+        compacted_upto=compacted_upto,
+        state=fold_state(events),
+    )
 
 
 def _recorded_by(message: MessageRecord, after: int, settled_turns: set[str]) -> bool:

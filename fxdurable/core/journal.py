@@ -19,6 +19,7 @@ from typing import Literal, TypeVar
 
 from fxdurable.core.asking import ANSWER_KINDS, Asked, waits_for_input
 from fxdurable.core.clock import Clock, IdSource, execution_id, tool_task_id
+from fxdurable.core.codec import JsonObject
 from fxdurable.core.crash import crash_point
 from fxdurable.core.events import (
     AbortRequested,
@@ -33,6 +34,7 @@ from fxdurable.core.events import (
     ModelText,
     Payload,
     SessionCreated,
+    StateChanged,
     SteerDelivered,
     SteerDropped,
     SteerRecorded,
@@ -67,6 +69,7 @@ from fxdurable.core.records import (
     TurnRecord,
     Usage,
 )
+from fxdurable.core.session_state import StateWrites, merged_state
 from fxdurable.core.states import (
     AttemptStatus,
     ModelCallStatus,
@@ -198,6 +201,9 @@ class Receipt:
     abort_requested: bool = False  # the turn's submission carries an abort intent
     turn: TurnRecord | None = None  # the turn as written, when the transition wrote it
     model_call: ModelCallRecord | None = None  # the model call it recorded, if any
+    # The session's persisted state (``ctx.state``) as this commit left it: what a tool call
+    # started by this commit reads, with no read of its own.
+    state: JsonObject | None = None
 
 
 class _SessionScope:
@@ -259,6 +265,33 @@ class _SessionScope:
         )
         self.session = replace(s, next_message_seq=s.next_message_seq + 1)
 
+    def change_state(
+        self,
+        writes: StateWrites,
+        *,
+        task: ToolTaskRecord | None = None,
+        step: str | None = None,
+    ) -> None:
+        """Merge ``writes`` into the session's state as read in this transaction (so a key
+        another call committed meanwhile is kept) and announce it: ``state.changed``. Raises
+        :class:`~fxdurable.errors.StateTooLargeError` past the bound (the transaction rolls
+        back). Nothing to write, nothing written."""
+        if not writes:
+            return
+        state = merged_state(self.session.state, writes)
+        self.session = replace(self.session, state=state)
+        self.emit(
+            EventType.STATE_CHANGED,
+            StateChanged(
+                set=dict(writes.set),
+                deleted=writes.deleted,
+                task=None if task is None else task.id,
+                tool=None if task is None else task.tool,
+                step=step,
+            ),
+            turn_id=None if task is None else task.turn_id,
+        )
+
     def set_status(self, status: SessionStatus) -> None:
         if status != self.session.status:
             self.session = replace(
@@ -276,6 +309,7 @@ class _SessionScope:
         if receipt is not None and turn_id is not None:
             receipt.session_version = new_version
             receipt.steering = self.session.steering
+            receipt.state = self.session.state
             sub = self.tx.get_submission(turn_id)
             receipt.abort_requested = sub is not None and sub.abort_requested
 
@@ -529,6 +563,9 @@ class Journal:
                     messages=len(copy.messages),
                 ),
             )
+            # The source's state as of the point, as the fork's own first change: a fork's
+            # state is the fold of its events like any session's.
+            scope.change_state(StateWrites(set=copy.state))
             crash_point("fork.before-commit")
             scope.write()
             return Fork(new_id, source_id, source.agent, point, len(copy.messages), created=True)
@@ -934,10 +971,13 @@ class Journal:
         *,
         name: str,
         value: str,
+        writes: StateWrites | None = None,
         receipt: Receipt | None = None,
     ) -> ToolTaskRecord:
         """Record a completed step of a running durable tool call: ``value`` is its result as
-        JSON text. Each step name is recorded once per call (IllegalTransitionError)."""
+        JSON text. Each step name is recorded once per call (IllegalTransitionError).
+        ``writes``: the call's ``ctx.state`` writes made before the step returned, committed
+        with it (the step's value and its writes are one step)."""
 
         def body(tx: Tx) -> ToolTaskRecord:
             session = self._fenced(tx, fence)
@@ -955,6 +995,8 @@ class Journal:
                 task, steps=(*task.steps, step), updated_at=scope.now, version=task.version + 1
             )
             tx.put_tool_task(updated, expected_version=task.version)
+            if writes is not None:
+                scope.change_state(writes, task=task, step=name)
             scope.emit(
                 EventType.TOOL_STEP,
                 ToolStepRecorded(**_task_ref(task), step=name, run=task.runs),
@@ -972,9 +1014,15 @@ class Journal:
         status: ToolTaskStatus,
         result: str,
         *,
+        writes: StateWrites | None = None,
         receipt: Receipt | None = None,
     ) -> ToolTaskRecord:
-        """Settle a tool task; ``result`` is what the model will read for this call."""
+        """Settle a tool task; ``result`` is what the model will read for this call.
+
+        ``writes``: the call's ``ctx.state`` writes, committed with its result, and only with
+        a ``completed`` one: a call that failed, was cancelled or is unknown never wrote
+        (IllegalTransitionError otherwise). Past the state's bound this raises
+        :class:`~fxdurable.errors.StateTooLargeError` and writes nothing."""
 
         def body(tx: Tx) -> ToolTaskRecord:
             session = self._fenced(tx, fence)
@@ -984,7 +1032,12 @@ class Journal:
             target = advance("tool_task", task.status, status)
             if not is_terminal(target):
                 raise IllegalTransitionError("tool_task", task.status, target)
+            if writes and target != ToolTaskStatus.COMPLETED:
+                raise IllegalTransitionError("tool_task", target, "state writes of the call")
             updated = self._put_task(tx, task, target, result=result, now=scope.now)
+            if writes is not None:
+                # Before the result's event: a fork after the result takes the writes too.
+                scope.change_state(writes, task=task)
             scope.emit(
                 tool_settled_event(target),
                 ToolSettled(**_task_ref(task), result=result),

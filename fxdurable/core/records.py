@@ -70,6 +70,10 @@ class SessionRecord:
     parent_session: str | None = None
     parent_task: str | None = None
     created_at: float
+    # The persisted key/value state (``ctx.state``, :mod:`fxdurable.core.session_state`):
+    # changed only with the step that wrote it, each change a ``state.changed`` event.
+    # Read-only: a change is a new record (the journal never mutates this mapping).
+    state: JsonObject = field(default_factory=dict)
     version: int = 1
 
 

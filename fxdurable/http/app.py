@@ -393,6 +393,7 @@ class _Api:
             if session.parent_session is None
             else public_session_id(session.parent_session),
             parent_task=session.parent_task,
+            state=dict(session.state),
         )
         return _json(reply)
 

@@ -207,6 +207,7 @@ def _wire_type_name(annotation: str) -> str:
     text = re.sub(r"tuple\[(\w+), \.\.\.\]", r"list[\1]", annotation)
     text = re.sub(r"Literal\[([^]]*)\]", lambda m: m.group(1).replace(", ", " | "), text)
     text = text.replace("'", '"')
+    text = text.replace("dict[str, object]", "{key: any JSON}")
     return text.replace("ErrorInfo", "{code, message, unknown_calls}")
 
 

@@ -174,6 +174,11 @@ class SessionReply(_Body):
         default=None, description="a subagent's child session: the session whose call started it"
     )
     parent_task: str | None = Field(default=None, description="... and that call's task id")
+    state: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the session's persisted state (what tools wrote with ctx.state), as "
+        "committed: a call's writes appear with its result",
+    )
 
 
 class HistoryMessage(_Body):

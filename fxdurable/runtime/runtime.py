@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import os
 import random
 import signal
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Literal
+from typing import Any, Literal
 
 from fxdurable.backends import DEFAULT_QUEUE, DEFAULT_STORE, open_queue, open_store
 from fxdurable.core.clock import Clock, IdSource, RandomIds, SystemClock
@@ -353,8 +354,16 @@ class SessionHandle:
         record = await durable(self._rt.journal.read, lambda v: running_task(v, self.id))
         return None if record is None else ToolTask.of(record)
 
-    async def state(self) -> SessionRecord | None:
+    async def record(self) -> SessionRecord | None:
+        """The session's record as stored (status, lease, cursors); None before it exists."""
         return await durable(self._rt.journal.read, lambda v: v.get_session(self.id))
+
+    async def state(self) -> dict[str, Any]:
+        """The session's persisted state (what tools wrote with ``ctx.state``), as committed:
+        a call's writes appear with its result, never before. A copy; empty for a session
+        that does not exist yet."""
+        record = await self.record()
+        return {} if record is None else copy.deepcopy(dict(record.state))
 
     async def steer(self, text: str) -> Steering:
         """Steer the running turn: the model reads ``text`` at its next step boundary.

@@ -34,10 +34,20 @@ StepRecorder = Callable[[str, str], Awaitable[None]]
 class StepLog:
     """The steps of one run of one durable tool call."""
 
-    def __init__(self, tool: str, recorded: Mapping[str, str], record: StepRecorder) -> None:
+    def __init__(
+        self,
+        tool: str,
+        recorded: Mapping[str, str],
+        record: StepRecorder,
+        *,
+        on_replay: Callable[[], None] = lambda: None,
+    ) -> None:
         self._tool = tool
         self._recorded = dict(recorded)  # name -> JSON text, from earlier runs of this call
         self._record = record
+        # Called when a step is served from its record: what the run did since the previous
+        # step belongs to that recorded step (its ``ctx.state`` writes were committed with it).
+        self._on_replay = on_replay
         self._seen: set[str] = set()
         self.replayed = 0  # steps served from their records in this run
         self.executed = 0  # steps whose function ran in this run
@@ -54,6 +64,7 @@ class StepLog:
         self._seen.add(name)
         if name in self._recorded:
             self.replayed += 1
+            self._on_replay()
             return json.loads(self._recorded[name])
         self.executed += 1
         if inspect.iscoroutinefunction(fn):

@@ -28,6 +28,7 @@ from fxdurable.core.codec import dumps
 from fxdurable.errors import ConfigurationError, StepError, ToolInputError
 from fxdurable.runtime.decide import canonical_arguments
 from fxdurable.runtime.models.wire import decode_arguments
+from fxdurable.runtime.state import ToolState
 from fxdurable.runtime.steps import StepFn, StepLog
 
 if TYPE_CHECKING:
@@ -60,7 +61,8 @@ class ToolContext:
     ``execution_id`` is the same on every retry of this call, across crashes and workers: pass
     it to the downstream system as its idempotency key. ``cancelled`` is set when the turn is
     aborted; a long tool should check it and stop. ``step`` records a durable tool's
-    sub-steps.
+    sub-steps. ``state`` is the session's persisted key/value state: this call's writes
+    commit with its result (:mod:`fxdurable.runtime.state`).
     """
 
     execution_id: str
@@ -73,6 +75,8 @@ class ToolContext:
     steps: StepLog | None = None  # set for a durable tool's call; runtime-only, never stored
     # Child sessions for a subagent's call (fx.subagent); runtime-only, never stored.
     children: ChildSessions | None = None
+    # The session's persisted state as of the call's start, plus the call's own writes.
+    state: ToolState = field(default_factory=ToolState)
 
     def progress(self, chunk: str) -> None:
         """Report progress: ``chunk`` is appended to the running task's ``progress`` (its last

@@ -37,9 +37,10 @@ from fxdurable.core.records import (
     ToolTaskRecord,
     TurnRecord,
 )
+from fxdurable.core.session_state import StateWrites
 from fxdurable.core.states import ToolTaskStatus
 from fxdurable.core.subagent import child_failure, child_session_id
-from fxdurable.errors import SteeringPendingError, Suspend, ToolInputError
+from fxdurable.errors import StateTooLargeError, SteeringPendingError, Suspend, ToolInputError
 from fxdurable.runtime import relay, tracing
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
@@ -58,6 +59,7 @@ from fxdurable.runtime.decide import (
 from fxdurable.runtime.hooks import Ask, run_after_tool, run_before_tool
 from fxdurable.runtime.model_step import Failed, ModelStep, Prepared, Recorded, Sleep
 from fxdurable.runtime.progress import ProgressPump
+from fxdurable.runtime.state import ToolState
 from fxdurable.runtime.steps import StepLog
 from fxdurable.runtime.subagent import SubagentTool
 from fxdurable.runtime.tools import Tool, ToolContext
@@ -422,6 +424,8 @@ class TurnDriver:
         self, task: ToolTaskRecord, tool: Tool, arguments: pydantic.BaseModel, *, merge: bool = True
     ) -> tuple[Prepared | None, ReadyTool | None]:
         progress = self._progress_pump(task)
+        assert self._state is not None
+        state = ToolState(self._state.session_state, tool=tool.name)
         ctx = ToolContext(
             execution_id=task.execution_id,
             session_id=task.session_id,
@@ -429,8 +433,9 @@ class TurnDriver:
             attempt=task.runs,
             # In a subagent's child, reports also go up to the parent's call (runtime/relay.py).
             report=relay.relayed(progress.report),
-            steps=self._step_log(task, tool) if tool.durable and task.durable else None,
+            steps=self._step_log(task, tool, state) if tool.durable and task.durable else None,
             children=self._child_sessions(task) if isinstance(tool, SubagentTool) else None,
+            state=state,
         )
         progress.start()
         self._running_tool = asyncio.ensure_future(tool.run(arguments, ctx))
@@ -461,12 +466,22 @@ class TurnDriver:
             self._running_tool = None
         # No progress write may land after (or race) the finish, which clears the field.
         await progress.aclose()
+        # Only a call that completed wrote: a raise, a timeout or a cancellation discards the
+        # writes with the run (the step did not complete).
+        writes = state.seal()
         crash_point("tool.after-execute", tool.name)
         if self._agent.after_tool is not None and status in _RAN:
             # Before the commit: the recorded result is what the model reads, after a crash
             # too. Not on an interrupted call: that result is our account, not the tool's.
             result = await run_after_tool(self._agent.after_tool, task, status, result)
-        return await self._finish(task, status, result, after_record=tool.name, merge=merge)
+        return await self._finish(
+            task,
+            status,
+            result,
+            after_record=tool.name,
+            merge=merge,
+            writes=writes if status == ToolTaskStatus.COMPLETED else None,
+        )
 
     def _child_sessions(self, task: ToolTaskRecord) -> ChildSessions | None:
         """A subagent call's child sessions, within this turn's budgets."""
@@ -492,15 +507,16 @@ class TurnDriver:
 
         return ProgressPump(write, tool=task.tool)
 
-    def _step_log(self, task: ToolTaskRecord, tool: Tool) -> StepLog:
-        """The steps of this run of a durable call: those recorded by earlier runs replay."""
+    def _step_log(self, task: ToolTaskRecord, tool: Tool, tool_state: ToolState) -> StepLog:
+        """The steps of this run of a durable call: those recorded by earlier runs replay.
+        The call's ``ctx.state`` writes so far commit with each step's record."""
         state = self._state
         assert state is not None
 
-        def commit(name: str, value: str) -> None:
+        def commit(name: str, value: str, writes: StateWrites) -> None:
             receipt = Receipt()
             recorded = self._journal.record_step(
-                self._fence, task.id, name=name, value=value, receipt=receipt
+                self._fence, task.id, name=name, value=value, writes=writes, receipt=receipt
             )
             state.noted(receipt)
             state.note(recorded)
@@ -510,9 +526,12 @@ class TurnDriver:
             # The step's function has returned: its effect happened, its record is not yet
             # durable. A crash here runs the step again on recovery (at least once).
             crash_point("tool.step.before-record", tool.name)
-            await durable(commit, name, value)
+            writes = tool_state.pending()
+            await durable(commit, name, value, writes)
+            tool_state.committed(writes)
 
-        return StepLog(tool.name, {step.name: step.value for step in task.steps}, record)
+        recorded = {step.name: step.value for step in task.steps}
+        return StepLog(tool.name, recorded, record, on_replay=tool_state.drop_pending)
 
     @staticmethod
     def _interrupted(tool: Tool, why: str) -> tuple[ToolTaskStatus, str]:
@@ -530,18 +549,32 @@ class TurnDriver:
         *,
         after_record: str | None = None,
         merge: bool = True,
+        writes: StateWrites | None = None,
     ) -> tuple[Prepared | None, ReadyTool | None]:
         """Record a tool call's result and, in the same crossing, prepare the next step: the
         next call's intent, or the next model request's read. ``after_record`` names the tool
-        whose ``tool.after-record`` crash point follows the commit."""
+        whose ``tool.after-record`` crash point follows the commit. ``writes``: a completed
+        call's ``ctx.state`` writes, committed with its result."""
         state = self._state
         assert state is not None
 
         def commit() -> tuple[Prepared | None, ReadyTool | None]:
             receipt = Receipt()
-            finished = self._journal.finish_tool(
-                self._fence, task.id, status, result, receipt=receipt
-            )
+            try:
+                finished = self._journal.finish_tool(
+                    self._fence, task.id, status, result, writes=writes, receipt=receipt
+                )
+            except StateTooLargeError as exc:
+                # Nothing was written: the call is recorded failed, and the model reads why,
+                # rather than its writes being dropped behind a "completed".
+                receipt = Receipt()
+                finished = self._journal.finish_tool(
+                    self._fence,
+                    task.id,
+                    ToolTaskStatus.FAILED,
+                    f"StateError: {exc}",
+                    receipt=receipt,
+                )
             state.noted(receipt)
             state.note(finished)
             if after_record is not None:

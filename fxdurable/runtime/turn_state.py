@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import pydantic
 
+from fxdurable.core.codec import JsonObject
 from fxdurable.core.journal import AttemptStart, Receipt
 from fxdurable.core.records import ModelCallRecord, SubmissionRecord, ToolTaskRecord, TurnRecord
 from fxdurable.core.states import ToolTaskStatus
@@ -31,6 +32,9 @@ class TurnState:
     round_ids: list[str] = field(default_factory=list)  # the latest round's, by index
     abort_requested: bool = False
     unknown_tools: set[str] = field(default_factory=set)  # tools with an unknown outcome
+    # The session's persisted state as the latest commit left it (every tool call's intent
+    # is such a commit): what the next call's ``ctx.state`` starts from.
+    session_state: JsonObject = field(default_factory=dict)
 
     @classmethod
     def of(cls, start: AttemptStart) -> TurnState:
@@ -71,6 +75,8 @@ class TurnState:
             self.turn = receipt.turn
         if receipt.model_call is not None:
             self.last_call = receipt.model_call
+        if receipt.state is not None:
+            self.session_state = receipt.state
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from fxdurable.core.events import (
 )
 from fxdurable.core.fork import is_fork_copy
 from fxdurable.core.records import EventRecord, SessionRecord, SubmissionRecord, ToolTaskRecord
+from fxdurable.core.session_state import fold_state
 from fxdurable.core.states import (
     AttemptStatus,
     SessionStatus,
@@ -68,11 +69,14 @@ class Effect:
     """One external effect as the outside world saw it (e.g. a line in a deployments log).
 
     ``step``: the durable step (``ctx.step``) that took it, for a durable tool whose steps
-    each take an effect of their own."""
+    each take an effect of their own. ``noop``: not an effect but the call's record that it
+    took none on purpose, because a guard it checked (its session's ``ctx.state``, the
+    world) said the effect was already taken: such a call completes without an effect."""
 
     tool: str
     execution_id: str
     step: str | None = None
+    noop: bool = False
 
 
 def check_store(view: ReadView, *, now: float, at_rest: bool = False) -> StoreSummary:
@@ -99,6 +103,7 @@ def check_store(view: ReadView, *, now: float, at_rest: bool = False) -> StoreSu
         violations += _check_messages(view, session, events)
         violations += _check_questions(view, session, subs, events)
         violations += _check_subagents(view, session, session_tasks)
+        violations += _check_state(session, events)
     for request_id, count in request_ids.items():
         if count > 1:
             violations.append(
@@ -195,6 +200,42 @@ def _check_questions(
     from fxdurable.testing.questions import check_questions
 
     return check_questions(view, session, subs, events)
+
+
+def _check_state(session: SessionRecord, events: Sequence[EventRecord]) -> list[Violation]:
+    """The persisted state (``ctx.state``) is the fold of the session's ``state.changed``
+    events, and each change by a call was committed with that call's completed result or
+    durable step (the next event, same transaction): a call that failed, was cancelled or
+    was left unknown never wrote."""
+    out: list[Violation] = []
+    folded = fold_state(events)
+    if folded != dict(session.state):
+        keys = sorted(set(folded) ^ set(session.state)) or sorted(
+            k for k in folded if folded[k] != session.state.get(k)
+        )
+        out.append(
+            Violation(
+                "state-not-fold",
+                session.id,
+                f"the state differs from the fold of its state.changed events at keys {keys[:10]}",
+            )
+        )
+    for i, event in enumerate(events):
+        task = event.data.get("task")
+        if event.type != EventType.STATE_CHANGED or task is None:
+            continue
+        after = events[i + 1] if i + 1 < len(events) else None
+        committed_by = EventType.TOOL_STEP if event.data.get("step") else EventType.TOOL_COMPLETED
+        if after is None or after.type != committed_by or after.data.get("task") != task:
+            out.append(
+                Violation(
+                    "state-without-completion",
+                    session.id,
+                    f"state.changed {event.seq} by task {task} is not followed by its "
+                    f"{committed_by.value} (next: {after.type if after else 'nothing'})",
+                )
+            )
+    return out
 
 
 def _lease_live(session: SessionRecord, now: float) -> bool:
@@ -423,8 +464,11 @@ def check_effects(view: ReadView, effects: Iterable[Effect]) -> list[Violation]:
     """
     counts: Counter[tuple[str, str]] = Counter()
     step_counts: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    guarded: set[tuple[str, str]] = set()  # calls that took no effect on purpose
     for e in effects:
-        if e.step is None:
+        if e.noop:
+            guarded.add((e.tool, e.execution_id))
+        elif e.step is None:
             counts[(e.tool, e.execution_id)] += 1
         else:
             step_counts[(e.tool, e.execution_id)][e.step] += 1
@@ -452,8 +496,13 @@ def check_effects(view: ReadView, effects: Iterable[Effect]) -> list[Violation]:
                     )
                 )
             # A call whose effects are its steps' need not take one of its own; nor does a
-            # subagent call, whose effect is its child session (check_store audits it).
-            missing = n != 1 and not (stepped and n == 0) and task.child_session is None
+            # subagent call, whose effect is its child session (check_store audits it); nor
+            # does a guarded call that logged it took none on purpose (Effect.noop).
+            missing = (
+                n != 1
+                and not ((stepped or key in guarded) and n == 0)
+                and task.child_session is None
+            )
             if task.status == ToolTaskStatus.COMPLETED and task.policy != "safe" and missing:
                 out.append(
                     Violation(

@@ -61,6 +61,7 @@ WIRE_1 = {
     "tool.step",  # 1.1
     "input.requested",  # 1.3
     "input.answered",  # 1.3
+    "state.changed",  # 1.5
 }
 
 

@@ -21,12 +21,15 @@ Scenarios: ``story`` (plain); ``abort`` (read_state is slow and the driver abort
 once it has started); ``abort-deploy`` (the same with the unsafe deploy); ``hook`` (an
 allow-all ``before_tool`` hook); ``continuation`` (tools take a little time so a small
 ``--invocation-budget`` expires and the turn spans several invocations); ``provision`` (the
-story request is ``provision crash``: one call of the durable, two-step ``provision`` tool).
+story request is ``provision crash``: one call of the durable, two-step ``provision`` tool);
 ``ask`` (the hook asks a person before ``deploy``, allows the rest: the run rests once the
 story waits for the answer; ``--answer allow|deny`` answers it first, ``--kill-while-waiting``
 SIGKILLs the process once the story waits and its lease is free). ``delegate`` / ``delegate2``
 (``delegate crash`` / ``delegate2 crash``: one or two calls of the ``research`` subagent,
-``tests.kit.delegation``, whose children the process runs inline).
+``tests.kit.delegation``, whose children the process runs inline). ``welcome`` (the request is
+``welcome crash``, the follow-up the same again: ``send_welcome`` guarded by persisted state);
+``upgrade`` (``welcome and upgrade crash``, then the unsafe ``upgrade_plan``; the follow-up is
+``account?``, which reads the persisted state).
 ``--max-attempts`` sets the agent's attempt budget; ``--hostname`` makes the process pose as
 another machine; ``--partial-every`` sets ``Durability.partial_text_every_s``.
 
@@ -64,6 +67,7 @@ import fxdurable as fx
 from fxdurable.runtime.models import AnthropicModel, OpenAIModel
 from fxdurable.testing import Quirks, ScriptedModelServer
 from tests.kit.story import (
+    ACCOUNT,
     FOLLOW_UP,
     NEXT_REQUEST,
     OPENING,
@@ -88,11 +92,21 @@ SCENARIOS = (
     "provision",
     "delegate",
     "delegate2",
+    "welcome",
+    "upgrade",
 )
 ANSWERS = {"allow": fx.allow, "deny": lambda: fx.deny("not today")}
 PROVISION = "provision crash"  # the prompt of scenario ``provision`` (a durable tool)
 # The prompts of the subagent scenarios (tests.kit.delegation): one child, two in one batch.
 DELEGATE = {"delegate": "delegate crash", "delegate2": "delegate2 crash"}
+# The request (and the follow-up) of the other scenarios whose prompt is not the story's.
+PROMPTS = {
+    "provision": PROVISION,
+    "welcome": "welcome crash",
+    "upgrade": "welcome and upgrade crash",
+    **DELEGATE,
+}
+NEXT_PROMPTS = {"welcome": "welcome crash", "upgrade": ACCOUNT}
 PROVIDERS = ("inprocess", "openai", "anthropic")
 AnyModel = fx.ScriptedModel | OpenAIModel | AnthropicModel
 # Fake keys: the tests check that neither ever reaches the database, the logs or the output.
@@ -256,12 +270,12 @@ async def run_session(args: argparse.Namespace, workdir: Path, model: AnyModel |
             answered = await handle.answer(ANSWERS[args.answer]())
             print(f"answered {args.answer} for {answered.id}", flush=True)
         if args.next:
-            await handle.submit(FOLLOW_UP, request_id=NEXT_REQUEST)
+            follow_up = NEXT_PROMPTS.get(args.scenario, FOLLOW_UP)
+            await handle.submit(follow_up, request_id=NEXT_REQUEST)
         else:
             # Like a client retrying its POST after a crash: admission is idempotent on the
             # request id, so a rerun gets the same submission back, never a second one.
-            prompt = PROVISION if args.scenario == "provision" else STORY
-            prompt = DELEGATE.get(args.scenario, prompt)
+            prompt = PROMPTS.get(args.scenario, STORY)
             story = await handle.submit(prompt, request_id=STORY_REQUEST)
             assert not existing or story.id == existing[0], (story.id, existing)
             if not existing and args.scenario in ("abort", "abort-deploy"):
@@ -308,8 +322,8 @@ async def waits_without_lease(
     pending = [s for s in subs if s is not None and s.status not in SETTLED]
     if not pending or not pending[0].needs_input:
         return False
-    state = await handle.state()
-    return state is not None and state.lease.owner is None
+    record = await handle.record()
+    return record is not None and record.lease.owner is None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,6 +8,11 @@ outcome is unknown, the scripted model inspects with ``check_deploy`` and never 
 ``provision <tag>`` calls the durable ``provision`` tool once (two steps: ``tenant``, which
 looks the tenant up before creating it, then ``dns``, which does not look) and ends with
 :func:`provisioned_text`.
+``welcome <tag>`` calls ``send_welcome`` (idempotent, guarded by the persisted state
+``welcomed``: it sends only if the session has not welcomed anyone yet, then sets it) and ends
+with :func:`welcomed_text`; ``welcome and upgrade <tag>`` then calls the unsafe
+``upgrade_plan`` (which sets the state ``plan``); :data:`ACCOUNT` calls ``read_account``, which
+answers the session's persisted state as JSON.
 
 The outside world lives in one directory, every line written with ``O_APPEND`` and fsynced
 (:func:`append_line`):
@@ -17,6 +22,10 @@ The outside world lives in one directory, every line written with ``O_APPEND`` a
 - ``effects.log``: ``deploy <execution_id>`` every time deploy takes effect, and
   ``provision <execution_id> <step>`` every time a step of provision does;
 - ``tenants.txt``: the tenants provision's ``tenant`` step created (one name a line);
+- ``effects.log`` also has ``send_welcome <execution_id>`` for every welcome the mail service
+  sent (it dedupes on the execution id, as its idempotency key), ``send_welcome
+  <execution_id> skipped`` for a call that found the session welcomed already (no effect), and
+  ``upgrade_plan <execution_id>`` for every upgrade (no idempotency at all);
 - ``calls.log``: ``<tool> <execution_id> <run> <pid>`` for every execution of every tool,
   and ``provision.<step> ...`` for every time a step's function ran;
 - ``hooks.log``: ``<tool>`` for every call of a logging ``before_tool`` hook (the crash
@@ -54,6 +63,9 @@ _NAMED = re.compile(r"charge order (\S+) and deploy release (\S+?)\.?$")
 _TICKS = re.compile(r"ticks (\d+) (.+)", re.DOTALL)
 _PROVISION = re.compile(r"provision (\S+)")
 _DELEGATE = re.compile(r"delegate2? \S+")
+_WELCOME = re.compile(r"welcome (and upgrade )?(\S+)")
+ACCOUNT = "account?"
+SKIPPED = "skipped"  # an effects.log line's last word: a guarded call that took no effect
 
 
 def append_line(path: Path, line: str) -> None:
@@ -89,9 +101,10 @@ def subject(prompt: str) -> tuple[str, str]:
 def is_story(prompt: str) -> bool:
     """Whether a turn with this prompt tells the story, so may deploy (once)."""
     return (
-        prompt != FOLLOW_UP
+        prompt not in (FOLLOW_UP, ACCOUNT)
         and not _TICKS.fullmatch(prompt)
         and not _PROVISION.fullmatch(prompt)
+        and not _WELCOME.fullmatch(prompt)
         and not is_delegation(prompt)
         and not prompt.startswith("research ")
     )
@@ -105,6 +118,11 @@ def is_delegation(prompt: str) -> bool:
 def provisioned_text(tag: str) -> str:
     """How ``provision <tag>`` ends."""
     return f"Provisioned {tag}: tenant t-{tag} at {tag}.example.com."
+
+
+def welcomed_text(result: str) -> str:
+    """How ``welcome <tag>`` ends, after ``send_welcome`` returned ``result``."""
+    return f"Welcome: {result}."
 
 
 def opening(order: str, release: str) -> str:
@@ -156,6 +174,14 @@ class TickInput(pydantic.BaseModel):
 
 class ProvisionInput(pydantic.BaseModel):
     tenant: str
+
+
+class WelcomeInput(pydantic.BaseModel):
+    user: str
+
+
+class PlanInput(pydantic.BaseModel):
+    plan: str
 
 
 def story_tools(world: Path, timings: Timings) -> list[fx.Tool]:
@@ -225,6 +251,30 @@ def story_tools(world: Path, timings: Timings) -> list[fx.Tool]:
         host = await ctx.step("dns", create_dns)
         return f"tenant {tenant} at {host}"
 
+    def send_welcome(inp: WelcomeInput, ctx: fx.ToolContext) -> str:
+        # A one-shot side effect guarded by persisted state: the state says whether this
+        # session welcomed anyone (across calls and turns); the execution id, which the mail
+        # service dedupes on, covers a retry of this very call (its state write never
+        # committed, as recovery re-runs it).
+        log_call("send_welcome", ctx)
+        if ctx.state.get("welcomed"):
+            append_line(effects, f"send_welcome {ctx.execution_id} {SKIPPED}")
+            return f"{ctx.state['welcomed']} was already welcomed"
+        if f"send_welcome {ctx.execution_id}" not in read_lines(effects):
+            append_line(effects, f"send_welcome {ctx.execution_id}")
+        ctx.state["welcomed"] = inp.user
+        return f"welcome sent to {inp.user}"
+
+    def upgrade_plan(inp: PlanInput, ctx: fx.ToolContext) -> str:
+        log_call("upgrade_plan", ctx)
+        append_line(effects, f"upgrade_plan {ctx.execution_id}")
+        ctx.state["plan"] = inp.plan
+        return f"plan upgraded to {inp.plan}"
+
+    def read_account(_: NoInput, ctx: fx.ToolContext) -> str:
+        log_call("read_account", ctx)
+        return json.dumps(dict(ctx.state), sort_keys=True)
+
     return [
         fx.define_tool(
             "read_state",
@@ -259,6 +309,26 @@ def story_tools(world: Path, timings: Timings) -> list[fx.Tool]:
             input_model=ProvisionInput,
             execute=provision,
             durable=True,
+        ),
+        fx.define_tool(
+            "send_welcome",
+            description="Send the welcome email, once per session.",
+            input_model=WelcomeInput,
+            execute=send_welcome,
+            replay="idempotent",
+        ),
+        fx.define_tool(
+            "upgrade_plan",
+            description="Upgrade the account's plan.",
+            input_model=PlanInput,
+            execute=upgrade_plan,
+            replay="unsafe",
+        ),
+        fx.define_tool(
+            "read_account",
+            description="Read the session's account state.",
+            input_model=NoInput,
+            execute=read_account,
         ),
     ]
 
@@ -307,6 +377,13 @@ def policy(request: fx.ModelRequest) -> fx.ModelResponse:
         if last.text.startswith("tenant "):
             return fx.reply(provisioned_text(provision[1]))
         return fx.reply(f"Provisioning failed: {last.text}")
+    welcome = _WELCOME.fullmatch(prompt)
+    if welcome:
+        return _welcome_policy(last, upgrade=welcome[1] is not None, user=welcome[2])
+    if prompt == ACCOUNT:
+        if last is None:
+            return fx.reply("Reading the account.", fx.call("read_account"))
+        return fx.reply(f"Account: {last.text}")
     order, release = subject(prompt)
     if last is None:
         return fx.reply(opening(order, release), fx.call("read_state"))
@@ -329,6 +406,18 @@ def policy(request: fx.ModelRequest) -> fx.ModelResponse:
     if last.tool_name == "check_deploy":
         return fx.reply(f"The deploy was interrupted; {last.text}. I will not deploy again.")
     return fx.reply(f"Unexpected result from {last.tool_name}: {last.text}")
+
+
+def _welcome_policy(last: Any, *, upgrade: bool, user: str) -> fx.ModelResponse:
+    if last is None:
+        return fx.reply("Welcoming.", fx.call("send_welcome", user=user))
+    if last.tool_name == "send_welcome" and upgrade:
+        return fx.reply("Upgrading the plan.", fx.call("upgrade_plan", plan="pro"))
+    if last.tool_name == "upgrade_plan":
+        if UNKNOWN_MARK in last.text:
+            return fx.reply("The upgrade's outcome is unknown; I will not repeat it blindly.")
+        return fx.reply(f"Upgraded: {last.text}.")
+    return fx.reply(welcomed_text(last.text))
 
 
 def log_interruptions(world: Path, request: fx.ModelRequest, prompt: str, round_: int) -> None:

@@ -29,7 +29,7 @@ from fxdurable.core.records import (
 )
 from fxdurable.testing import Effect, Violation, check_effects, check_store
 from fxdurable.testing.invariants import StoreSummary
-from tests.kit.story import STORY_REQUEST, UNKNOWN_MARK, is_story, read_lines
+from tests.kit.story import SKIPPED, STORY_REQUEST, UNKNOWN_MARK, is_story, read_lines
 
 SETTLED = ("completed", "failed", "aborted")
 # The terminal outcomes (the submission.interrupted advisory before a failure is not one).
@@ -79,7 +79,7 @@ class World:
         return task
 
     def effects_of(self, tool: str) -> list[str]:
-        return [e.execution_id for e in self.effects if e.tool == tool]
+        return [e.execution_id for e in self.effects if e.tool == tool and not e.noop]
 
     def calls_of(self, tool: str) -> list[tuple[str, int]]:
         return [(eid, run) for name, eid, run, _pid in self.calls if name == tool]
@@ -109,7 +109,10 @@ def read_world(store_url: str, world_dir: Path) -> World:
     effects = [Effect("charge", key) for key in ledger]
     for line in read_lines(world_dir / "effects.log"):
         tool, execution, *step = line.split()  # a durable tool's effects name their step
-        effects.append(Effect(tool, execution, step[0] if step else None))
+        if step == [SKIPPED]:  # a guarded call that took no effect on purpose
+            effects.append(Effect(tool, execution, noop=True))
+        else:
+            effects.append(Effect(tool, execution, step[0] if step else None))
     calls = []
     for line in read_lines(world_dir / "calls.log"):
         tool, execution, run, pid = line.split()

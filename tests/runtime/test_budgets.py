@@ -106,7 +106,7 @@ def test_attempts_exhausted_fails_naming_unknown_calls_and_session_rests(tmp_pat
             assert types.count("submission.failed") == 1
             # wait() returns when the submission settles; the lease is let go just after.
             for _ in range(150):
-                state = await s.state()
+                state = await s.record()
                 if state is not None and state.lease.owner is None:
                     break
                 await asyncio.sleep(0.02)
@@ -180,7 +180,7 @@ def test_timeout_fails_the_submission_and_the_session_rests(tmp_path):
             assert task.status.value == "completed"  # finished work is kept
             assert event_types(rt, "s1").count("submission.failed") == 1
             assert_advisory(rt, submission(rt, sub_id), None)  # no crash interrupted it
-            state = await s.state()
+            state = await s.record()
             assert state is not None and state.status.value == "idle"
             assert await s.run("next", timeout=10) == "fine"
             await check_invariants(rt, "s1")

@@ -54,7 +54,7 @@ def test_a_fork_after_the_first_submission_knows_ada_and_has_never_heard_of_tea(
             fork = await rt.fork("s1", "s2", after=first.id)
             assert fork.created and fork.messages == 2 and fork.agent == "a"
             forked = rt.session(fork.session_id)
-            state = await forked.state()
+            state = await forked.record()
             assert state is not None and state.status.value == "idle"
             assert [(m.role, m.text) for m in await forked.history()] == [
                 ("user", "my name is Ada"),
@@ -241,7 +241,7 @@ def test_a_fork_after_a_compaction_takes_the_summary(tmp_path):
             await s.run("my name is Ada " + "x" * 1_000, timeout=10)
             for n in range(3):
                 await s.run(f"q{n} " + "x" * 1_000, timeout=10)
-            source = await s.state()
+            source = await s.record()
             assert source is not None and source.compacted_upto > 0, "the run compacted"
             await rt.fork("s1", "s2")
             fork = read(rt, lambda v: v.get_session("s2"))

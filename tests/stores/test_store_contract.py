@@ -845,6 +845,59 @@ def test_questions_and_answers_flow_through_the_journal_on_every_backend(store: 
     assert types[-3:] == ["attempt.yielded", "input.requested", "input.answered"]
 
 
+def test_persisted_state_flows_through_the_journal_on_every_backend(store: Store) -> None:
+    """``ctx.state`` (a new optional field of the session record, and ``state.changed``
+    events): committed with a durable step and with a result, merged per key, copied by a fork
+    as of its point, and a state near its bound (64 KB) round-trips on every backend."""
+    from fxdurable.core.clock import RandomIds, SystemClock
+    from fxdurable.core.journal import Journal, WorkerIdentity
+    from fxdurable.core.records import ToolCallRequest
+    from fxdurable.core.session_state import MAX_STATE_BYTES, StateWrites
+    from fxdurable.testing.invariants import check_store
+
+    journal = Journal(store, SystemClock(), RandomIds())
+    sub = journal.admit("s1", agent="a", prompt="go").submission
+    fence = journal.claim("s1", WorkerIdentity("h", 1), ttl_s=30)
+    assert fence is not None
+    journal.begin_attempt(fence, sub.id, worker="w")
+    calls = [ToolCallRequest(name="onboard", arguments="{}")] * 2
+    (first, second) = journal.record_model_call(
+        fence, sub.id, round_=0, text="", tool_calls=calls, policies=["unsafe"] * 2, usage=Usage()
+    )
+    journal.start_tool(fence, first.id, durable=True)
+    journal.record_step(
+        fence, first.id, name="tenant", value='"t-1"', writes=StateWrites(set={"tenant": "t-1"})
+    )
+    journal.finish_tool(
+        fence, first.id, ToolTaskStatus.COMPLETED, "ok", writes=StateWrites(set={"ready": True})
+    )
+    after_first = store.read(lambda v: v.get_session("s1")).next_event_seq - 1
+    big = "x" * (MAX_STATE_BYTES - 200)  # the state stays just under its bound
+    journal.start_tool(fence, second.id)
+    journal.finish_tool(
+        fence,
+        second.id,
+        ToolTaskStatus.COMPLETED,
+        "ok",
+        writes=StateWrites(
+            set={"notes": big, "nested": {"a": [1, 2.5, None]}}, deleted=("tenant",)
+        ),
+    )
+    session = store.read(lambda v: v.get_session("s1"))
+    assert session is not None
+    assert dict(session.state) == {"ready": True, "notes": big, "nested": {"a": [1, 2.5, None]}}
+    events = store.read(lambda v: v.events("s1"))
+    changes = [
+        (sorted(e.data["set"]), e.data["deleted"]) for e in events if e.type == "state.changed"
+    ]
+    assert changes == [(["tenant"], []), (["ready"], []), (["nested", "notes"], ["tenant"])]
+    fork = journal.fork("s1", "s2", after=after_first)
+    forked = store.read(lambda v: v.get_session("s2"))
+    assert fork.created and forked is not None
+    assert dict(forked.state) == {"tenant": "t-1", "ready": True}
+    assert store.read(lambda v: check_store(v, now=time.time())).violations == ()
+
+
 def test_sqlite_processes_opening_a_new_file_at_once_all_succeed(tmp_path: Path) -> None:
     """Workers started together all create the store: switching a new file to WAL makes SQLite
     answer "database is locked" at once to all but one opener, which must retry, not fail."""
