@@ -44,7 +44,7 @@ from fxdurable.core.states import ToolTaskStatus
 from fxdurable.errors import IllegalTransitionError, StateError
 from fxdurable.runtime.state import ToolState
 from fxdurable.stores.sqlite import SqliteStore
-from fxdurable.testing import check_store
+from fxdurable.testing import Effect, check_effects, check_store
 
 StateFn = Callable[[Any, fx.ToolContext], Any]
 
@@ -640,3 +640,29 @@ def test_ctx_state_outside_a_run_is_an_empty_buffer_that_seals() -> None:
     assert state.seal() == StateWrites(set={}, deleted=("gone",))
     with pytest.raises(StateError, match="after the call finished"):
         state["late"] = 1
+
+
+def test_a_guarded_call_may_complete_without_an_effect_only_if_it_says_so(tmp_path: Any) -> None:
+    """``check_effects``: a completed idempotent call took effect once, unless it logged that
+    its guard (here, ``ctx.state``) found the effect taken already (``Effect(noop=True)``)."""
+
+    def send_once(inp: Args, ctx: fx.ToolContext) -> str:
+        if ctx.state.get("sent"):
+            return "already sent"
+        ctx.state["sent"] = True
+        return "sent"
+
+    url = db_url(tmp_path)
+    call = [fx.reply("x", fx.call("send_once")), fx.reply("ok")]
+    run_turns(url, [state_tool("send_once", send_once, replay="idempotent")], [call, call])
+    store = SqliteStore(url)
+    try:
+        first, second = store.read(lambda v: v.session_tool_tasks("s1"))
+        assert (first.result, second.result) == ("sent", "already sent")
+        sent = Effect("send_once", first.execution_id)
+        (missing,) = store.read(lambda v: check_effects(v, [sent]))
+        assert missing.code == "effect-missing" and second.id in missing.detail
+        guarded = Effect("send_once", second.execution_id, noop=True)
+        assert store.read(lambda v: check_effects(v, [sent, guarded])) == []
+    finally:
+        store.close()
