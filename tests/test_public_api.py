@@ -39,6 +39,8 @@ PUBLIC_API = [
     "SessionExistsError",
     "SessionHandle",
     "SessionNotFoundError",
+    "StateError",
+    "StateTooLargeError",
     "Steering",
     "SteeringFullError",
     "StepError",

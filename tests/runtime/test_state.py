@@ -666,3 +666,56 @@ def test_a_guarded_call_may_complete_without_an_effect_only_if_it_says_so(tmp_pa
         assert store.read(lambda v: check_effects(v, [sent, guarded])) == []
     finally:
         store.close()
+
+
+# No heartbeat and no scan within the test: they are transactions of their own.
+QUIET = fx.WorkerSettings(lease_ttl_s=60.0, heartbeat_s=30.0, scan_interval_s=600.0)
+
+
+class CountingStore(SqliteStore):
+    """Counts transactions (a state write must add none)."""
+
+    transactions = 0
+
+    def transact(self, body: Any) -> Any:
+        self.transactions += 1
+        return super().transact(body)
+
+
+@pytest.mark.parametrize("writes", [False, True])
+def test_a_state_write_costs_no_transaction_of_its_own(tmp_path: Any, writes: bool) -> None:
+    """It rides in the call's result commit (the session record that commit rewrites anyway),
+    and a call's ``ctx.state`` comes back from its intent's commit (no read): a turn whose
+    call writes state costs what the same turn without the write costs."""
+
+    def maybe_write(inp: Args, ctx: fx.ToolContext) -> str:
+        if writes:
+            ctx.state["k"] = {"big": "x" * 1000}
+        return "done"
+
+    store = CountingStore(db_url(tmp_path))
+    agent = fx.Agent(
+        "a",
+        by_turn([[fx.reply("x", fx.call("maybe_write")), fx.reply("ok")]]),
+        tools=[state_tool("maybe_write", maybe_write)],
+    )
+    counted: dict[str, int] = {}
+
+    async def main() -> None:
+        async with fx.Runtime([agent], store=store, settings=QUIET) as rt:
+            session = rt.session("s1")
+            sub = await session.submit("turn 0")
+            before = store.transactions
+            await session.wait(sub.id, timeout=10)
+            await check_invariants(rt, "s1")
+            counted["transactions"] = store.transactions - before
+            counted["state changes"] = len(state_changes(events(rt, "s1")))
+
+    try:
+        run(main())
+    finally:
+        store.close()
+    assert counted["state changes"] == (1 if writes else 0)
+    # The claim, the attempt, the model's call, the tool call's intent and its result, the
+    # final model call, the settlement, the release: the same with a state write or without.
+    assert counted["transactions"] == 8, counted
