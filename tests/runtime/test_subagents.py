@@ -258,21 +258,29 @@ def test_a_parent_at_its_deadline_suspends_and_its_call_resumes_the_child(tmp_pa
     run(main(), timeout=30)
 
 
-def test_grandchildren_nest_their_ids_and_answers(tmp_path):
-    fetcher = fx.Agent("fetcher", fx.ScriptedModel([fx.reply("page text")]))
+@pytest.mark.parametrize("budget_s", [None, 0.0001], ids=["one-invocation", "step-by-step"])
+def test_grandchildren_nest_their_ids_and_answers(tmp_path, budget_s):
+    """Three levels. ``step-by-step``: invocations too short for more than one step, so
+    every level suspends inside its call again and again; each re-executed call reattaches to
+    its child, recursively, and every model round of every level is asked once."""
+    looked_up: list[str] = []
+    fetcher_model = fx.ScriptedModel(
+        [fx.reply("", fx.call("lookup", topic="page")), fx.reply("page text")]
+    )
+    fetcher = fx.Agent("fetcher", fetcher_model, tools=[recording_lookup(looked_up)])
     fetch = fx.subagent(fetcher, name="fetch", description="Fetch a page.")
-    child = fx.Agent(
-        "researcher",
-        fx.ScriptedModel([fx.reply("", fx.call("fetch", task="get it")), fx.reply("read: page")]),
-        tools=[fetch],
+    child_model = fx.ScriptedModel(
+        [fx.reply("", fx.call("fetch", task="get it")), fx.reply("read: page")]
     )
-    parent = lead(
-        child, fx.ScriptedModel([fx.reply("", fx.call("research", task="r")), fx.reply("done")])
-    )
+    child = fx.Agent("researcher", child_model, tools=[fetch])
+    parent_model = fx.ScriptedModel([fx.reply("", fx.call("research", task="r")), fx.reply("done")])
+    parent = lead(child, parent_model)
     assert [a.name for a in with_delegates([parent])] == ["lead", "researcher", "fetcher"]
 
     async def main() -> None:
-        async with fx.Runtime([parent], store=fresh_store(tmp_path), settings=FAST) as rt:
+        async with fx.Runtime(
+            [parent], store=fresh_store(tmp_path), settings=FAST, invocation_budget_s=budget_s
+        ) as rt:
             assert await rt.session("p1").run("go", timeout=20) == "done"
             [sub] = read(rt, lambda v: v.submissions("p1"))
             [call] = tasks(rt, sub.id)
@@ -285,6 +293,11 @@ def test_grandchildren_nest_their_ids_and_answers(tmp_path):
             grandchild = read(rt, lambda v: v.get_session(grand_call.child_session or ""))
             assert grandchild is not None and grandchild.parent_session == child_id
             assert grandchild.id == child_session_id(child_id, grand_call.execution_id)
+            assert len(read(rt, lambda v: v.list_sessions())) == 3
+            asked = [len(m.requests) for m in (parent_model, child_model, fetcher_model)]
+            assert asked == [2, 2, 2] and looked_up == ["page"]
+            if budget_s is not None:
+                assert call.runs > 1 and grand_call.runs > 1  # re-executed at every level
             assert violations(rt) == []
 
     run(main())
