@@ -34,7 +34,7 @@ import fxdurable as fx
 from fxdurable.cli.trace import print_trace
 from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Fence, Journal, WorkerIdentity
-from fxdurable.core.records import Usage
+from fxdurable.core.records import SessionRecord, Usage
 from fxdurable.core.states import ToolTaskStatus
 from fxdurable.core.subagent import child_request_id, child_session_id
 from fxdurable.runtime.subagent import with_delegates
@@ -645,11 +645,16 @@ def test_a_child_that_asks_a_person_holds_the_call_until_answered_without_runnin
             assert question.question == "May I lookup?"
             child_id = running.child_session
 
-            def child_version() -> int:
+            def child_session() -> SessionRecord:
                 record = read(rt, lambda v: v.get_session(child_id))
                 assert record is not None
-                return record.version
+                return record
 
+            def child_version() -> int:
+                return child_session().version
+
+            while child_session().lease.owner is not None:  # the run that asked lets go
+                await asyncio.sleep(0.01)
             version = child_version()
             await asyncio.sleep(0.5)  # ten polls of the call
             assert child_version() == version  # never claimed while it waits
