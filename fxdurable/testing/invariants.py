@@ -379,7 +379,10 @@ def _check_steps(
                 )
         for task in view.tool_tasks(sub.id):
             seen = task_events[task.id]
-            if task.status == ToolTaskStatus.RUNNING and (at_rest or not _lease_live(session, now)):
+            # A call a crash cut short stays running while its turn waits for a person (its
+            # spent attempt budget): recovery settles it by its replay policy after the answer.
+            left = at_rest or not _lease_live(session, now)
+            if task.status == ToolTaskStatus.RUNNING and left and not waits_for_input(sub):
                 out.append(
                     Violation(
                         "task-left-running",

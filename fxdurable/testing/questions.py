@@ -11,6 +11,10 @@
   same submission and call, with no answer in between; ``question-asked-twice``: no question
   is asked while another is open.
 - ``answer-without-event``: a call carrying an answer has its ``input.answered`` event.
+
+A turn that waits because its attempts ran out (``on_exhausted="ask"``) may hold a call its
+last crash left ``running``: that is recovery's evidence, settled by the call's replay policy
+once the answer comes (``check_store`` does not count it as left running).
 """
 
 from __future__ import annotations

@@ -30,8 +30,9 @@ SIGKILLs the process once the story waits and its lease is free). ``delegate`` /
 ``welcome crash``, the follow-up the same again: ``send_welcome`` guarded by persisted state);
 ``upgrade`` (``welcome and upgrade crash``, then the unsafe ``upgrade_plan``; the follow-up is
 ``account?``, which reads the persisted state).
-``--max-attempts`` sets the agent's attempt budget; ``--hostname`` makes the process pose as
-another machine; ``--partial-every`` sets ``Durability.partial_text_every_s``.
+``--max-attempts`` sets the agent's attempt budget, ``--on-exhausted ask`` makes it ask a
+person when that runs out (the run rests on the question, as in ``ask``); ``--hostname`` makes
+the process pose as another machine; ``--partial-every`` sets ``Durability.partial_text_every_s``.
 
 ``--provider`` picks the model boundary. ``inprocess`` (the default): a ``ScriptedModel``
 calls the policy directly. ``openai`` / ``anthropic``: the driver starts a
@@ -137,6 +138,7 @@ def build_agent(
     *,
     follow_up: bool,
     max_attempts: int = 10,
+    on_exhausted: str = "fail",
     model: AnyModel | None = None,
     partial_every: float | None = None,
 ) -> fx.Agent:
@@ -156,7 +158,7 @@ def build_agent(
         hook = allow_all
     if scenario == "ask":
         hook = asking_hook(workdir, "deploy")
-    durability = fx.Durability(max_attempts=max_attempts)
+    durability = fx.Durability(max_attempts=max_attempts, on_exhausted=on_exhausted)  # type: ignore[arg-type]
     if partial_every is not None:
         durability = dataclasses.replace(durability, partial_text_every_s=partial_every)
     return story_agent(
@@ -249,6 +251,7 @@ async def run_session(args: argparse.Namespace, workdir: Path, model: AnyModel |
         args.scenario,
         follow_up=args.next,
         max_attempts=args.max_attempts,
+        on_exhausted=args.on_exhausted,
         model=model,
         partial_every=args.partial_every,
     )
@@ -334,6 +337,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--invocation-budget", type=float, default=None, metavar="SECONDS")
     parser.add_argument("--next", action="store_true", help="send the follow-up message")
     parser.add_argument("--max-attempts", type=int, default=10, help="the agent's budget")
+    parser.add_argument(
+        "--on-exhausted",
+        choices=("fail", "ask"),
+        default="fail",
+        help="Durability.on_exhausted: ask a person when the attempts run out",
+    )
     parser.add_argument(
         "--hostname", default=None, help="pose as this host (a worker on another machine)"
     )

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import json
 import signal
+from pathlib import Path
 
 import pytest
-from crash_harness import CrashHarness, assert_clean
+from crash_harness import CrashHarness, assert_clean, assert_crashed
 
-from tests.kit.story import DONE_TEXT, read_lines
+from tests.kit.story import DONE_TEXT, UNKNOWN_MARK, read_lines
 from tests.kit.world import World, assert_invariants
 
 pytestmark = pytest.mark.crash
@@ -87,3 +88,39 @@ def test_a_process_killed_while_waiting_loses_nothing(crash: CrashHarness) -> No
     assert world.sessions["s"].lease.owner is None  # it held no lease while it waited
     rest_on_the_question(crash)
     answer_and_finish(crash, interruptions=0)
+
+
+def test_a_turn_out_of_attempts_asks_a_person_then_goes_on_or_fails(
+    store_url: str, workdir: Path
+) -> None:
+    """``Durability(max_attempts=1, on_exhausted="ask")``: the one attempt dies mid-deploy;
+    recovery asks instead of failing, the cut-short deploy still ``running`` (recovery's
+    evidence). ``allow`` grants a fresh budget: recovery resolves the deploy by its policy
+    (``outcome_unknown``, never re-run) and the model inspects. (``deny``: the runtime tests.)"""
+    crash = CrashHarness(store_url, workdir, max_attempts=1)
+    exhausted = ["--on-exhausted", "ask"]
+    spec = "tool.after-execute:deploy"
+    assert_crashed(crash.run(spec, extra_args=exhausted), spec)
+    result = crash.run(None, extra_args=exhausted)
+    assert_clean(result, "the recovery that asks")
+    assert "question " in result[1] and "interrupted 1 times" in result[1], result[1]
+    world = crash.world()
+    assert world.summary.violations == (), world.summary.violations
+    story = world.submission()
+    assert story.status == "running" and story.interruptions == 1
+    assert world.task("deploy").status == "running"  # recovery has not resolved it yet
+    (asked,) = world.events_of("input.requested")
+    assert asked.data["about"] == "exhausted" and "task" not in asked.data
+
+    result = crash.run(None, extra_args=[*exhausted, "--answer", "allow"])
+    assert_clean(result, "the run that answers")
+    world = crash.world()
+    assert_invariants(world, ["crash-1"], sessions=1)
+    story = world.submission()
+    assert story.status == "completed" and "will not deploy again" in (story.result_text or "")
+    deploy = world.task("deploy")
+    assert deploy.status == "outcome_unknown" and deploy.runs == 1
+    assert UNKNOWN_MARK in (deploy.result or "")
+    assert len(world.effects_of("deploy")) == 1
+    assert [e.data["answer"] for e in world.events_of("input.answered")] == ["allow"]
+    crash.follow_up()

@@ -692,7 +692,6 @@ def test_the_checker_accepts_a_waiting_turn_and_flags_broken_questions(tmp_path)
         assert codes == [
             "answer-without-event",
             "answer-without-question",
-            "task-left-running",  # the existing check: no live owner
             "waiting-attempt-running",
             "waiting-call-started",
         ], summary.violations
