@@ -22,6 +22,7 @@ from crash_cases import REQUEST, SESSION, STORY, assert_story_completed
 from rq_story_agents import CRASH_MARK
 from rq_support import RqHarness, wait_until
 from test_rq_crash_suite import LEASE_TTL_S, follow_up
+from worker_support import WorkerHarness
 
 import fxdurable as fx
 from tests.kit.story import question_for, read_lines
@@ -32,9 +33,9 @@ pytestmark = [pytest.mark.redis, pytest.mark.crash]
 ASK = {"FXD_TEST_ASK_BEFORE": "deploy"}
 
 
-def wait_for_the_question(h: RqHarness, sub_id: str) -> None:
+def wait_for_the_question(h: WorkerHarness, sub_id: str) -> None:
     """Until the story waits for its answer with no lease held; then three scan intervals
-    (0.5 s each) pass without any worker starting an attempt of it."""
+    (0.5 s each, where scans run) pass without any worker starting an attempt of it."""
 
     def waiting() -> bool:
         sub = h.read(lambda v: v.get_submission(sub_id))
@@ -47,8 +48,8 @@ def wait_for_the_question(h: RqHarness, sub_id: str) -> None:
     assert len(h.events(SESSION)) == before, [e.type for e in h.events(SESSION)[before:]]
 
 
-def answer_allow(h: RqHarness) -> None:
-    """Answer from another process in RQ mode: the answer's wake goes to the RQ queue."""
+def answer_allow(h: WorkerHarness) -> None:
+    """Answer from another process on the workers' queue: the answer's wake goes there."""
 
     async def go() -> None:
         async with fx.Runtime(h.agents(), store=h.store_url, queue=h.queue_url) as rt:
@@ -58,7 +59,7 @@ def answer_allow(h: RqHarness) -> None:
     asyncio.run(go())
 
 
-def assert_deployed_once_after_one_question(h: RqHarness, *, interruptions: int) -> World:
+def assert_deployed_once_after_one_question(h: WorkerHarness, *, interruptions: int) -> World:
     world = h.world()
     assert_invariants(world, [REQUEST])
     assert_story_completed(world, interruptions=interruptions)
