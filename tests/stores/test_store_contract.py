@@ -13,7 +13,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -43,6 +43,9 @@ from fxdurable.core.states import (
 from fxdurable.core.store import ReadView, Store, Tx
 from fxdurable.errors import ConfigurationError, ConflictError
 from fxdurable.stores.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from fxdurable.core.journal import Fence, Journal
 
 
 def _sqlite(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
@@ -783,9 +786,11 @@ def test_steering_flows_through_the_journal_on_every_backend(store: Store) -> No
     assert texts == [("user", "go"), ("user", "left"), ("user", "then right"), ("assistant", "ok")]
 
 
-def test_durable_tool_steps_flow_through_the_journal_on_every_backend(store: Store) -> None:
-    """A durable call's steps (new optional fields of the tool task) round-trip through each
-    backend's transactions, in the order they were recorded, with their events."""
+def _one_pending_call(
+    store: Store, tool: str, arguments: str
+) -> tuple[Journal, Fence, ToolTaskRecord]:
+    """Through the journal: session s1's turn, whose first model call asked for one unsafe
+    ``tool`` call, still pending. Returns the journal, the worker's fence and the call."""
     from fxdurable.core.clock import RandomIds, SystemClock
     from fxdurable.core.journal import Journal, WorkerIdentity
     from fxdurable.core.records import ToolCallRequest
@@ -795,10 +800,17 @@ def test_durable_tool_steps_flow_through_the_journal_on_every_backend(store: Sto
     fence = journal.claim("s1", WorkerIdentity("h", 1), ttl_s=30)
     assert fence is not None
     journal.begin_attempt(fence, sub.id, worker="w")
-    call = ToolCallRequest(name="provision", arguments="{}")
+    call = ToolCallRequest(name=tool, arguments=arguments)
     (task,) = journal.record_model_call(
         fence, sub.id, round_=0, text="", tool_calls=[call], policies=["unsafe"], usage=Usage()
     )
+    return journal, fence, task
+
+
+def test_durable_tool_steps_flow_through_the_journal_on_every_backend(store: Store) -> None:
+    """A durable call's steps (new optional fields of the tool task) round-trip through each
+    backend's transactions, in the order they were recorded, with their events."""
+    journal, fence, task = _one_pending_call(store, "provision", "{}")
     journal.start_tool(fence, task.id, durable=True)
     journal.record_step(fence, task.id, name="tenant", value='{"id":"t-1"}')
     journal.record_step(fence, task.id, name="dns", value='"a.example.com"')
@@ -817,20 +829,9 @@ def test_questions_and_answers_flow_through_the_journal_on_every_backend(store: 
     through each backend's transactions: the waiting submission stays unsettled and is not
     work a release reports, the answer (a rewrite) lands on the call, and the events say so."""
     from fxdurable.core.asking import waits_for_input
-    from fxdurable.core.clock import RandomIds, SystemClock
-    from fxdurable.core.journal import Journal, WorkerIdentity
-    from fxdurable.core.records import ToolCallRequest
 
-    journal = Journal(store, SystemClock(), RandomIds())
-    sub = journal.admit("s1", agent="a", prompt="go").submission
-    fence = journal.claim("s1", WorkerIdentity("h", 1), ttl_s=30)
-    assert fence is not None
-    journal.begin_attempt(fence, sub.id, worker="w")
-    call = ToolCallRequest(name="deploy", arguments='{"version": "1"}')
-    (task,) = journal.record_model_call(
-        fence, sub.id, round_=0, text="", tool_calls=[call], policies=["unsafe"], usage=Usage()
-    )
-    journal.request_input(fence, sub.id, question="May I?", about="tool", task_id=task.id)
+    journal, fence, task = _one_pending_call(store, "deploy", '{"version": "1"}')
+    journal.request_input(fence, task.turn_id, question="May I?", about="tool", task_id=task.id)
     assert journal.release(fence) is False
     (waiting,) = store.read(lambda v: v.unsettled_submissions("s1"))
     assert waits_for_input(waiting) and waiting.input_request is not None
