@@ -73,6 +73,11 @@ class Agent:
 
     ``model`` is a model object or a string such as ``"openai/gpt-4o-mini"`` or
     ``"anthropic/claude-sonnet-4-5"`` (keys and base URLs come from the environment).
+
+    ``parallel_tools``: consecutive calls of one response whose replay policy is ``safe`` or
+    ``idempotent`` run concurrently, at most ``max_parallel_tools`` at a time; an ``unsafe``
+    call runs alone at its position (:mod:`fxdurable.runtime.batch`). ``False``: every call
+    runs after the one before it has settled.
     """
 
     __slots__ = (
@@ -80,8 +85,10 @@ class Agent:
         "before_tool",
         "durability",
         "instructions",
+        "max_parallel_tools",
         "model",
         "name",
+        "parallel_tools",
         "pricing",
         "tools",
     )
@@ -94,6 +101,8 @@ class Agent:
     before_tool: BeforeTool | None
     after_tool: AfterTool | None
     pricing: Pricing | None
+    parallel_tools: bool
+    max_parallel_tools: int
 
     def __init__(
         self,
@@ -105,9 +114,13 @@ class Agent:
         before_tool: BeforeTool | None = None,
         pricing: Pricing | None = None,
         after_tool: AfterTool | None = None,
+        parallel_tools: bool = True,
+        max_parallel_tools: int = 8,
     ) -> None:
         if not name:
             raise ConfigurationError("an agent needs a name: sessions are bound to it")
+        if max_parallel_tools < 1:
+            raise ConfigurationError("max_parallel_tools must be at least 1")
         if isinstance(model, str):
             from fxdurable.runtime.models.providers import resolve_model
 
@@ -125,6 +138,8 @@ class Agent:
             "before_tool": before_tool,
             "after_tool": after_tool,
             "pricing": pricing,
+            "parallel_tools": parallel_tools,
+            "max_parallel_tools": max_parallel_tools,
         }
         for key, value in values.items():
             object.__setattr__(self, key, value)

@@ -16,6 +16,13 @@ intent stay two commits, never one: ``tool.after-record`` means "this result is 
 the next call has not been promised", and recovery from it must find the next call
 ``pending`` (run normally, whatever its replay policy), not ``running`` (resolved by its
 policy, an unsafe call left unknown without ever having run).
+
+Several calls of one response run concurrently when their policies allow it (a *batch*,
+:mod:`fxdurable.runtime.batch`): each is the same call as above, hook, intent, execution,
+result, but nothing is merged into a batch's commits (the next call has been promised with
+its siblings), and every crossing of the turn goes through one :class:`TurnCrossings`, so only
+the executions overlap. A batch is one step: the abort, budgets and the deadline are checked
+before it starts and after all its calls have settled.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import pydantic
 
@@ -43,6 +50,7 @@ from fxdurable.core.subagent import child_failure, child_session_id
 from fxdurable.errors import StateTooLargeError, SteeringPendingError, Suspend, ToolInputError
 from fxdurable.runtime import relay, tracing
 from fxdurable.runtime.agent import Agent
+from fxdurable.runtime.batch import TurnCrossings, parallel_batch, run_batch
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.children import ChildDriver, ChildSessions, abort_child, running_child
 from fxdurable.runtime.conversation import ConversationCache
@@ -110,7 +118,9 @@ class TurnDriver:
             conversations=self._conversations,
         )
         self._attempt = 0
-        self._running_tool: asyncio.Task[str] | None = None
+        self._running_tools: set[asyncio.Future[str]] = set()  # more than one in a batch
+        self._cross = TurnCrossings()  # the crossings a batch's calls may make at once
+        self._batching = False
         self._abort_seen = False
         self._state: TurnState | None = None
         # Set once the turn asked a person (``needs_input``): the attempt ended with the
@@ -120,10 +130,10 @@ class TurnDriver:
     # -- called by the heartbeat -------------------------------------------------------------
 
     def abort_requested(self) -> None:
-        """Cancel the tool in flight (if any); the loop settles ``aborted`` at the boundary."""
+        """Cancel the tools in flight (if any); the loop settles ``aborted`` at the boundary."""
         self._abort_seen = True
-        if self._running_tool is not None:
-            self._running_tool.cancel()
+        for running in self._running_tools:
+            running.cancel()
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -224,6 +234,8 @@ class TurnDriver:
                     if settled:
                         return
                     prepared = None
+                case RunTool() | RecoverTool() if len(batch := self._batch()) > 1:
+                    prepared, go = await self._run_batch(batch)
                 case RunTool(task=task):
                     prepared, go = await self._run_tool(task)
                 case RecoverTool(task=task):
@@ -287,6 +299,31 @@ class TurnDriver:
 
     # -- tools ---------------------------------------------------------------------------------
 
+    def _batch(self) -> list[ToolTaskRecord]:
+        """The calls the loop runs together next; one or none: the loop runs it on its own."""
+        assert self._state is not None
+        if not self._agent.parallel_tools:
+            return []
+        return parallel_batch(self._state.round_tasks, limit=self._agent.max_parallel_tools)
+
+    async def _run_batch(
+        self, batch: Sequence[ToolTaskRecord]
+    ) -> tuple[Prepared | None, ReadyTool | None]:
+        """Run the calls of a batch concurrently, each as the loop would run it alone: a
+        pending one normally, a running one (a crash cut the batch short) by its policy."""
+
+        def call(task: ToolTaskRecord) -> Callable[[], Awaitable[object]]:
+            if task.status == ToolTaskStatus.RUNNING:
+                return lambda: self._recover_tool(task)
+            return lambda: self._run_tool(task)
+
+        self._batching = True
+        try:
+            await run_batch([call(task) for task in batch])
+        finally:
+            self._batching = False
+        return None, None  # the loop decides the next step with its boundary checks
+
     def _ready(self, task: ToolTaskRecord) -> tuple[Tool, pydantic.BaseModel] | str:
         """The tool and its parsed input, or why the call fails without running."""
         tool = self._agent.tool(task.tool)
@@ -328,7 +365,7 @@ class TurnDriver:
                 return None, None
             if verdict is not None:
                 return await self._finish(task, ToolTaskStatus.FAILED, f"denied: {verdict}")
-        started = await durable(self._start, task.id, None, tool.durable)
+        started = await self._cross(self._start, task.id, None, tool.durable)
         crash_point("tool.after-intent", task.tool)
         return await self._execute(started, tool, arguments)
 
@@ -364,7 +401,7 @@ class TurnDriver:
             return await self._finish(task, ToolTaskStatus.FAILED, str(exc))
         # A safe or idempotent call re-runs either way; if its tool is durable now, its steps
         # are recorded from this run on.
-        started = await durable(self._start, task.id, "recovery", tool.durable)
+        started = await self._cross(self._start, task.id, "recovery", tool.durable)
         return await self._execute(started, tool, arguments)
 
     async def _refresh_stale_reads(self, round_tasks: Sequence[ToolTaskRecord]) -> bool:
@@ -407,6 +444,8 @@ class TurnDriver:
             return None
         if action.task.answer is not None:
             return None  # a person's answer to apply first (a deny must not start it)
+        if len(self._batch()) > 1:
+            return None  # its calls start together, after the boundary's checks
         if state.abort_requested or self._abort_seen or self._timed_out():
             return None
         if self._budget.stop_reason() is not None:
@@ -438,10 +477,13 @@ class TurnDriver:
             state=state,
         )
         progress.start()
-        self._running_tool = asyncio.ensure_future(tool.run(arguments, ctx))
+        running = asyncio.ensure_future(tool.run(arguments, ctx))
+        self._running_tools.add(running)
+        if self._abort_seen:  # a batch's call whose intent was recorded after the abort
+            running.cancel()
         status: ToolTaskStatus
         try:
-            result = await asyncio.wait_for(self._running_tool, timeout=tool.timeout_s)
+            result = await asyncio.wait_for(running, timeout=tool.timeout_s)
             status = ToolTaskStatus.COMPLETED
         except TimeoutError:
             status, result = self._interrupted(tool, f"timed out after {tool.timeout_s:g}s")
@@ -463,7 +505,7 @@ class TurnDriver:
         except Exception as exc:
             status, result = ToolTaskStatus.FAILED, f"{type(exc).__name__}: {exc}"
         finally:
-            self._running_tool = None
+            self._running_tools.discard(running)
         # No progress write may land after (or race) the finish, which clears the field.
         await progress.aclose()
         # Only a call that completed wrote: a raise, a timeout or a cancellation discards the
@@ -527,7 +569,7 @@ class TurnDriver:
             # durable. A crash here runs the step again on recovery (at least once).
             crash_point("tool.step.before-record", tool.name)
             writes = tool_state.pending()
-            await durable(commit, name, value, writes)
+            await self._cross(commit, name, value, writes)
             tool_state.committed(writes)
 
         recorded = {step.name: step.value for step in task.steps}
@@ -581,7 +623,7 @@ class TurnDriver:
                 crash_point("tool.after-record", after_record)
                 if running_child() is not None:  # a subagent's child, run inline by its parent
                     crash_point("subagent.in-child", after_record)
-            if not merge:
+            if not merge or self._batching:
                 return None, None
             action = state.next_action()
             if isinstance(action, CallModel) and not (state.abort_requested or self._abort_seen):
@@ -590,7 +632,7 @@ class TurnDriver:
                 return request, None
             return None, self._start_next()
 
-        return await durable(commit)
+        return await self._cross(commit)
 
     # -- questions -----------------------------------------------------------------------------
 

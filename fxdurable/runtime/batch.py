@@ -1,0 +1,105 @@
+"""Parallel tool batches: which calls of one model response run together, and running them.
+
+A *batch* is a run of consecutive calls of the latest response (by index) whose replay policy
+allows re-running them after a crash (``safe``, ``idempotent``), at most
+``Agent.max_parallel_tools`` of them. An ``unsafe`` call is never in a batch: the calls before
+it finish first, it runs alone, and the calls after it start after it has settled, so the
+model's order of effects is kept where it could matter.
+
+Every call of a batch is an ordinary call: its own hook, intent commit, execution (own timeout,
+own progress pump, own cancellation) and result commit. Only the executions overlap. The
+commits of one turn are serialised (:class:`TurnCrossings`): the session's version and event
+sequence are written by one transition at a time, so events stay gap-free and the driver's
+in-memory turn state is updated by one thread at a time, on every store.
+
+Recovery needs nothing of its own: what a crash leaves is a round in which some calls are
+settled (their results are served from the record, never re-run), some ``running`` (each
+recovered by its own policy: safe and idempotent calls re-run, and no unsafe call can be
+running inside a batch) and some ``pending`` (run normally). :func:`parallel_batch` skips the
+settled ones, so a recovered batch is the unsettled rest of the one that crashed. The model
+reads the results by call index (the order it asked), whatever order they finished in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import ParamSpec, TypeVar
+
+from fxdurable.core.records import ToolTaskRecord
+from fxdurable.core.states import is_terminal
+from fxdurable.errors import Suspend
+from fxdurable.runtime.crossing import durable
+
+__all__ = ["PARALLEL_POLICIES", "TurnCrossings", "parallel_batch", "run_batch"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# The policies whose calls may overlap: a crash with several of them running leaves calls
+# that recovery simply runs again (DESIGN §3.5), never an unknown outcome.
+PARALLEL_POLICIES: frozenset[str] = frozenset({"safe", "idempotent"})
+
+
+def parallel_batch(round_tasks: Sequence[ToolTaskRecord], *, limit: int) -> list[ToolTaskRecord]:
+    """The calls to run together next: the first unsettled call of the round and the unsettled
+    calls after it while their policies allow overlap (settled ones in between are skipped:
+    their results stand). A single call when the first is unsafe or ``limit`` is 1; empty
+    when every call has settled."""
+    batch: list[ToolTaskRecord] = []
+    for task in sorted(round_tasks, key=lambda t: t.index):
+        if is_terminal(task.status):
+            continue
+        if task.policy not in PARALLEL_POLICIES:
+            return batch or [task]
+        batch.append(task)
+        if len(batch) == limit:
+            break
+    return batch
+
+
+class TurnCrossings:
+    """The journal crossings of one turn, one at a time.
+
+    ``asyncio.to_thread`` would otherwise run the intent and result commits of a batch's
+    calls in several threads at once: each store would re-run the losers of the session
+    version race (or serialise them itself), and the driver's turn state, which each commit
+    updates from its worker thread, would be written concurrently. Waiting on the loop (an
+    ``asyncio.Lock``, not a thread lock) keeps the executor's threads free for sync tools.
+    """
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+
+    async def __call__(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        async with self._lock:
+            return await durable(fn, *args, **kwargs)
+
+
+async def run_batch(calls: Sequence[Callable[[], Awaitable[object]]]) -> None:
+    """Run ``calls`` concurrently until each has settled its call.
+
+    A call's tool failing is its own recorded result, not an exception here. An exception out
+    of a call is the turn's (a lost lease, a store down): the other calls are cancelled (their
+    tasks are left ``running`` for recovery, as a crash would) and the first exception, in
+    call order, is raised. A :class:`Suspend` (a hook stopping the turn) lets the other calls
+    finish first: their results are recorded, not redone.
+    """
+    tasks = [asyncio.ensure_future(call()) for call in calls]
+    try:
+        pending: set[asyncio.Future[object]] = set(tasks)
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
+            failed = [t for t in done if not t.cancelled() and t.exception() is not None]
+            if any(not isinstance(t.exception(), Suspend) for t in failed):
+                break
+    finally:
+        for task in tasks:
+            task.cancel()  # a no-op for the finished ones
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in tasks:
+        if task.cancelled():
+            continue
+        exc = task.exception()
+        if exc is not None:
+            raise exc
