@@ -29,6 +29,7 @@ from fxdurable.core.states import (
 )
 from fxdurable.core.store import ReadView
 from fxdurable.core.subagent import child_request_id, child_session_id
+from fxdurable.testing.batches import unsafe_overlaps
 
 __all__ = ["Effect", "StoreSummary", "Violation", "check_effects", "check_store"]
 
@@ -104,6 +105,7 @@ def check_store(view: ReadView, *, now: float, at_rest: bool = False) -> StoreSu
         violations += _check_questions(view, session, subs, events)
         violations += _check_subagents(view, session, session_tasks)
         violations += _check_state(session, events)
+        violations += [Violation("unsafe-overlap", session.id, o) for o in unsafe_overlaps(events)]
     for request_id, count in request_ids.items():
         if count > 1:
             violations.append(

@@ -29,6 +29,8 @@ from fxdurable.core.records import ToolTaskRecord
 from fxdurable.core.states import ToolTaskStatus
 from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.batch import parallel_batch
+from fxdurable.stores.sqlite import SqliteStore
+from fxdurable.testing import check_store
 
 HOLD_S = 2.0  # how long a call waits for company that never comes (a failing test only)
 
@@ -337,3 +339,37 @@ def test_a_batch_is_the_next_unsettled_calls_up_to_an_unsafe_one(round_, limit, 
 def test_max_parallel_tools_must_be_positive():
     with pytest.raises(ConfigurationError, match="max_parallel_tools"):
         fx.Agent("eng", fx.ScriptedModel([]), max_parallel_tools=0)
+
+
+def test_the_checker_reports_a_call_that_overlapped_an_unsafe_one(tmp_path):
+    """``fxdurable check``'s ``unsafe-overlap``: a journal driven to start a read while an
+    unsafe call of the same turn runs (what a driver ignoring the policy would record)."""
+    url = db_url(tmp_path)
+    calls = [fx.call("deploy", name="u"), fx.call("probe", name="a")]
+    leave_crashed_turn(url, agent="eng", calls=calls, policies=["unsafe", "safe"], running=[0, 1])
+    store = SqliteStore(url)
+    try:
+        summary = store.read(lambda v: check_store(v, now=0.0))
+    finally:
+        store.close()
+    overlaps = [v for v in summary.violations if v.code == "unsafe-overlap"]
+    assert len(overlaps) == 1 and "started" in overlaps[0].detail, summary.violations
+
+
+def test_a_batch_and_an_unsafe_call_leave_nothing_for_the_checker(tmp_path):
+    meter = Meter(2)
+    calls = [fx.call("probe", name="a"), fx.call("probe", name="b"), fx.call("deploy", name="u")]
+    calls += [fx.call("fetch", name="c"), fx.call("fetch", name="d")]
+    model = fx.ScriptedModel([fx.reply("", *calls), fx.reply("done")])
+    agent = fx.Agent("eng", model, tools=metered_tools(meter))
+
+    async def main():
+        async with fx.Runtime([agent], store=fresh_store(tmp_path), settings=FAST) as rt:
+            s = rt.session("s1")
+            await s.wait((await s.submit("go")).id, timeout=10)
+            await check_invariants(rt, "s1")
+            return rt.journal.read(lambda v: check_store(v, now=0.0, at_rest=True))
+
+    summary = run(main())
+    assert meter.peak == 2
+    assert summary.violations == () and summary.tool_tasks == 5
