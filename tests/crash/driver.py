@@ -22,6 +22,8 @@ once it has started); ``abort-deploy`` (the same with the unsafe deploy); ``hook
 allow-all ``before_tool`` hook); ``continuation`` (tools take a little time so a small
 ``--invocation-budget`` expires and the turn spans several invocations); ``provision`` (the
 story request is ``provision crash``: one call of the durable, two-step ``provision`` tool);
+``batch`` (the story request is ``batch crash``: three calls of one response, run as a
+parallel batch).
 ``ask`` (the hook asks a person before ``deploy``, allows the rest: the run rests once the
 story waits for the answer; ``--answer allow|deny`` answers it first, ``--kill-while-waiting``
 SIGKILLs the process once the story waits and its lease is free). ``delegate`` / ``delegate2``
@@ -95,6 +97,7 @@ SCENARIOS = (
     "delegate2",
     "welcome",
     "upgrade",
+    "batch",
 )
 ANSWERS = {"allow": fx.allow, "deny": lambda: fx.deny("not today")}
 PROVISION = "provision crash"  # the prompt of scenario ``provision`` (a durable tool)
@@ -105,6 +108,7 @@ PROMPTS = {
     "provision": PROVISION,
     "welcome": "welcome crash",
     "upgrade": "welcome and upgrade crash",
+    "batch": "batch crash",  # a parallel tool batch
     **DELEGATE,
 }
 NEXT_PROMPTS = {"welcome": "welcome crash", "upgrade": ACCOUNT}

@@ -13,13 +13,19 @@ looks the tenant up before creating it, then ``dns``, which does not look) and e
 with :func:`welcomed_text`; ``welcome and upgrade <tag>`` then calls the unsafe
 ``upgrade_plan`` (which sets the state ``plan``); :data:`ACCOUNT` calls ``read_account``, which
 answers the session's persisted state as JSON.
+``batch <tag>`` asks, in one response, for ``survey`` (safe),
+``read_state`` (safe) and ``reserve`` (idempotent): a parallel batch, in which survey and
+reserve hold for :data:`BATCH_HOLD_S` on their first run, so a crash at
+``tool.after-record:read_state`` finds them both running. It ends with :func:`batched_text`,
+which quotes the three results in the order the model read them.
 
 The outside world lives in one directory, every line written with ``O_APPEND`` and fsynced
 (:func:`append_line`):
 
 - ``ledger.txt``: the charge downstream's idempotency keys. It dedupes on them, and a charge is
   this one append: the ledger is the only record of the charges;
-- ``effects.log``: ``deploy <execution_id>`` every time deploy takes effect, and
+- ``effects.log``: ``deploy <execution_id>`` every time deploy takes effect,
+  ``reserve <execution_id>`` every time reserve does (it dedupes on the key), and
   ``provision <execution_id> <step>`` every time a step of provision does;
 - ``tenants.txt``: the tenants provision's ``tenant`` step created (one name a line);
 - ``effects.log`` also has ``send_welcome <execution_id>`` for every welcome the mail service
@@ -66,6 +72,10 @@ _DELEGATE = re.compile(r"delegate2? \S+")
 _WELCOME = re.compile(r"welcome (and upgrade )?(\S+)")
 ACCOUNT = "account?"
 SKIPPED = "skipped"  # an effects.log line's last word: a guarded call that took no effect
+_BATCH = re.compile(r"batch (\S+)")
+# How long survey and reserve hold on their first run: far longer than read_state, their
+# sibling in the batch, takes to run and record on a loaded machine.
+BATCH_HOLD_S = 1.5
 
 
 def append_line(path: Path, line: str) -> None:
@@ -104,6 +114,7 @@ def is_story(prompt: str) -> bool:
         prompt not in (FOLLOW_UP, ACCOUNT)
         and not _TICKS.fullmatch(prompt)
         and not _PROVISION.fullmatch(prompt)
+        and not _BATCH.fullmatch(prompt)
         and not _WELCOME.fullmatch(prompt)
         and not is_delegation(prompt)
         and not prompt.startswith("research ")
@@ -123,6 +134,14 @@ def provisioned_text(tag: str) -> str:
 def welcomed_text(result: str) -> str:
     """How ``welcome <tag>`` ends, after ``send_welcome`` returned ``result``."""
     return f"Welcome: {result}."
+
+
+def batched_text(tag: str, results: Sequence[str] | None = None) -> str:
+    """How ``batch <tag>`` ends: the batch's results as the model read them (by default, the
+    results it should read, in the order it asked)."""
+    if results is None:
+        results = ["disk surveyed", READ_STATE_RESULT, f"{tag} reserved"]
+    return f"Batch {tag}: " + " | ".join(results)
 
 
 def opening(order: str, release: str) -> str:
@@ -184,6 +203,17 @@ class PlanInput(pydantic.BaseModel):
     plan: str
 
 
+class SurveyInput(pydantic.BaseModel):
+    part: str
+
+
+class ReserveInput(pydantic.BaseModel):
+    item: str
+
+
+READ_STATE_RESULT = "the order is unpaid; production runs release 1.9"
+
+
 def story_tools(world: Path, timings: Timings) -> list[fx.Tool]:
     effects = world / "effects.log"
     ledger = world / "ledger.txt"
@@ -195,7 +225,7 @@ def story_tools(world: Path, timings: Timings) -> list[fx.Tool]:
     def read_state(_: NoInput, ctx: fx.ToolContext) -> str:
         log_call("read_state", ctx)
         time.sleep(timings.read_s or timings.tool_s)
-        return "the order is unpaid; production runs release 1.9"
+        return READ_STATE_RESULT
 
     def charge(inp: ChargeInput, ctx: fx.ToolContext) -> str:
         # The downstream payment system: it dedupes on the idempotency key it is given, and
@@ -275,6 +305,21 @@ def story_tools(world: Path, timings: Timings) -> list[fx.Tool]:
         log_call("read_account", ctx)
         return json.dumps(dict(ctx.state), sort_keys=True)
 
+    def survey(inp: SurveyInput, ctx: fx.ToolContext) -> str:
+        log_call("survey", ctx)
+        if ctx.attempt == 1:
+            time.sleep(BATCH_HOLD_S)
+        return f"{inp.part} surveyed"
+
+    def reserve(inp: ReserveInput, ctx: fx.ToolContext) -> str:
+        # A downstream that dedupes on the idempotency key: one effect per execution id.
+        log_call("reserve", ctx)
+        if ctx.attempt == 1:
+            time.sleep(BATCH_HOLD_S)
+        if f"reserve {ctx.execution_id}" not in read_lines(effects):
+            append_line(effects, f"reserve {ctx.execution_id}")
+        return f"{inp.item} reserved"
+
     return [
         fx.define_tool(
             "read_state",
@@ -330,6 +375,16 @@ def story_tools(world: Path, timings: Timings) -> list[fx.Tool]:
             input_model=NoInput,
             execute=read_account,
         ),
+        fx.define_tool(
+            "survey", description="Survey a part.", input_model=SurveyInput, execute=survey
+        ),
+        fx.define_tool(
+            "reserve",
+            description="Reserve an item (the downstream dedupes on the idempotency key).",
+            input_model=ReserveInput,
+            execute=reserve,
+            replay="idempotent",
+        ),
     ]
 
 
@@ -384,6 +439,16 @@ def policy(request: fx.ModelRequest) -> fx.ModelResponse:
         if last is None:
             return fx.reply("Reading the account.", fx.call("read_account"))
         return fx.reply(f"Account: {last.text}")
+    batch = _BATCH.fullmatch(prompt)
+    if batch:
+        if last is None:
+            return fx.reply(
+                f"Surveying {batch[1]} in parallel.",
+                fx.call("survey", part="disk"),
+                fx.call("read_state"),
+                fx.call("reserve", item=batch[1]),
+            )
+        return fx.reply(batched_text(batch[1], [m.text for m in results]))
     order, release = subject(prompt)
     if last is None:
         return fx.reply(opening(order, release), fx.call("read_state"))

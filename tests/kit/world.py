@@ -29,7 +29,14 @@ from fxdurable.core.records import (
 )
 from fxdurable.testing import Effect, Violation, check_effects, check_store
 from fxdurable.testing.invariants import StoreSummary
-from tests.kit.story import SKIPPED, STORY_REQUEST, UNKNOWN_MARK, is_story, read_lines
+from tests.kit.story import (
+    SKIPPED,
+    STORY_REQUEST,
+    UNKNOWN_MARK,
+    batched_text,
+    is_story,
+    read_lines,
+)
 
 SETTLED = ("completed", "failed", "aborted")
 # The terminal outcomes (the submission.interrupted advisory before a failure is not one).
@@ -249,3 +256,41 @@ def assert_deploy_killed_after_progress(world: World, request_id: str = STORY_RE
     check = world.task("check_deploy", request_id)
     assert check.result == f"{deploys} deploy(s) on record"
     assert not [e for e in world.events if "progress" in e.type]
+
+
+def assert_batch_recovered(world: World, request_id: str = STORY_REQUEST) -> None:
+    """``batch crash`` killed at ``tool.after-record:read_state``: every intent of the batch
+    and read_state's result were recorded, survey and reserve were running. The recorded
+    result stands (read_state ran once); survey re-ran (safe) and reserve re-ran with the same
+    execution id (idempotent), its effect once; the final answer quotes the results in the
+    order the model asked for them."""
+    sub = world.submission(request_id)
+    assert sub.status == "completed", (sub.status, sub.error)
+    assert sub.result_text == batched_text("crash")  # the results in asked order
+    assert sub.interruptions == 1
+    survey, read, reserve = (world.task(t, request_id) for t in ("survey", "read_state", "reserve"))
+    assert [t.index for t in (survey, read, reserve)] == [0, 1, 2]
+    # The recorded result stands: read_state ran once, in the crashed process.
+    assert (read.status, read.runs) == ("completed", 1), read
+    assert len(world.calls_of("read_state")) == 1
+    # Both running calls were started by the crashed process, then re-run by their policies.
+    for task in (survey, reserve):
+        assert (task.status, task.runs) == ("completed", 2), task
+        reasons = [e.data.get("reason") for e in world.task_events(task, "tool.started")]
+        assert reasons == [None, "recovery"]
+        assert world.calls_of(task.tool) == [(task.execution_id, 1), (task.execution_id, 2)]
+    assert world.effects_of("reserve") == [reserve.execution_id]  # once, same key
+    # The crash came after every intent of the batch and one result: both others were running.
+    first_attempt = [
+        e
+        for e in world.session_events(sub.session_id)
+        if e.turn_id == sub.id and e.type.startswith("tool.")
+    ][:4]
+    assert [(e.type, e.data["index"]) for e in first_attempt] == [
+        ("tool.started", 0),
+        ("tool.started", 1),
+        ("tool.started", 2),
+        ("tool.completed", 1),
+    ]
+    assert not [t for t in world.tasks if t.status == "outcome_unknown"]
+    assert_model_requests(world)

@@ -50,7 +50,12 @@ from rq_support import (
 
 from fxdurable.runtime.worker import local_process_is_dead
 from tests.kit.story import provisioned_text
-from tests.kit.world import World, assert_invariants, assert_model_requests
+from tests.kit.world import (
+    World,
+    assert_batch_recovered,
+    assert_invariants,
+    assert_model_requests,
+)
 
 pytestmark = [pytest.mark.redis, pytest.mark.crash]
 
@@ -257,4 +262,18 @@ def test_a_durable_tool_killed_inside_or_between_its_steps(
     assert len(world.calls_of("provision.tenant")) == tenant_runs
     assert len(world.calls_of("provision.dns")) == 1
     assert_model_requests(world)
+    follow_up(h)
+
+
+def test_a_horse_killed_with_two_calls_of_a_batch_running(
+    make_harness: Callable[..., RqHarness],
+) -> None:
+    """``batch crash``: survey (safe), read_state (safe) and reserve (idempotent) of one
+    response run as a parallel batch; the horse is SIGKILLed once read_state's result is
+    recorded, survey and reserve still running. A new horse serves read_state's result from
+    its record, re-runs survey and reserve (same execution id, one effect), and the model
+    reads the three results in the order it asked for them."""
+    h = make_harness(lease_ttl_s=LEASE_TTL_S)
+    crashed = crash_and_recover(h, ["tool.after-record:read_state"], prompt="batch crash")
+    assert_batch_recovered(crashed.world, REQUEST)
     follow_up(h)
