@@ -20,6 +20,7 @@ from bench.http_admit import HttpFigures, measure_http_admit, render_http
 from bench.http_admit import unavailable_reason as http_unavailable_reason
 from bench.lambda_turns import LambdaFigures, measure_lambda_turns, render_lambda
 from bench.lambda_turns import unavailable_reason as lambda_unavailable_reason
+from bench.parallel_tools import measure_parallel, render_parallel
 from bench.redis_server import RedisServer, unavailable_reason
 from bench.redis_steps import measure_redis_growth, measure_redis_steps
 from bench.report import RedisSection, Report
@@ -122,6 +123,8 @@ T = TypeVar("T")
 # Fresh processes each, a second or two a round: the quick run only shows the rows.
 STARTUP_REPS = {QUICK.name: 1, DEFAULT.name: 7}
 LAMBDA_REPS = {QUICK.name: 1, DEFAULT.name: 5}
+# Turns of each variant (about 0.13 s parallel, 0.43 s sequential each).
+PARALLEL_REPS = {QUICK.name: 3, DEFAULT.name: 9}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -143,13 +146,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--only",
-        choices=["http", "startup", "headline", "lambda"],
+        choices=["http", "startup", "headline", "lambda", "parallel"],
         default=None,
         help="measure one section alone: 'http' is POST /chat admission latency on a served app "
         "beside GET /healthz and a raw SQLite commit of the same run; 'startup' is import, "
         "worker and demo start times; 'headline' is issue 10's table (fxdurable, DBOS and "
         "LangGraph per step, growth with session length, RSS; 'lambda' is a turn across many "
-        "wake-function invocations against the same turn in one, on moto",
+        "wake-function invocations against the same turn in one, on moto; 'parallel' is a "
+        "turn of 4 parallel safe tool calls of 100 ms against the same turn run sequentially",
     )
     parser.add_argument(
         "--no-headline",
@@ -266,6 +270,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 + render_lambda(lambda_figures, lambda_note)
             )
             return 1 if failed else 0
+        if args.only == "parallel":
+            parallel = measure_parallel(tmp, reps=PARALLEL_REPS[plan.name])
+            print(f"fxdurable bench ({plan.name} run, parallel tools only)\n")
+            print(render_parallel(parallel))
+            return 0
         headline: Headline | None = None
         peer_failed = False
         if args.only in (None, "headline") and not args.no_headline:
@@ -313,6 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for sync in ("FULL", "NORMAL")
         }
         progress("end-to-end turns measured")
+        parallel = measure_parallel(tmp, reps=PARALLEL_REPS[plan.name])
+        progress("parallel tool calls measured")
         redis: RedisSection | None = None
         redis_note = unavailable_reason()
         failed = peer_failed
@@ -344,6 +355,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rest = "\n\n".join(
         (
             report.render(),
+            render_parallel(parallel),
             render_http(http, http_note),
             dynamodb,
             render_lambda(lambda_figures, lambda_note),
@@ -356,7 +368,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         print(headline.render())
         if args.write:
-            ratios = report.ratios() | (redis.ratios() if redis is not None else {})
+            ratios = report.ratios() | parallel.ratios()
+            ratios |= redis.ratios() if redis is not None else {}
             _write(headline, facts, started, ratios, rest)
     return 1 if failed else 0
 

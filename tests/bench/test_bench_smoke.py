@@ -24,6 +24,7 @@ import pytest
 from bench.headline import Headline, startup_rows
 from bench.headline_measure import HeadlinePlan, measure_headline
 from bench.http_admit import HTTP_RATIO_NAMES
+from bench.parallel_tools import PARALLEL_RATIO_NAMES, measure_parallel, render_parallel
 from bench.redis_server import unavailable_reason
 from bench.report import RATIO_NAMES, REDIS_RATIO_NAMES
 from bench.results_file import write_results
@@ -62,7 +63,7 @@ def test_quick_bench_prints_every_ratio(tmp_path: Path) -> None:
     out = _run_quick(tmp_path)
     assert re.search(r"machine: nproc \d+, \S+ \d+\.\d+\.\d+, SQLite \d+\.\d+", out), out
     names = RATIO_NAMES if missing is not None else (*RATIO_NAMES, *REDIS_RATIO_NAMES)
-    names = (*names, *HTTP_RATIO_NAMES)  # the test extras include the http extra
+    names = (*names, *HTTP_RATIO_NAMES, *PARALLEL_RATIO_NAMES)  # the test extras: http
     for name in names:
         value = _ratio(out, name)
         assert math.isfinite(value) and value > 0, f"{name}: {value}"
@@ -182,3 +183,13 @@ def test_startup_rows_check_each_figure_against_its_target() -> None:
     worker = rows["worker ready (spawn → registered with Redis)"]
     assert (worker.met, worker.target, worker.is_ratio) == ("no", "≤ 0.30 s", False)
     assert len(rows) == 2  # cases that were not measured have no row
+
+
+def test_the_parallel_tools_row_prints_its_ratio(tmp_path: Path) -> None:
+    """The ``make bench`` row of parallel tool calls, at one timed turn per variant: both
+    variants complete and the ratio line is a finite positive number (its size is the
+    bench's to report, not a test's to assert)."""
+    out = render_parallel(measure_parallel(tmp_path, reps=1))
+    for name in PARALLEL_RATIO_NAMES:
+        value = _ratio(out, name)
+        assert math.isfinite(value) and value > 0, f"{name}: {value}"
