@@ -8,6 +8,10 @@ many calls were in flight at once (``peak``) and holds a call until ``together``
 from __future__ import annotations
 
 import asyncio
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pydantic
 import pytest
@@ -373,3 +377,18 @@ def test_a_batch_and_an_unsafe_call_leave_nothing_for_the_checker(tmp_path):
     summary = run(main())
     assert meter.peak == 2
     assert summary.violations == () and summary.tool_tasks == 5
+
+
+def test_the_readme_example_runs(tmp_path):
+    """The README's "Parallel tool calls" example runs as written."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### Parallel tool calls", 1)[1]
+    block = re.search(r"```python\n(.*?)```", section, flags=re.S)
+    assert block is not None, "the README lost its parallel tool calls example"
+    script = tmp_path / "parallel_example.py"
+    script.write_text(block[1])
+    result = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "All four regions are ok."
