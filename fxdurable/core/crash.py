@@ -21,6 +21,9 @@ CRASH_POINTS: frozenset[str] = frozenset(
         "tool.after-intent",
         "tool.after-execute",
         "tool.after-record",
+        # A parallel batch: the last of its calls has recorded its intent (or settled without
+        # running); the calls are executing, and none need have recorded its result.
+        "tool.batch.running",
         # A running tool's first progress report is committed; the call has not finished.
         "tool.after-progress",
         # A durable tool's step (ctx.step): its function returned, its record not committed

@@ -121,6 +121,7 @@ class TurnDriver:
         self._running_tools: set[asyncio.Future[str]] = set()  # more than one in a batch
         self._cross = TurnCrossings()  # the crossings a batch's calls may make at once
         self._batching = False
+        self._batch_unstarted: set[str] = set()  # a batch's calls whose intent is to come
         self._abort_seen = False
         self._state: TurnState | None = None
         # Set once the turn asked a person (``needs_input``): the attempt ended with the
@@ -318,10 +319,12 @@ class TurnDriver:
             return lambda: self._run_tool(task)
 
         self._batching = True
+        self._batch_unstarted = {task.id for task in batch}
         try:
             await run_batch([call(task) for task in batch])
         finally:
             self._batching = False
+            self._batch_unstarted = set()
         return None, None  # the loop decides the next step with its boundary checks
 
     def _ready(self, task: ToolTaskRecord) -> tuple[Tool, pydantic.BaseModel] | str:
@@ -431,7 +434,16 @@ class TurnDriver:
         )
         self._state.noted(receipt)
         self._state.note(started)
+        self._left_unstarted(task_id)
         return started
+
+    def _left_unstarted(self, task_id: str) -> None:
+        """Inside a crossing: a call of the running batch was started or settled. After the
+        last one, every call of the batch is executing or done (``tool.batch.running``)."""
+        if task_id in self._batch_unstarted:
+            self._batch_unstarted.discard(task_id)
+            if not self._batch_unstarted:
+                crash_point("tool.batch.running")
 
     def _start_next(self) -> ReadyTool | None:
         """Inside the crossing of the commit before it: record the next tool call's intent if
@@ -619,6 +631,7 @@ class TurnDriver:
                 )
             state.noted(receipt)
             state.note(finished)
+            self._left_unstarted(task.id)
             if after_record is not None:
                 crash_point("tool.after-record", after_record)
                 if running_child() is not None:  # a subagent's child, run inline by its parent

@@ -31,8 +31,8 @@ from fxrt_support import (
 import fxdurable as fx
 from fxdurable.core.records import ToolTaskRecord
 from fxdurable.core.states import ToolTaskStatus
-from fxdurable.errors import ConfigurationError
-from fxdurable.runtime.batch import parallel_batch
+from fxdurable.errors import ConfigurationError, LeaseLostError, Suspend
+from fxdurable.runtime.batch import parallel_batch, run_batch
 from fxdurable.stores.sqlite import SqliteStore
 from fxdurable.testing import check_store
 
@@ -392,3 +392,44 @@ def test_the_readme_example_runs(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "All four regions are ok."
+
+
+def test_an_error_of_the_turn_cancels_the_other_calls_and_is_raised():
+    """An exception out of a call is the turn's (a lost lease, a store down), not a tool's:
+    its siblings are cancelled (left running for recovery, as by a crash) and it is raised."""
+    finished: list[str] = []
+
+    async def lost() -> None:
+        await asyncio.sleep(0)
+        raise LeaseLostError("taken over")
+
+    async def slow() -> None:
+        await asyncio.sleep(5)
+        finished.append("slow")
+
+    async def main():
+        with pytest.raises(LeaseLostError):
+            await run_batch([slow, lost, slow])
+
+    run(main(), timeout=3)
+    assert finished == []
+
+
+def test_a_suspend_lets_the_other_calls_finish_first():
+    """A control-flow signal (Suspend) from one call: the others' results are recorded, not
+    thrown away, before it is raised."""
+    finished: list[str] = []
+
+    async def stops() -> None:
+        raise Suspend("shutdown")
+
+    async def works() -> None:
+        await asyncio.sleep(0.01)
+        finished.append("works")
+
+    async def main():
+        with pytest.raises(Suspend):
+            await run_batch([works, stops, works])
+
+    run(main())
+    assert finished == ["works", "works"]

@@ -265,15 +265,20 @@ def test_a_durable_tool_killed_inside_or_between_its_steps(
     follow_up(h)
 
 
-def test_a_horse_killed_with_two_calls_of_a_batch_running(
-    make_harness: Callable[..., RqHarness],
+@pytest.mark.parametrize(
+    ("point", "read_recorded"),
+    [("tool.after-record:read_state", True), ("tool.batch.running", False)],
+)
+def test_a_horse_killed_with_calls_of_a_batch_running(
+    make_harness: Callable[..., RqHarness], point: str, read_recorded: bool
 ) -> None:
     """``batch crash``: survey (safe), read_state (safe) and reserve (idempotent) of one
     response run as a parallel batch; the horse is SIGKILLed once read_state's result is
-    recorded, survey and reserve still running. A new horse serves read_state's result from
-    its record, re-runs survey and reserve (same execution id, one effect), and the model
-    reads the three results in the order it asked for them."""
+    recorded (survey and reserve still running), or once the batch's last intent is recorded
+    (all three running). A new horse serves a recorded result from its record, re-runs the
+    running calls (reserve with the same execution id, one effect), and the model reads the
+    three results in the order it asked for them."""
     h = make_harness(lease_ttl_s=LEASE_TTL_S)
-    crashed = crash_and_recover(h, ["tool.after-record:read_state"], prompt="batch crash")
-    assert_batch_recovered(crashed.world, REQUEST)
+    crashed = crash_and_recover(h, [point], prompt="batch crash")
+    assert_batch_recovered(crashed.world, REQUEST, read_recorded=read_recorded)
     follow_up(h)
