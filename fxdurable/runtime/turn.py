@@ -19,8 +19,9 @@ policy, an unsafe call left unknown without ever having run).
 
 Several calls of one response run concurrently when their policies allow it (a *batch*,
 :mod:`fxdurable.runtime.batch`): each is the same call as above, hook, intent, execution,
-result, but nothing is merged into a batch's commits (the next call has been promised with
-its siblings), and every crossing of the turn goes through one :class:`TurnCrossings`, so only
+result, but no call's intent is merged into a batch's commits (the batch's runner starts its
+own calls; only the round's last result also reads the next model request, as a call run alone
+does), and every crossing of the turn goes through one :class:`TurnCrossings`, so only
 the executions overlap. A batch is one step: the abort, budgets and the deadline are checked
 before it starts and after all its calls have settled.
 """
@@ -122,6 +123,7 @@ class TurnDriver:
         self._cross = TurnCrossings()  # the crossings a batch's calls may make at once
         self._batching = False
         self._batch_unstarted: set[str] = set()  # a batch's calls whose intent is to come
+        self._prepared_after_batch: Prepared | None = None  # read by the batch's last commit
         self._abort_seen = False
         self._state: TurnState | None = None
         # Set once the turn asked a person (``needs_input``): the attempt ended with the
@@ -320,12 +322,15 @@ class TurnDriver:
 
         self._batching = True
         self._batch_unstarted = {task.id for task in batch}
+        self._prepared_after_batch = None
         try:
             await run_batch([call(task) for task in batch])
         finally:
             self._batching = False
             self._batch_unstarted = set()
-        return None, None  # the loop decides the next step with its boundary checks
+        # The loop decides the next step with its boundary checks; a model call next uses the
+        # request the last result's crossing read, as after a call run alone.
+        return self._prepared_after_batch, None
 
     def _ready(self, task: ToolTaskRecord) -> tuple[Tool, pydantic.BaseModel] | str:
         """The tool and its parsed input, or why the call fails without running."""
@@ -636,13 +641,19 @@ class TurnDriver:
                 crash_point("tool.after-record", after_record)
                 if running_child() is not None:  # a subagent's child, run inline by its parent
                     crash_point("subagent.in-child", after_record)
-            if not merge or self._batching:
+            if not merge:
                 return None, None
             action = state.next_action()
             if isinstance(action, CallModel) and not (state.abort_requested or self._abort_seen):
                 turn, known = state.turn, state.round_tasks
                 request = self._journal.read(lambda v: self._model_step.prepare(v, turn, known))
+                if self._batching:  # the round's last result: the batch hands it to the loop
+                    self._prepared_after_batch = request
                 return request, None
+            if self._batching:
+                # Never the next call's intent: the batch's runner would not run it, and
+                # recovery would find it running without ever having run.
+                return None, None
             return None, self._start_next()
 
         return await self._cross(commit)

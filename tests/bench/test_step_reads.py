@@ -8,7 +8,8 @@ model step and wake handler) is counted; nothing is exempt, the model's history 
   only records newer than what the worker holds.
 - Cold (a new runtime on the same store, as after a restart): the first model step reads the
   conversation once, exactly; every later step reads only what is new.
-- A tool step is one thread crossing and two commits (intent, result), and reads nothing.
+- A tool step is one thread crossing and two commits (intent, result), and reads nothing; in
+  a parallel batch, two crossings (its intent and result are not merged with a sibling's).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import pytest
 
 from fxdurable import Agent, Runtime, ScriptedModel, ToolContext, WorkerSettings, call, reply
 from fxdurable.core.store import ReadView, Store, Tx
-from fxdurable.runtime import model_step, turn, worker
+from fxdurable.runtime import batch, model_step, turn, worker
 from fxdurable.runtime.models.base import ModelRequest, ModelResponse
 from fxdurable.runtime.models.scripted import turn_messages
 from fxdurable.runtime.tools import define_tool
@@ -118,7 +119,7 @@ def meter(monkeypatch: pytest.MonkeyPatch) -> Meter:
 
         return await asyncio.to_thread(marked)
 
-    for module in (turn, model_step, worker):
+    for module in (turn, model_step, worker, batch):
         monkeypatch.setattr(module, "durable", durable)
     return meter
 
@@ -131,8 +132,9 @@ async def _lookup(inp: KeyInput, ctx: ToolContext) -> str:
     return f"{inp.key} = 42"
 
 
-def _agent(calls: int) -> Agent:
-    """Each turn: one response asking for ``calls`` lookups, then the answer."""
+def _agent(calls: int, *, parallel: bool = True) -> Agent:
+    """Each turn: one response asking for ``calls`` lookups, then the answer; the lookups
+    run as parallel batches (at most 8 at a time) unless ``parallel`` is False."""
 
     def policy(request: ModelRequest) -> ModelResponse:
         if any(m.role == "assistant" for m in turn_messages(request)):
@@ -140,15 +142,16 @@ def _agent(calls: int) -> Agent:
         return reply("Looking.", *(call("lookup", key=f"k{n}") for n in range(calls)))
 
     lookup = define_tool("lookup", description="Look up.", input_model=KeyInput, execute=_lookup)
-    return Agent("reader", ScriptedModel(policy), tools=[lookup])
+    return Agent("reader", ScriptedModel(policy), tools=[lookup], parallel_tools=parallel)
 
 
 def _store(path: Path, meter: Meter) -> MeteredStore:
     return MeteredStore(SqliteStore(f"sqlite:///{path}?synchronous=NORMAL"), meter)
 
 
-async def _turns(store: MeteredStore, calls: int, n: int) -> None:
-    async with Runtime([_agent(calls)], store=store, settings=SETTINGS, concurrency=1) as rt:
+async def _turns(store: MeteredStore, calls: int, n: int, *, parallel: bool = True) -> None:
+    agents = [_agent(calls, parallel=parallel)]
+    async with Runtime(agents, store=store, settings=SETTINGS, concurrency=1) as rt:
         for i in range(n):
             assert await rt.session("s").run(f"turn {i}", timeout=30) == "All are 42."
 
@@ -205,25 +208,48 @@ def test_a_cold_turn_reads_the_conversation_once_then_only_what_is_new(
     assert meter.records["tool_tasks"] == 0, dict(meter.records)
 
 
-def _turn_cost(path: Path, meter: Meter, calls: int) -> tuple[int, int, int, int]:
-    asyncio.run(_turns(_store(path, meter), calls=calls, n=1))
+def _turn_cost(
+    path: Path, meter: Meter, calls: int, *, parallel: bool
+) -> tuple[int, int, int, int]:
+    asyncio.run(_turns(_store(path, meter), calls=calls, n=1, parallel=parallel))
     return meter.crossings, meter.transactions, meter.reads, sum(meter.records.values())
 
 
-def test_a_tool_step_is_one_crossing_two_commits_and_no_read(tmp_path: Path, meter: Meter) -> None:
-    few = _turn_cost(tmp_path / "few.db", meter, calls=5)
+def _per_tool_step(tmp_path: Path, meter: Meter, *, parallel: bool) -> dict[str, float]:
+    """What one more call in the response costs, from 6 and 16 calls (in parallel: one batch,
+    then two full batches of 8)."""
+    few = _turn_cost(tmp_path / "few.db", meter, calls=6, parallel=parallel)
     meter.clear()
-    many = _turn_cost(tmp_path / "many.db", meter, calls=15)
+    many = _turn_cost(tmp_path / "many.db", meter, calls=16, parallel=parallel)
     crossings, transactions, reads, records = (b - a for a, b in zip(few, many, strict=True))
-    per_step = {
+    return {
         "crossings": crossings / 10,
         "transactions": transactions / 10,
         "reads": reads / 10,
         "records read": records / 10,
     }
+
+
+def test_a_tool_step_is_one_crossing_two_commits_and_no_read(tmp_path: Path, meter: Meter) -> None:
+    per_step = _per_tool_step(tmp_path, meter, parallel=False)
     assert per_step == {
         "crossings": 1.0,
         "transactions": 2.0,
         "reads": 0.0,
         "records read": 0.0,
-    }, f"per tool step: {per_step} (turn with 5 calls: {few}, with 15: {many})"
+    }, f"per tool step: {per_step}"
+
+
+def test_a_tool_step_in_a_parallel_batch_is_two_crossings_two_commits_and_no_read(
+    tmp_path: Path, meter: Meter
+) -> None:
+    """A batch's calls each cross for their intent and their result: none is merged with a
+    sibling's commit. The round's last result still reads the next model request in its own
+    crossing, so nothing is read back per call."""
+    per_step = _per_tool_step(tmp_path, meter, parallel=True)
+    assert per_step == {
+        "crossings": 2.0,
+        "transactions": 2.0,
+        "reads": 0.0,
+        "records read": 0.0,
+    }, f"per tool step in a batch: {per_step}"
