@@ -8,6 +8,11 @@ model's order of effects is kept where it could matter.
 
 Every call of a batch is an ordinary call: its own hook, intent commit, execution (own timeout,
 own progress pump, own cancellation) and result commit. Only the executions overlap. The
+``before_tool`` hooks run one at a time, in the order the model asked, and no call of the batch
+records its intent before the last hook has decided (:class:`HookGate`): a hook that asks a
+person (``fx.ask``) stops the batch with none of its calls started, so the turn waits with
+nothing running, as it would for a call run alone. The hooks that had allowed their calls are
+asked again when the turn resumes (a hook runs before an intent, and may run more than once). The
 commits of one turn are serialised (:class:`TurnCrossings`): the session's version and event
 sequence are written by one transition at a time, so events stay gap-free and the driver's
 in-memory turn state is updated by one thread at a time, on every store.
@@ -31,7 +36,7 @@ from fxdurable.core.states import is_terminal
 from fxdurable.errors import Suspend
 from fxdurable.runtime.crossing import durable
 
-__all__ = ["PARALLEL_POLICIES", "TurnCrossings", "parallel_batch", "run_batch"]
+__all__ = ["PARALLEL_POLICIES", "HookGate", "TurnCrossings", "parallel_batch", "run_batch"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -76,8 +81,44 @@ class TurnCrossings:
             return await durable(fn, *args, **kwargs)
 
 
-async def run_batch(calls: Sequence[Callable[[], Awaitable[object]]]) -> None:
-    """Run ``calls`` concurrently until each has settled its call.
+class HookGate:
+    """Where a batch's calls wait, between their hook and their intent, for every other call
+    of the batch to have passed its own hook (or to have settled without running).
+
+    The batch's runner launches a call once the call before it has passed: the hooks run one
+    at a time, in order."""
+
+    def __init__(self, task_ids: Sequence[str]) -> None:
+        self._passed = {task_id: asyncio.Event() for task_id in task_ids}
+        self._all_passed = asyncio.Event()
+
+    def passed(self, task_id: str) -> bool:
+        """``task_id`` is past its hook: at the gate, settled, or not run at all. True if
+        that opened the gate."""
+        self._passed[task_id].set()
+        if self._all_passed.is_set() or not all(e.is_set() for e in self._passed.values()):
+            return False
+        self._all_passed.set()
+        return True
+
+    async def wait_passed(self, task_id: str) -> None:
+        await self._passed[task_id].wait()
+
+    async def arrive(self, task_id: str) -> None:
+        """Its hook allowed the call: wait for the other calls' hooks."""
+        if self.passed(task_id):
+            # The call that opens the gate would go on without yielding; one yield lets the
+            # calls waiting here, woken in asked order, reach the turn's crossings before it,
+            # so the intents are recorded in asked order.
+            await asyncio.sleep(0)
+        await self._all_passed.wait()
+
+
+async def run_batch(
+    calls: Sequence[tuple[str, Callable[[], Awaitable[object]]]], gate: HookGate
+) -> None:
+    """Run the ``(task id, call)`` pairs concurrently until each has settled its call, each
+    launched once the one before it has passed ``gate``.
 
     A call's tool failing is its own recorded result, not an exception here. An exception out
     of a call is the turn's (a lost lease, a store down): the other calls are cancelled (their
@@ -85,8 +126,18 @@ async def run_batch(calls: Sequence[Callable[[], Awaitable[object]]]) -> None:
     call order, is raised. A :class:`Suspend` (a hook stopping the turn) lets the other calls
     finish first: their results are recorded, not redone.
     """
-    tasks = [asyncio.ensure_future(call()) for call in calls]
+
+    async def launched(task_id: str, call: Callable[[], Awaitable[object]]) -> object:
+        try:
+            return await call()
+        finally:
+            gate.passed(task_id)  # settled or failed without reaching the gate
+
+    tasks: list[asyncio.Future[object]] = []
     try:
+        for task_id, call in calls:
+            tasks.append(asyncio.ensure_future(launched(task_id, call)))
+            await gate.wait_passed(task_id)
         pending: set[asyncio.Future[object]] = set(tasks)
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)

@@ -29,9 +29,10 @@ before it starts and after all its calls have settled.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 
 import pydantic
 
@@ -51,7 +52,7 @@ from fxdurable.core.subagent import child_failure, child_session_id
 from fxdurable.errors import StateTooLargeError, SteeringPendingError, Suspend, ToolInputError
 from fxdurable.runtime import relay, tracing
 from fxdurable.runtime.agent import Agent
-from fxdurable.runtime.batch import TurnCrossings, parallel_batch, run_batch
+from fxdurable.runtime.batch import HookGate, TurnCrossings, parallel_batch, run_batch
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.children import ChildDriver, ChildSessions, abort_child, running_child
 from fxdurable.runtime.conversation import ConversationCache
@@ -123,6 +124,7 @@ class TurnDriver:
         self._cross = TurnCrossings()  # the crossings a batch's calls may make at once
         self._batching = False
         self._batch_unstarted: set[str] = set()  # a batch's calls whose intent is to come
+        self._gate: HookGate | None = None  # the running batch's, between hooks and intents
         self._prepared_after_batch: Prepared | None = None  # read by the batch's last commit
         self._abort_seen = False
         self._state: TurnState | None = None
@@ -315,19 +317,26 @@ class TurnDriver:
         """Run the calls of a batch concurrently, each as the loop would run it alone: a
         pending one normally, a running one (a crash cut the batch short) by its policy."""
 
-        def call(task: ToolTaskRecord) -> Callable[[], Awaitable[object]]:
+        async def call(task: ToolTaskRecord) -> object:
+            if self._waiting:  # an earlier call's hook asked a person: this one waits too
+                return None
             if task.status == ToolTaskStatus.RUNNING:
-                return lambda: self._recover_tool(task)
-            return lambda: self._run_tool(task)
+                return await self._recover_tool(task)
+            return await self._run_tool(task)
 
+        gate = self._gate = HookGate([task.id for task in batch])
+        for task in batch:
+            if task.status == ToolTaskStatus.RUNNING:
+                gate.passed(task.id)  # its hook ran before its first run: none to wait for
         self._batching = True
         self._batch_unstarted = {task.id for task in batch}
         self._prepared_after_batch = None
         try:
-            await run_batch([call(task) for task in batch])
+            await run_batch([(task.id, functools.partial(call, task)) for task in batch], gate)
         finally:
             self._batching = False
             self._batch_unstarted = set()
+            self._gate = None
         # The loop decides the next step with its boundary checks; a model call next uses the
         # request the last result's crossing read, as after a call run alone.
         return self._prepared_after_batch, None
@@ -373,6 +382,10 @@ class TurnDriver:
                 return None, None
             if verdict is not None:
                 return await self._finish(task, ToolTaskStatus.FAILED, f"denied: {verdict}")
+        if self._gate is not None:  # a batch's call: every hook of the batch decides first
+            await self._gate.arrive(task.id)
+            if self._waiting:
+                return None, None  # another call's hook asked a person: no intent
         started = await self._cross(self._start, task.id, None, tool.durable)
         crash_point("tool.after-intent", task.tool)
         return await self._execute(started, tool, arguments)
@@ -665,7 +678,7 @@ class TurnDriver:
         stops and the worker lets go of the lease. The answer's wake resumes the turn."""
         state = self._state
         assert state is not None
-        await durable(
+        await self._cross(
             self._journal.request_input,
             self._fence,
             state.submission.id,

@@ -11,6 +11,7 @@ import asyncio
 import re
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pydantic
@@ -32,7 +33,7 @@ import fxdurable as fx
 from fxdurable.core.records import ToolTaskRecord
 from fxdurable.core.states import ToolTaskStatus
 from fxdurable.errors import ConfigurationError, LeaseLostError, Suspend
-from fxdurable.runtime.batch import parallel_batch, run_batch
+from fxdurable.runtime.batch import HookGate, parallel_batch, run_batch
 from fxdurable.stores.sqlite import SqliteStore
 from fxdurable.testing import check_store
 
@@ -204,7 +205,7 @@ def test_a_failing_call_does_not_cancel_its_siblings(tmp_path):
     assert seen == ["a ok", "RuntimeError: x failed", "c ok"]
 
 
-def test_each_call_of_a_batch_runs_its_own_hook_and_a_denial_fails_only_it(tmp_path):
+def test_the_hooks_of_a_batch_run_in_asked_order_and_a_denial_fails_only_its_call(tmp_path):
     meter = Meter(2)
     asked: list[str] = []
 
@@ -218,7 +219,7 @@ def test_each_call_of_a_batch_runs_its_own_hook_and_a_denial_fails_only_it(tmp_p
     sub, recorded, _ = drive(tmp_path, agent)
 
     assert sub.status.value == "completed"
-    assert sorted(asked) == sorted(c.arguments for c in calls)
+    assert asked == [c.arguments for c in calls]  # one at a time, in order
     assert meter.peak == 2 and sorted(meter.entered) == ["a", "c"]
     assert [t.result for t in recorded] == ["a ok", "denied: not that one", "c ok"]
 
@@ -394,6 +395,15 @@ def test_the_readme_example_runs(tmp_path):
     assert result.stdout.strip() == "All four regions are ok."
 
 
+def _launch(*calls: Callable[[], Awaitable[None]]) -> tuple[list, HookGate]:
+    """``run_batch``'s arguments for ``calls`` that have no hook: each passes the gate at once."""
+    ids = [f"t{i}" for i in range(len(calls))]
+    gate = HookGate(ids)
+    for task_id in ids:
+        gate.passed(task_id)
+    return list(zip(ids, calls, strict=True)), gate
+
+
 def test_an_error_of_the_turn_cancels_the_other_calls_and_is_raised():
     """An exception out of a call is the turn's (a lost lease, a store down), not a tool's:
     its siblings are cancelled (left running for recovery, as by a crash) and it is raised."""
@@ -409,7 +419,7 @@ def test_an_error_of_the_turn_cancels_the_other_calls_and_is_raised():
 
     async def main():
         with pytest.raises(LeaseLostError):
-            await run_batch([slow, lost, slow])
+            await run_batch(*_launch(slow, lost, slow))
 
     run(main(), timeout=3)
     assert finished == []
@@ -429,7 +439,46 @@ def test_a_suspend_lets_the_other_calls_finish_first():
 
     async def main():
         with pytest.raises(Suspend):
-            await run_batch([works, stops, works])
+            await run_batch(*_launch(works, stops, works))
 
     run(main())
     assert finished == ["works", "works"]
+
+
+def test_a_hook_that_asks_a_person_stops_the_batch_before_any_call_starts(tmp_path):
+    """[a, b, c] with a hook that asks about b: a's hook allowed it, but no call of the batch
+    records its intent before every hook has decided, so the turn waits with nothing started.
+    After the answer, a's and c's hooks are asked again (b's answer stands) and the three run
+    together."""
+    meter = Meter(3)
+    hooked: list[str] = []
+
+    def before_tool(tool: str, arguments: str) -> fx.Ask | None:
+        name = Named.model_validate_json(arguments).name
+        hooked.append(name)
+        return fx.ask(f"May I probe {name}?") if name == "b" else None
+
+    calls = [fx.call("probe", name=n) for n in "abc"]
+    model = fx.ScriptedModel([fx.reply("", *calls), fx.reply("done")])
+    agent = fx.Agent("eng", model, tools=metered_tools(meter), before_tool=before_tool)
+
+    async def main():
+        async with fx.Runtime([agent], store=fresh_store(tmp_path), settings=FAST) as rt:
+            s = rt.session("s1")
+            sub = await s.submit("go")
+            while (question := await s.question()) is None:
+                await asyncio.sleep(0.01)
+            assert question.arguments == calls[1].arguments
+            assert "tool.started" not in [e.type for e in events(rt, "s1")]
+            assert hooked == ["a", "b"] and meter.entered == []
+            await s.answer(fx.allow())
+            settled = await s.wait(sub.id, timeout=10)
+            await check_invariants(rt, "s1")
+            summary = rt.journal.read(lambda v: check_store(v, now=0.0, at_rest=True))
+            return settled, tasks(rt, sub.id), summary
+
+    settled, recorded, summary = run(main())
+    assert settled.status.value == "completed" and summary.violations == ()
+    assert hooked == ["a", "b", "a", "c"]
+    assert meter.peak == 3
+    assert [(t.result, t.runs) for t in recorded] == [(f"{n} ok", 1) for n in "abc"]
