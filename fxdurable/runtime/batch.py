@@ -4,7 +4,9 @@ A *batch* is a run of consecutive calls of the latest response (by index) whose 
 allows re-running them after a crash (``safe``, ``idempotent``), at most
 ``Agent.max_parallel_tools`` of them. An ``unsafe`` call is never in a batch: the calls before
 it finish first, it runs alone, and the calls after it start after it has settled, so the
-model's order of effects is kept where it could matter.
+model's order of effects is kept where it could matter. A subagent call runs alone too (the
+driver says so): its child runs inline in the parent's process, and two children of one
+response run one after the other, as they did before batches.
 
 Every call of a batch is an ordinary call: its own hook, intent commit, execution (own timeout,
 own progress pump, own cancellation) and result commit. Only the executions overlap. The
@@ -46,16 +48,21 @@ R = TypeVar("R")
 PARALLEL_POLICIES: frozenset[str] = frozenset({"safe", "idempotent"})
 
 
-def parallel_batch(round_tasks: Sequence[ToolTaskRecord], *, limit: int) -> list[ToolTaskRecord]:
+def parallel_batch(
+    round_tasks: Sequence[ToolTaskRecord],
+    *,
+    limit: int,
+    runs_alone: Callable[[ToolTaskRecord], bool] = lambda task: False,
+) -> list[ToolTaskRecord]:
     """The calls to run together next: the first unsettled call of the round and the unsettled
     calls after it while their policies allow overlap (settled ones in between are skipped:
-    their results stand). A single call when the first is unsafe or ``limit`` is 1; empty
-    when every call has settled."""
+    their results stand). A single call when the first is unsafe, ``runs_alone`` or ``limit``
+    is 1; empty when every call has settled."""
     batch: list[ToolTaskRecord] = []
     for task in sorted(round_tasks, key=lambda t: t.index):
         if is_terminal(task.status):
             continue
-        if task.policy not in PARALLEL_POLICIES:
+        if task.policy not in PARALLEL_POLICIES or runs_alone(task):
             return batch or [task]
         batch.append(task)
         if len(batch) == limit:

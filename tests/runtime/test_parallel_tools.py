@@ -482,3 +482,15 @@ def test_a_hook_that_asks_a_person_stops_the_batch_before_any_call_starts(tmp_pa
     assert hooked == ["a", "b", "a", "c"]
     assert meter.peak == 3
     assert [(t.result, t.runs) for t in recorded] == [(f"{n} ok", 1) for n in "abc"]
+
+
+def test_a_call_that_runs_alone_ends_the_batch_like_an_unsafe_one():
+    """The driver's ``runs_alone`` (a subagent call) splits a round as an unsafe call does."""
+    round_tasks = [_task(i, "idempotent", P) for i in range(4)]
+    alone = {"t1"}
+    batches = parallel_batch(round_tasks, limit=8, runs_alone=lambda t: t.id in alone)
+    assert [t.index for t in batches] == [0]
+    rest = [_task(i, "idempotent", P) for i in range(1, 4)]
+    assert [t.index for t in parallel_batch(rest, limit=8, runs_alone=lambda t: t.id in alone)] == [
+        1
+    ]
