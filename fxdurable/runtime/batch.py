@@ -4,9 +4,12 @@ A *batch* is a run of consecutive calls of the latest response (by index) whose 
 allows re-running them after a crash (``safe``, ``idempotent``), at most
 ``Agent.max_parallel_tools`` of them. An ``unsafe`` call is never in a batch: the calls before
 it finish first, it runs alone, and the calls after it start after it has settled, so the
-model's order of effects is kept where it could matter. A subagent call runs alone too (the
-driver says so): its child runs inline in the parent's process, and two children of one
-response run one after the other, as they did before batches.
+model's order of effects is kept where it could matter. A subagent call (``fx.subagent``) is
+``idempotent`` and joins a batch like any other: the children of one response run
+concurrently, each driven inline in the parent's process by its own call's task, through the
+worker's wake handling (their own leases and heartbeats; :mod:`fxdurable.runtime.children`).
+Nothing of a child's run goes through the parent's :class:`TurnCrossings` (the child's
+commits are its own session's), so one child waiting on its store never holds the other back.
 
 Every call of a batch is an ordinary call: its own hook, intent commit, execution (own timeout,
 own progress pump, own cancellation) and result commit. Only the executions overlap. The
@@ -48,21 +51,16 @@ R = TypeVar("R")
 PARALLEL_POLICIES: frozenset[str] = frozenset({"safe", "idempotent"})
 
 
-def parallel_batch(
-    round_tasks: Sequence[ToolTaskRecord],
-    *,
-    limit: int,
-    runs_alone: Callable[[ToolTaskRecord], bool] = lambda task: False,
-) -> list[ToolTaskRecord]:
+def parallel_batch(round_tasks: Sequence[ToolTaskRecord], *, limit: int) -> list[ToolTaskRecord]:
     """The calls to run together next: the first unsettled call of the round and the unsettled
     calls after it while their policies allow overlap (settled ones in between are skipped:
-    their results stand). A single call when the first is unsafe, ``runs_alone`` or ``limit``
-    is 1; empty when every call has settled."""
+    their results stand). A single call when the first is unsafe or ``limit`` is 1; empty
+    when every call has settled."""
     batch: list[ToolTaskRecord] = []
     for task in sorted(round_tasks, key=lambda t: t.index):
         if is_terminal(task.status):
             continue
-        if task.policy not in PARALLEL_POLICIES or runs_alone(task):
+        if task.policy not in PARALLEL_POLICIES:
             return batch or [task]
         batch.append(task)
         if len(batch) == limit:

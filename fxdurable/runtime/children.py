@@ -23,6 +23,15 @@ At the parent's deadline the child stops at its own step boundary (its continuat
 enqueued as for any session) and the call raises :class:`~fxdurable.errors.Suspend`: the
 parent suspends with the call running, and its next attempt re-executes the call (its policy
 is ``idempotent``), which finds the same child and goes on from the child's last step.
+
+Several subagent calls of one response run at once (a parallel batch,
+:mod:`fxdurable.runtime.batch`), each in its own task: nothing here is shared between them
+but the worker's wake handling, which keeps everything of one wake (the child's lease, its
+heartbeat, its turn driver) local to that wake, so two children are two independent wakes in
+one process. The admission is not one of the parent turn's serialised crossings: it writes
+the child's records and the call's ``child_session``, never the parent's session version or
+events, and the driver's turn state does not read it (the call's result commit returns the
+call as it now is).
 """
 
 from __future__ import annotations

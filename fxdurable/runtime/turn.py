@@ -309,16 +309,7 @@ class TurnDriver:
         assert self._state is not None
         if not self._agent.parallel_tools:
             return []
-        return parallel_batch(
-            self._state.round_tasks,
-            limit=self._agent.max_parallel_tools,
-            runs_alone=self._runs_alone,
-        )
-
-    def _runs_alone(self, task: ToolTaskRecord) -> bool:
-        """A subagent call is not batched: its child runs inline, one child at a time (its
-        crash suite relies on the first child's answer being recorded before the second)."""
-        return isinstance(self._agent.tool(task.tool), SubagentTool)
+        return parallel_batch(self._state.round_tasks, limit=self._agent.max_parallel_tools)
 
     async def _run_batch(
         self, batch: Sequence[ToolTaskRecord]

@@ -28,7 +28,10 @@ parallel batch).
 story waits for the answer; ``--answer allow|deny`` answers it first, ``--kill-while-waiting``
 SIGKILLs the process once the story waits and its lease is free). ``delegate`` / ``delegate2``
 (``delegate crash`` / ``delegate2 crash``: one or two calls of the ``research`` subagent,
-``tests.kit.delegation``, whose children the process runs inline). ``welcome`` (the request is
+``tests.kit.delegation``, whose children the process runs inline; ``delegate2`` with
+``parallel_tools=False``, so the second child starts after the first has answered);
+``delegate2-batch`` (``delegate2 crash`` as one parallel batch: both children run at once and
+meet at the researcher's barrier). ``welcome`` (the request is
 ``welcome crash``, the follow-up the same again: ``send_welcome`` guarded by persisted state);
 ``upgrade`` (``welcome and upgrade crash``, then the unsafe ``upgrade_plan``; the follow-up is
 ``account?``, which reads the persisted state).
@@ -95,14 +98,20 @@ SCENARIOS = (
     "provision",
     "delegate",
     "delegate2",
+    "delegate2-batch",
     "welcome",
     "upgrade",
     "batch",
 )
 ANSWERS = {"allow": fx.allow, "deny": lambda: fx.deny("not today")}
 PROVISION = "provision crash"  # the prompt of scenario ``provision`` (a durable tool)
-# The prompts of the subagent scenarios (tests.kit.delegation): one child, two in one batch.
-DELEGATE = {"delegate": "delegate crash", "delegate2": "delegate2 crash"}
+# The prompts of the subagent scenarios (tests.kit.delegation): one child; two of one response,
+# one after the other; the same two in one batch, both in flight at once.
+DELEGATE = {
+    "delegate": "delegate crash",
+    "delegate2": "delegate2 crash",
+    "delegate2-batch": "delegate2 crash",
+}
 # The request (and the follow-up) of the other scenarios whose prompt is not the story's.
 PROMPTS = {
     "provision": PROVISION,
@@ -172,6 +181,11 @@ def build_agent(
         before_tool=hook,
         durability=durability,
         subagents=scenario in DELEGATE,
+        barrier=scenario == "delegate2-batch",
+        # delegate2's crash test kills the process inside the second child and checks that
+        # the first child's recorded answer is not run again: that needs the first child to
+        # have answered before the second starts, i.e. the two calls not batched.
+        parallel_tools=scenario != "delegate2",
     )
 
 

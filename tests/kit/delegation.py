@@ -2,13 +2,20 @@
 
 Prompted ``delegate <tag>``, the story agent asks ``research`` for ``research <tag> a`` and
 ends with :func:`delegated_text`; prompted ``delegate2 <tag>``, it asks for ``research <tag> a``
-and ``research <tag> b`` in one model response (two children of one batch, run one after the
-other today). The researcher answers ``research <tag> a`` after one ``lookup`` and
-``research <tag> b`` after one ``fetch`` (so ``subagent.in-child:fetch`` kills the process
-inside the second child): both safe tools that report progress, take
-``$FXD_TEST_RESEARCH_S`` seconds (default 0) and log every execution to ``calls.log``. Its
-model logs every request to ``model.log`` like the story's
-(:func:`tests.kit.story.logged_policy`), so a child's recorded step is never asked again.
+and ``research <tag> b`` in one model response: one parallel batch, whose two children run at
+once, or one after the other when the story agent has ``parallel_tools=False``. The
+researcher answers ``research <tag> a`` after one ``lookup`` and ``research <tag> b`` after one
+``fetch`` (so ``subagent.in-child:fetch`` kills the process inside the second child): both
+safe tools that report progress, take ``$FXD_TEST_RESEARCH_S`` seconds (default 0) and log
+every execution to ``calls.log``. Its model logs every request to ``model.log`` like the
+story's (:func:`tests.kit.story.logged_policy`), so a child's recorded step is never asked
+again.
+
+With ``barrier=True`` (two children of one batch, killed while both run) each tool's first
+run logs its name to ``barrier.log`` and waits there until both tools have arrived, so both
+children are inside their tool at once; then ``fetch`` returns, and ``lookup`` holds until
+the process is killed (at most :data:`LOOKUP_HOLD_S`): ``subagent.in-child:fetch`` then
+finds the first child's tool still running, every time. Later runs (recovery) do not wait.
 """
 
 from __future__ import annotations
@@ -22,12 +29,23 @@ import pydantic
 
 import fxdurable as fx
 from fxdurable.core.subagent import child_request_id, child_session_id
-from tests.kit.story import SESSION, append_line, asked, current_turn, logged_requests
+from tests.kit.story import (
+    SESSION,
+    append_line,
+    asked,
+    current_turn,
+    logged_requests,
+    read_lines,
+)
 from tests.kit.world import World, assert_model_requests
 
 RESEARCHER = "crash-researcher"
 _DELEGATE = re.compile(r"delegate(2?) (\S+)")
 _RESEARCH = re.compile(r"research (\S+) ([ab])")
+BARRIER_TOOLS = ("lookup", "fetch")
+# How long a barrier's lookup holds on its first run: far longer than the kill that ends it
+# takes to come (fetch returns and its result is committed), so only a broken test waits it out.
+LOOKUP_HOLD_S = 30.0
 
 
 def findings(tag: str, part: str) -> str:
@@ -70,13 +88,28 @@ def researcher_policy(request: fx.ModelRequest) -> fx.ModelResponse:
     return fx.reply(findings(tag, part))
 
 
-def researcher(world: Path) -> fx.Agent:
+def meet_at_barrier(world: Path, name: str) -> None:
+    """Log ``name`` to ``barrier.log`` and wait until every tool of :data:`BARRIER_TOOLS` has;
+    then ``lookup`` holds (see the module docstring)."""
+    barrier = world / "barrier.log"
+    append_line(barrier, name)
+    give_up = time.monotonic() + LOOKUP_HOLD_S
+    while not set(BARRIER_TOOLS) <= set(read_lines(barrier)) and time.monotonic() < give_up:
+        time.sleep(0.005)
+    if name == "lookup":
+        while time.monotonic() < give_up:  # until the SIGKILL at subagent.in-child:fetch
+            time.sleep(0.05)
+
+
+def researcher(world: Path, *, barrier: bool = False) -> fx.Agent:
     calls = world / "calls.log"
 
     def tool(name: str) -> fx.Tool:
         def run(inp: Topic, ctx: fx.ToolContext) -> str:
             append_line(calls, f"{name} {ctx.execution_id} {ctx.attempt} {os.getpid()}")
             ctx.progress(f"{name} {inp.topic}\n")
+            if barrier and ctx.attempt == 1:
+                meet_at_barrier(world, name)
             # A viewer of the parent can catch the call mid-child (tests/http).
             time.sleep(float(os.environ.get("FXD_TEST_RESEARCH_S") or 0.0))
             return f"{inp.topic} is 42"
@@ -91,9 +124,11 @@ def researcher(world: Path) -> fx.Agent:
     )
 
 
-def research_tool(world: Path) -> fx.Tool:
+def research_tool(world: Path, *, barrier: bool = False) -> fx.Tool:
     return fx.subagent(
-        researcher(world), name="research", description="Hand a research task to a researcher."
+        researcher(world, barrier=barrier),
+        name="research",
+        description="Hand a research task to a researcher.",
     )
 
 
@@ -105,13 +140,19 @@ def child_requests(world: World) -> list[str]:
     return [child_request_id(t.execution_id) for t in world.tasks_of("research")]
 
 
-def assert_children_resumed(world: World, parts: str, *, killed_in: str) -> None:
+def assert_children_resumed(
+    world: World, parts: str, *, killed_in: str, together: bool = False
+) -> None:
+    """The story completed with every child's answer, in asked order, after one kill inside
+    the child that ran ``killed_in``. ``together``: the children ran in one batch and the kill
+    found both in flight (``barrier``): each was interrupted, each call re-executed."""
     sub = world.submission()
     assert sub.status == "completed", (sub.status, sub.error)
     assert sub.result_text == delegated_text("crash", parts)
     assert sub.interruptions == 1
     calls = world.tasks_of("research")
     assert [t.index for t in calls] == list(range(len(parts)))
+    children: dict[str, str] = {}  # the child session of each tool's execution
     for call, part in zip(calls, parts, strict=True):
         child = child_session_id(SESSION, call.execution_id)
         assert (call.status, call.result, call.child_session) == (
@@ -126,21 +167,27 @@ def assert_children_resumed(world: World, parts: str, *, killed_in: str) -> None
         [child_sub] = [s for s in world.submissions if s.session_id == child]
         assert child_sub.request_id == child_request_id(call.execution_id)
         assert child_sub.result_text == findings("crash", part)
+        children.update({t.execution_id: child for t in world.tasks if t.session_id == child})
     # The killed child resumed from its recorded tool result: the tool ran once, in the
     # killed process; every model round of every session was asked once (none re-run).
     [(execution, run)] = world.calls_of(killed_in)
     assert run == 1
     assert_model_requests(world)
-    killed = [t for t in world.tasks if t.execution_id == execution]
-    [killed_child] = {t.session_id for t in killed}
-    assert world.sessions[killed_child].parent_session == SESSION
-    interrupted = [s for s in world.submissions if s.session_id == killed_child]
-    assert [s.interruptions for s in interrupted] == [1]
-    # The parent's killed call was re-executed by recovery, each other call ran once.
-    reasons = {
-        call.index: [e.data.get("reason") for e in world.task_events(call, "tool.started")]
-        for call in calls
-    }
-    last = len(parts) - 1
-    assert reasons[last] == [None, "recovery"]
-    assert all(reasons[i] == [None] for i in range(last))
+    killed_child = children[execution]
+    # The parent's killed calls were re-executed by recovery, each other call ran once.
+    reasons = [[e.data.get("reason") for e in world.task_events(c, "tool.started")] for c in calls]
+    if together:
+        # Both children were in their tools: the other one's (safe, never recorded) ran again
+        # on recovery, with the same execution id; both children and both calls resumed.
+        [other] = [t for t in BARRIER_TOOLS if t != killed_in]
+        runs = world.calls_of(other)
+        assert [r for _e, r in runs] == [1, 2] and len({e for e, _r in runs}) == 1, runs
+        resumed = {killed_child, children[runs[0][0]]}
+        assert len(resumed) == 2
+        assert reasons == [[None, "recovery"]] * len(parts)
+    else:
+        resumed = {killed_child}
+        assert reasons == [[None]] * (len(parts) - 1) + [[None, "recovery"]]
+    for child in resumed:
+        assert world.sessions[child].parent_session == SESSION
+        assert [s.interruptions for s in world.submissions if s.session_id == child] == [1]

@@ -546,14 +546,17 @@ def story_agent(
     before_tool: BeforeTool | None = None,
     durability: fx.Durability | None = None,
     subagents: bool = False,
+    barrier: bool = False,
+    parallel_tools: bool = True,
 ) -> fx.Agent:
     """The story's agent, its outside world in ``world``; the scripted model by default.
-    ``subagents``: it also declares ``research`` (:mod:`tests.kit.delegation`)."""
+    ``subagents``: it also declares ``research`` (:mod:`tests.kit.delegation`), whose
+    children meet at a barrier with ``barrier``."""
     tools = story_tools(world, timings or Timings())
     if subagents:
         from tests.kit.delegation import research_tool  # it builds on this module
 
-        tools.append(research_tool(world))
+        tools.append(research_tool(world, barrier=barrier))
     return fx.Agent(
         AGENT,
         model or fx.ScriptedModel(logged_policy(world), name="scripted/story"),
@@ -561,4 +564,5 @@ def story_agent(
         tools=tools,
         before_tool=before_tool,
         durability=durability,
+        parallel_tools=parallel_tools,
     )

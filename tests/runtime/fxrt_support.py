@@ -40,6 +40,35 @@ NO_SCAN = fx.WorkerSettings(heartbeat_s=0.05, lease_ttl_s=2, scan_interval_s=600
 
 TERMINAL_EVENTS = ("submission.completed", "submission.failed", "submission.aborted")
 
+# How long a Meter holds a call waiting for company that never comes (a failing test only).
+HOLD_S = 2.0
+
+
+class Meter:
+    """Counts the calls in flight. A call is held until ``together`` calls have been in flight
+    at once, then leaves after ``finish_after[name]`` extra seconds (to force an order)."""
+
+    def __init__(self, together: int, finish_after: dict[str, float] | None = None) -> None:
+        self.together = together
+        self.finish_after = finish_after or {}
+        self.now = 0
+        self.peak = 0
+        self.entered: list[str] = []
+        self.left: list[str] = []
+
+    async def visit(self, name: str) -> str:
+        self.entered.append(name)
+        self.now += 1
+        self.peak = max(self.peak, self.now)
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + HOLD_S
+        while self.peak < self.together and loop.time() < give_up:
+            await asyncio.sleep(0.002)
+        await asyncio.sleep(self.finish_after.get(name, 0.0))
+        self.now -= 1
+        self.left.append(name)
+        return f"{name} ok"
+
 
 _stores: list[SqliteStore] = []
 

@@ -18,6 +18,7 @@ import pydantic
 import pytest
 from fxrt_support import (
     FAST,
+    Meter,
     check_invariants,
     db_url,
     events,
@@ -37,37 +38,9 @@ from fxdurable.runtime.batch import HookGate, parallel_batch, run_batch
 from fxdurable.stores.sqlite import SqliteStore
 from fxdurable.testing import check_store
 
-HOLD_S = 2.0  # how long a call waits for company that never comes (a failing test only)
-
 
 class Named(pydantic.BaseModel):
     name: str
-
-
-class Meter:
-    """Counts the calls in flight. A call is held until ``together`` calls have been in flight
-    at once, then leaves after ``finish_after[name]`` extra seconds (to force an order)."""
-
-    def __init__(self, together: int, finish_after: dict[str, float] | None = None) -> None:
-        self.together = together
-        self.finish_after = finish_after or {}
-        self.now = 0
-        self.peak = 0
-        self.entered: list[str] = []
-        self.left: list[str] = []
-
-    async def visit(self, name: str) -> str:
-        self.entered.append(name)
-        self.now += 1
-        self.peak = max(self.peak, self.now)
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + HOLD_S
-        while self.peak < self.together and loop.time() < give_up:
-            await asyncio.sleep(0.002)
-        await asyncio.sleep(self.finish_after.get(name, 0.0))
-        self.now -= 1
-        self.left.append(name)
-        return f"{name} ok"
 
 
 def metered_tools(meter: Meter) -> list[fx.Tool]:
@@ -482,15 +455,3 @@ def test_a_hook_that_asks_a_person_stops_the_batch_before_any_call_starts(tmp_pa
     assert hooked == ["a", "b", "a", "c"]
     assert meter.peak == 3
     assert [(t.result, t.runs) for t in recorded] == [(f"{n} ok", 1) for n in "abc"]
-
-
-def test_a_call_that_runs_alone_ends_the_batch_like_an_unsafe_one():
-    """The driver's ``runs_alone`` (a subagent call) splits a round as an unsafe call does."""
-    round_tasks = [_task(i, "idempotent", P) for i in range(4)]
-    alone = {"t1"}
-    batches = parallel_batch(round_tasks, limit=8, runs_alone=lambda t: t.id in alone)
-    assert [t.index for t in batches] == [0]
-    rest = [_task(i, "idempotent", P) for i in range(1, 4)]
-    assert [t.index for t in parallel_batch(rest, limit=8, runs_alone=lambda t: t.id in alone)] == [
-        1
-    ]

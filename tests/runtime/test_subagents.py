@@ -18,23 +18,27 @@ import pytest
 from fxrt_support import (
     FAST,
     NO_SCAN,
+    Meter,
     check_invariants,
     db_url,
     events,
     fresh_store,
+    last_user_text,
     leave_crashed_turn,
     owned_store,
     read,
+    rounds_done,
     run,
     submission,
     tasks,
+    tool_messages,
 )
 
 import fxdurable as fx
 from fxdurable.cli.trace import print_trace
 from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Fence, Journal, WorkerIdentity
-from fxdurable.core.records import SessionRecord, Usage
+from fxdurable.core.records import SessionRecord, SubmissionRecord, Usage
 from fxdurable.core.states import ToolTaskStatus
 from fxdurable.core.subagent import child_request_id, child_session_id
 from fxdurable.runtime.subagent import with_delegates
@@ -665,3 +669,133 @@ def test_a_child_that_asks_a_person_holds_the_call_until_answered_without_runnin
             assert violations(rt) == []
 
     run(main(), timeout=30)
+
+
+# -- two children of one response: a parallel batch ------------------------------------------
+
+
+def metered_researcher(meter: Meter, *, steps: int = 1) -> fx.Agent:
+    """A researcher that answers ``<topic> is 42`` after ``steps`` lookups of its topic, each
+    a visit to ``meter`` (held until both children's lookups are in flight)."""
+
+    @fx.tool
+    async def lookup(inp: Lookup, ctx: fx.ToolContext) -> str:
+        "Look a topic up."
+        return await meter.visit(inp.topic)
+
+    def policy(request: fx.ModelRequest) -> fx.ModelResponse:
+        topic = last_user_text(request)
+        if rounds_done(request) < steps:
+            return fx.reply("", fx.call("lookup", topic=topic))
+        return fx.reply(f"{topic} is 42")
+
+    return researcher(fx.ScriptedModel(policy), [lookup])
+
+
+def submissions_of(rt: fx.Runtime, session_id: str) -> list[SubmissionRecord]:
+    return read(rt, lambda v: v.submissions(session_id))
+
+
+def two_children_lead(child: fx.Agent) -> tuple[fx.Agent, fx.ScriptedModel]:
+    model = fx.ScriptedModel(
+        [fx.reply("", fx.call("research", task="a"), fx.call("research", task="b")), fx.reply("ok")]
+    )
+    return lead(child, model), model
+
+
+def test_two_subagent_calls_of_one_response_run_their_children_together(tmp_path):
+    """Both children run at once, each inline in this process (their tools are in flight
+    together); the second finishes first, and the parent's model reads the answers in the
+    order it asked."""
+    meter = Meter(2, finish_after={"a": 0.05})
+    parent, model = two_children_lead(metered_researcher(meter))
+
+    async def main() -> None:
+        async with fx.Runtime([parent], store=fresh_store(tmp_path), settings=FAST) as rt:
+            assert await rt.session("p1").run("go", timeout=20) == "ok"
+            [sub] = read(rt, lambda v: v.submissions("p1"))
+            calls = tasks(rt, sub.id)
+            assert [(c.status, c.result) for c in calls] == [
+                ("completed", "a is 42"),
+                ("completed", "b is 42"),
+            ]
+            for call in calls:
+                assert call.child_session is not None
+                assert len(submissions_of(rt, call.child_session)) == 1
+                await check_invariants(rt, call.child_session)
+            await check_invariants(rt, "p1")
+            assert violations(rt) == []
+
+    run(main())
+    assert meter.peak == 2
+    assert meter.left == ["b", "a"]
+    assert [m.text for m in tool_messages(model.requests[-1])] == ["a is 42", "b is 42"]
+
+
+def test_a_parent_at_its_deadline_with_two_children_in_flight_resumes_both(tmp_path):
+    """Invocations of one step: both calls suspend with their children unsettled, and every
+    next attempt re-executes both, which go on from their children's last recorded steps."""
+    meter = Meter(1)  # no waiting for company: the children's steps interleave as they may
+    parent, model = two_children_lead(metered_researcher(meter, steps=2))
+
+    async def main() -> None:
+        async with fx.Runtime(
+            [parent], store=fresh_store(tmp_path), settings=FAST, invocation_budget_s=0.0001
+        ) as rt:
+            assert await rt.session("p1").run("go", timeout=20) == "ok"
+            [sub] = read(rt, lambda v: v.submissions("p1"))
+            calls = tasks(rt, sub.id)
+            assert [c.result for c in calls] == ["a is 42", "b is 42"]
+            assert all(c.runs > 1 for c in calls)  # re-executed, never left unknown
+            for call in calls:
+                child = call.child_session or ""
+                assert len(submissions_of(rt, child)) == 1
+                await check_invariants(rt, child)
+            await check_invariants(rt, "p1")
+            assert violations(rt) == []
+
+    run(main(), timeout=30)
+    # Each child's steps ran once: two lookups each, however often the parent suspended.
+    assert sorted(meter.entered) == ["a", "a", "b", "b"]
+    assert [m.text for m in tool_messages(model.requests[-1])] == ["a is 42", "b is 42"]
+
+
+def test_aborting_the_parent_aborts_both_children_it_runs(tmp_path):
+    entered: list[str] = []
+
+    @fx.tool
+    async def lookup(inp: Lookup, ctx: fx.ToolContext) -> str:
+        "Look a topic up, slowly."
+        entered.append(inp.topic)
+        await asyncio.sleep(30)
+        return "too late"
+
+    child = researcher(
+        fx.ScriptedModel(lambda r: fx.reply("", fx.call("lookup", topic=last_user_text(r)))),
+        [lookup],
+    )
+    parent, _ = two_children_lead(child)
+
+    async def main() -> None:
+        async with fx.Runtime([parent], store=fresh_store(tmp_path), settings=FAST) as rt:
+            s = rt.session("p1")
+            sub = await s.submit("go")
+            while len(entered) < 2:  # both children are in their tool
+                await asyncio.sleep(0.01)
+            await s.abort()
+            assert (await s.wait(sub.id, timeout=10)).status == "aborted"
+            calls = tasks(rt, sub.id)
+            assert [c.status for c in calls] == ["outcome_unknown", "outcome_unknown"]
+            for call in calls:
+                child_id = call.child_session or ""
+                [child_sub] = submissions_of(rt, child_id)
+                assert child_sub.abort_requested
+                # Its lease, kept by the cancelled run, expires (2 s); then it settles aborted.
+                child_s = rt.session(child_id, agent="researcher")
+                assert (await child_s.wait(child_sub.id, timeout=10)).status == "aborted"
+                [child_call] = tasks(rt, child_sub.id)
+                assert child_call.status == "cancelled"
+            assert violations(rt) == []
+
+    run(main(), timeout=30)
+    assert sorted(entered) == ["a", "b"]

@@ -18,6 +18,8 @@ Configuration comes from the environment of the worker:
   (``fx.ask``; every call is logged to ``hooks.log``: ``tests.kit.story.asking_hook``);
 - ``FXD_TEST_SUBAGENTS=1``: the agent also declares the ``research`` subagent
   (``tests.kit.delegation``, prompts ``delegate <tag>`` and ``delegate2 <tag>``);
+  ``FXD_TEST_CHILD_BARRIER=1``: its children meet at the researcher's barrier;
+- ``FXD_TEST_PARALLEL_TOOLS=0``: the agent runs the calls of a response one after the other;
 - ``FXD_TEST_CRASH_PLAN`` (``point[:tool],point[:tool],...``) with ``FXD_TEST_CRASH_LOG`` (the
   worker's stderr, where :func:`fxdurable.core.crash.crash_point` writes "crash injected at"):
   the k-th job after k injected crashes runs with ``FXD_CRASH_AT`` set to the plan's k-th entry,
@@ -78,9 +80,14 @@ def agents() -> list[fx.Agent]:
     durability = fx.Durability(max_attempts=int(attempts)) if attempts else None
     ask_before = os.environ.get("FXD_TEST_ASK_BEFORE")
     hook = asking_hook(world, ask_before) if ask_before else None
-    subagents = os.environ.get("FXD_TEST_SUBAGENTS") == "1"  # the research subagent
     return [
         story_agent(
-            world, timings=timings, durability=durability, before_tool=hook, subagents=subagents
+            world,
+            timings=timings,
+            durability=durability,
+            before_tool=hook,
+            subagents=os.environ.get("FXD_TEST_SUBAGENTS") == "1",  # the research subagent
+            barrier=os.environ.get("FXD_TEST_CHILD_BARRIER") == "1",
+            parallel_tools=os.environ.get("FXD_TEST_PARALLEL_TOOLS") != "0",
         )
     ]
