@@ -21,10 +21,26 @@ from fxdurable.testing.net import free_port, stop_process, wait_healthy
 
 __all__ = ["moto_server"]
 
+# The serial server reads one connection at a time, so a client that stops between connect()
+# and sending its request (a test SIGSTOPs a worker mid-heartbeat) would stall every other
+# client until it resumed: DynamoDB serves each connection on its own. A read that waits past
+# STALLED_CLIENT_S drops that connection instead; a live client sends its request at once.
+STALLED_CLIENT_S = 2.0
+
 _SERIAL = """
-from werkzeug.serving import run_simple
+from werkzeug.serving import WSGIRequestHandler, run_simple
 from moto.server import DomainDispatcherApplication, create_backend_app
-run_simple("127.0.0.1", {port}, DomainDispatcherApplication(create_backend_app), threaded=False)
+
+class DropStalledClients(WSGIRequestHandler):
+    timeout = {stalled_s}
+
+run_simple(
+    "127.0.0.1",
+    {port},
+    DomainDispatcherApplication(create_backend_app),
+    threaded=False,
+    request_handler=DropStalledClients,
+)
 """
 
 
@@ -37,7 +53,7 @@ def moto_server(directory: Path, timeout_s: float = 30.0, *, serial: bool = Fals
     log = directory / ("moto-serial.log" if serial else "moto.log")
     command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
     if serial:
-        command = [sys.executable, "-c", _SERIAL.format(port=port)]
+        command = [sys.executable, "-c", _SERIAL.format(port=port, stalled_s=STALLED_CLIENT_S)]
     with log.open("wb") as out:
         proc = subprocess.Popen(
             command,
