@@ -18,6 +18,7 @@ from collections.abc import Callable
 import pytest
 from rq_support import (
     RqHarness,
+    freeze_outside_a_commit,
     parse_worker_pid,
     pid_alive,
     print_measure,
@@ -47,9 +48,8 @@ def test_a_paused_worker_resumed_after_a_takeover_writes_nothing(
     (started,) = [e for e in h.events(SESSION) if e.type == "attempt.started"]
     horse = parse_worker_pid(started.data["worker"])
     assert paused.horses() == [horse], (paused.horses(), horse)
-    os.kill(horse, signal.SIGSTOP)
+    freeze_outside_a_commit(horse, h.store_url)
     stopped_at = time.time()
-    wait_until(lambda: (proc_stat(horse) or ("?",))[0] == "T", 5, "the horse to stop")
 
     # A second worker: the lease holder is alive (stopped), so it waits for expiry.
     taker = h.start_worker()

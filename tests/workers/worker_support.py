@@ -24,6 +24,7 @@ import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -32,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import unquote, urlparse
 
 import fxdurable as fx
 from fxdurable.backends import open_store
@@ -97,6 +99,43 @@ def pid_alive(pid: int) -> bool:
     """Alive and not a zombie."""
     stat = proc_stat(pid)
     return stat is not None and stat[0] not in ("Z", "X")
+
+
+def sqlite_write_locked(store_url: str) -> bool:
+    """Whether some process holds the write lock of the SQLite store ``store_url`` now (False
+    for any other store). Tried with ``BEGIN IMMEDIATE`` and no wait, then rolled back."""
+    if not store_url.startswith("sqlite:"):
+        return False
+    path = unquote(urlparse(store_url).path[1:])
+    conn = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        return False
+    except sqlite3.OperationalError as exc:
+        if "locked" not in str(exc):
+            raise
+        return True
+    finally:
+        conn.close()
+
+
+def freeze_outside_a_commit(pid: int, store_url: str, attempts: int = 100) -> None:
+    """SIGSTOP ``pid`` at a moment it holds no SQLite write lock.
+
+    A process frozen inside a SQLite transaction keeps the database's lock, so every other
+    writer waits until it resumes or dies: SQLite has no lease on its locks (the README's
+    Limits say so). A test of what a frozen *lease* holder does must not freeze a *lock* holder
+    by chance (its heartbeat commits every half second), or the takeover it waits for cannot
+    write. Each try that lands inside a commit lets the process go on for a moment."""
+    for _ in range(attempts):
+        os.kill(pid, signal.SIGSTOP)
+        wait_until(lambda: (proc_stat(pid) or ("?",))[0] == "T", 5, f"process {pid} to stop")
+        if not sqlite_write_locked(store_url):
+            return
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.005)
+    raise AssertionError(f"process {pid} held the SQLite write lock at each of {attempts} tries")
 
 
 def child_pids(parent: int) -> list[int]:
