@@ -17,7 +17,6 @@ submitter: no wake was ever sent, and the worker's reconciliation scan finds the
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import time
@@ -36,7 +35,13 @@ from crash_cases import (
     check_follow_up,
 )
 from sqs_support import SqsHarness
-from worker_support import WorkerProc, pid_alive, print_measure, wait_until
+from worker_support import (
+    WorkerProc,
+    freeze_outside_a_commit,
+    pid_alive,
+    print_measure,
+    wait_until,
+)
 
 from tests.kit.world import World, assert_invariants, assert_model_requests
 
@@ -189,7 +194,7 @@ def test_a_hung_worker_is_taken_over_once_its_lease_expires(
     frozen = h.start_worker(env={"FXD_TEST_DEPLOY_S": "5"}, scan_interval_s=0)
     sub_id = h.submit_one(SESSION, STORY, REQUEST)
     h.wait_event(SESSION, lambda e: e.type == "tool.started" and e.data.get("tool") == "deploy")
-    os.kill(frozen.pid, signal.SIGSTOP)
+    freeze_outside_a_commit(frozen.pid, h.store_url)  # SQLite under FXD_TEST_SQS_STORES
     stopped_at = time.time()
     try:
         survivor = h.start_worker()
