@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tests.kit.delegation import child_requests
 from tests.kit.story import UNKNOWN_MARK, done_text
 from tests.kit.world import (
     World,
@@ -134,5 +135,5 @@ def check_follow_up(world: World) -> None:
     sub = world.submission(NEXT_REQUEST)
     assert sub.status == "completed", (sub.status, sub.error)
     assert (sub.result_text or "").startswith("Status: "), sub.result_text
-    assert_invariants(world, [REQUEST, NEXT_REQUEST])
+    assert_invariants(world, [REQUEST, NEXT_REQUEST, *child_requests(world)])
     assert world.task("read_state", NEXT_REQUEST).status == "completed"

@@ -43,6 +43,7 @@ from worker_support import (
     wait_until,
 )
 
+from tests.kit.delegation import child_requests
 from tests.kit.world import World, assert_invariants, assert_model_requests
 
 pytestmark = [pytest.mark.crash]
@@ -84,7 +85,7 @@ def crash_and_recover(
     # The wake the killed workers received was delivered once more, handled and deleted.
     wait_until(lambda: delivered_again(survivor, len(plan) + 1), timeout, "the redelivery")
     world = h.world()
-    assert_invariants(world, [REQUEST])
+    assert_invariants(world, [REQUEST, *child_requests(world)])  # its subagents' too
     pids = world.attempt_pids(REQUEST)
     assert pids[-1] == survivor.pid and not [p for p in pids[:-1] if pid_alive(p)], pids
     return world, survivor
