@@ -122,9 +122,9 @@ class TurnDriver:
         self._attempt = 0
         self._running_tools: set[asyncio.Future[str]] = set()  # more than one in a batch
         self._cross = TurnCrossings()  # the crossings a batch's calls may make at once
-        self._batching = False
         self._batch_unstarted: set[str] = set()  # a batch's calls whose intent is to come
-        self._gate: HookGate | None = None  # the running batch's, between hooks and intents
+        # The running batch's (None: no batch runs), between its hooks and its intents.
+        self._gate: HookGate | None = None
         self._prepared_after_batch: Prepared | None = None  # read by the batch's last commit
         self._abort_seen = False
         self._state: TurnState | None = None
@@ -328,13 +328,11 @@ class TurnDriver:
         for task in batch:
             if task.status == ToolTaskStatus.RUNNING:
                 gate.passed(task.id)  # its hook ran before its first run: none to wait for
-        self._batching = True
         self._batch_unstarted = {task.id for task in batch}
         self._prepared_after_batch = None
         try:
             await run_batch([(task.id, functools.partial(call, task)) for task in batch], gate)
         finally:
-            self._batching = False
             self._batch_unstarted = set()
             self._gate = None
         # The loop decides the next step with its boundary checks; a model call next uses the
@@ -660,10 +658,10 @@ class TurnDriver:
             if isinstance(action, CallModel) and not (state.abort_requested or self._abort_seen):
                 turn, known = state.turn, state.round_tasks
                 request = self._journal.read(lambda v: self._model_step.prepare(v, turn, known))
-                if self._batching:  # the round's last result: the batch hands it to the loop
+                if self._gate is not None:  # a batch's last result: the batch hands it on
                     self._prepared_after_batch = request
                 return request, None
-            if self._batching:
+            if self._gate is not None:  # a batch's call
                 # Never the next call's intent: the batch's runner would not run it, and
                 # recovery would find it running without ever having run.
                 return None, None
