@@ -326,6 +326,12 @@ class Journal:
     def store_url(self) -> str:
         return self._store.url
 
+    @property
+    def store(self) -> Store:
+        """The store itself, for what is not a journal transition: a tool's blobs
+        (``ctx.store``) and reads outside a turn's records."""
+        return self._store
+
     def read(self, body: Callable[[ReadView], T]) -> T:
         """A read-only snapshot: the only way runtime code looks at the store."""
         return self._store.read(body)

@@ -32,6 +32,7 @@ from fxdurable.runtime.state import ToolState
 from fxdurable.runtime.steps import StepFn, StepLog
 
 if TYPE_CHECKING:
+    from fxdurable.core.store import Store
     from fxdurable.runtime.children import ChildSessions
 
 __all__ = [
@@ -62,7 +63,9 @@ class ToolContext:
     it to the downstream system as its idempotency key. ``cancelled`` is set when the turn is
     aborted; a long tool should check it and stop. ``step`` records a durable tool's
     sub-steps. ``state`` is the session's persisted key/value state: this call's writes
-    commit with its result (:mod:`fxdurable.runtime.state`).
+    commit with its result (:mod:`fxdurable.runtime.state`). ``store`` is the runtime's
+    store, for reads and content-addressed blobs (the workspace tools, :mod:`fxdurable.tools`);
+    a tool's writes to its session go through ``state``, never the store directly.
     """
 
     execution_id: str
@@ -77,6 +80,8 @@ class ToolContext:
     children: ChildSessions | None = None
     # The session's persisted state as of the call's start, plus the call's own writes.
     state: ToolState = field(default_factory=ToolState)
+    # The runtime's store (runtime-only, never stored); None outside a runtime (unit tests).
+    store: Store | None = field(default=None, repr=False)
 
     def progress(self, chunk: str) -> None:
         """Report progress: ``chunk`` is appended to the running task's ``progress`` (its last

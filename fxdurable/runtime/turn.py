@@ -503,6 +503,7 @@ class TurnDriver:
             steps=self._step_log(task, tool, state) if tool.durable and task.durable else None,
             children=self._child_sessions(task) if isinstance(tool, SubagentTool) else None,
             state=state,
+            store=self._journal.store,
         )
         progress.start()
         running = asyncio.ensure_future(tool.run(arguments, ctx))
