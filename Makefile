@@ -7,7 +7,7 @@ BENCH_VENV := .venv-bench
 BENCH_BIN := $(BENCH_VENV)/bin
 
 # Directories that are linted; ones that do not exist yet (e.g. bench/) are skipped.
-LINT_PATHS := $(wildcard fxdurable tests bench workers handlers)
+LINT_PATHS := $(wildcard fxdurable tests bench workers handlers examples)
 
 .PHONY: demo lint test bench bench-venv wheel clean deploy localstack-test
 

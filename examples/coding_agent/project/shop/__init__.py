@@ -1,0 +1,1 @@
+"""A tiny shop: the project the coding agent fixes."""

@@ -1,0 +1,20 @@
+"""What the coding agent is asked, and the words its scripted policy and its runner share."""
+
+from __future__ import annotations
+
+__all__ = ["CART", "EMPTY_CART_STEER", "EMPTY_CART_TEST", "TASK", "TESTS", "TEST_COMMAND"]
+
+# The project's test command; the runner puts its own interpreter first on PATH, so
+# ``python3`` is the one running the demo (the project needs nothing but the stdlib).
+TEST_COMMAND = "python3 -m unittest -q"
+CART = "shop/cart.py"
+TESTS = "tests/test_cart.py"
+
+TASK = (
+    f"The tests of this project fail (`{TEST_COMMAND}`). Find out why and fix the code, "
+    "not the tests, so that they pass."
+)
+
+# A steering message the scripted policy understands (case-insensitively, on "empty cart").
+EMPTY_CART_STEER = "Also add one test for an empty cart."
+EMPTY_CART_TEST = "test_empty_cart_total_is_zero"
