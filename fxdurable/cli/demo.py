@@ -9,39 +9,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from fxdurable.cli.demo_agent import FOLLOW_UP, PROMPT, engineer, policy
-from fxdurable.cli.render import Style, describe
-from fxdurable.core.crash import CRASH_POINTS
+from fxdurable.cli.follow import (
+    arm_crash,
+    event_cursor,
+    follow,
+    line_buffered_stdout,
+    submissions,
+    unfinished,
+)
+from fxdurable.cli.render import Style
 from fxdurable.core.states import SubmissionStatus
-from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.models.base import Model
-from fxdurable.runtime.runtime import Runtime, SessionHandle
-from fxdurable.runtime.submission import Submission
+from fxdurable.runtime.runtime import Runtime
 from fxdurable.runtime.worker import WorkerSettings
 
 __all__ = ["run_demo"]
 
 SESSION = "engineer"
-# How often the story reads the session for new events. Each read is a few milliseconds of
-# SQLite; at 50 ms the wait for the next read was most of the time to the first step's line
-# and to the recovered run's exit.
-FOLLOW_POLL_S = 0.01
-_SETTLED = (SubmissionStatus.COMPLETED, SubmissionStatus.FAILED, SubmissionStatus.ABORTED)
-
-
-def validate_crash_spec(spec: str) -> str:
-    point = spec.partition(":")[0]
-    if point not in CRASH_POINTS:
-        raise ConfigurationError(
-            f"unknown crash point {point!r}; choose one of: {', '.join(sorted(CRASH_POINTS))}"
-        )
-    return spec
 
 
 async def _demo(
@@ -67,10 +56,8 @@ async def _demo(
             print(style.dim(f"queue: {queue_url}; the turn runs on `fxdurable worker` processes"))
         rt.install_signal_handlers()
         session = rt.session(SESSION)
-        journal = rt.journal
-        subs = await asyncio.to_thread(journal.read, lambda v: list(v.submissions(SESSION)))
-        unsettled = [s for s in subs if s.status not in _SETTLED]
-        cursor = 0
+        subs = await submissions(rt, SESSION)
+        unsettled = unfinished(subs)
         if unsettled:
             print(
                 style.yellow(
@@ -78,9 +65,8 @@ async def _demo(
                     f"in {store_url or db}. Resuming from the last committed step."
                 )
             )
-            state = await session.record()
-            cursor = (state.next_event_seq - 1) if state else 0
-            targets = [Submission.of(s) for s in unsettled]
+            cursor = await event_cursor(session)
+            targets = unsettled
         else:
             prompt = PROMPT if not subs else FOLLOW_UP
             if subs:
@@ -94,10 +80,9 @@ async def _demo(
                 print(
                     style.bold(f"fxdurable demo: a durable agent turn, stored in {store_url or db}")
                 )
-            state = await session.record()
-            cursor = (state.next_event_seq - 1) if state else 0
+            cursor = await event_cursor(session)
             targets = [await session.submit(prompt, request_id=f"demo-{len(subs) + 1}")]
-        final = await _follow(rt, session, targets, cursor, style)
+        final = await follow(rt, session, targets, cursor, style)
     if final is None:
         print(
             style.yellow(
@@ -115,31 +100,6 @@ async def _demo(
             print(style.red(f"Outcome: {sub.status} — {reason}"))
     print(style.dim(f"Trace: fxdurable trace {SESSION} {where}    Audit: fxdurable check {where}"))
     return 0 if all(s.status == SubmissionStatus.COMPLETED for s in final) else 1
-
-
-async def _follow(
-    rt: Runtime,
-    session: SessionHandle,
-    targets: list[Submission],
-    cursor: int,
-    style: Style,
-) -> list[Submission] | None:
-    """Print the session's events as workers record them, until every target settles
-    (or None when a SIGINT/SIGTERM stopped the runtime first)."""
-    while True:
-        stopped = rt.stopped
-        records = [await session.submission(t.id) for t in targets]
-        for event in await session.events(after=cursor):
-            cursor = event.seq
-            line = describe(event, style)
-            if line is not None:
-                print(f"  {line}", flush=True)
-        # Read the outcome before the events: the last events are printed before returning.
-        if all(r is not None and r.settled for r in records):
-            return [r for r in records if r is not None]
-        if stopped:
-            return None
-        await asyncio.sleep(FOLLOW_POLL_S)
 
 
 @contextlib.contextmanager
@@ -175,11 +135,8 @@ def run_demo(
     store_url: str | None = None,
     queue_url: str = "local",
 ) -> int:
-    if crash_at:
-        os.environ["FXD_CRASH_AT"] = validate_crash_spec(crash_at)
-    if isinstance(sys.stdout, io.TextIOWrapper):
-        # Each line reaches a pipe before a crash point's SIGKILL can cut the story short.
-        sys.stdout.reconfigure(line_buffering=True)
+    arm_crash(crash_at)
+    line_buffered_stdout()
     workdir = Path(directory)
     workdir.mkdir(parents=True, exist_ok=True)
     try:
