@@ -107,6 +107,12 @@ class CountingStore:
         self.reads += 1
         return self._inner.read(body)
 
+    def put_blob(self, data: bytes) -> str:
+        return self._inner.put_blob(data)
+
+    def get_blob(self, digest: str) -> bytes | None:
+        return self._inner.get_blob(digest)
+
     def close(self) -> None:
         self._inner.close()
 

@@ -17,9 +17,11 @@ FxDurableError
  │    ├── ConflictError        a version check failed: someone else wrote first
  │    ├── LeaseLostError       the fencing token is stale: another worker owns the session
  │    ├── RecordNotFoundError
+ │    ├── BlobCorruptError     a stored blob's bytes do not hash to its digest: never returned
  │    └── StoreUnavailableError  locked past the busy timeout, an I/O error, no answer:
  │         │                     nothing written; the same call may succeed later
  │         └── StoreFullError  out of space (a full disk): free some, then retry
+ ├── BlobTooLargeError         a blob past ``MAX_BLOB_BYTES`` (``store.put_blob``): nothing stored
  ├── QueueError                a wake could not be sent, or a received one cannot be read
  │    └── QueueUnavailableError  the queue did not answer (unreachable, timed out, throttled):
  │                              nothing was sent; the store still holds the work
@@ -47,6 +49,8 @@ __all__ = [
     "AgentBusyError",
     "AgentMismatchError",
     "AnswerError",
+    "BlobCorruptError",
+    "BlobTooLargeError",
     "ConfigurationError",
     "ConflictError",
     "ContextLengthError",
@@ -259,6 +263,24 @@ class LeaseLostError(StoreError):
 
 class RecordNotFoundError(StoreError):
     """A record the caller relied on does not exist."""
+
+
+class BlobCorruptError(StoreError):
+    """A blob read back from the store does not hash to the digest it is stored under (a
+    damaged file, a tampered key, a lost S3 object behind its item): it is never returned."""
+
+
+class BlobTooLargeError(FxDurableError):
+    """``store.put_blob`` was given more than ``MAX_BLOB_BYTES``
+    (:mod:`fxdurable.core.blobs`). Nothing was stored."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"a blob of {size} bytes is over the store's {limit}-byte limit for one blob; "
+            "nothing was stored (split the data, or keep it outside the store)"
+        )
 
 
 class StoreUnavailableError(StoreError):

@@ -102,4 +102,18 @@ class Store(Protocol):
         """Run ``body`` against a consistent read-only snapshot."""
         ...
 
+    def put_blob(self, data: bytes) -> str:
+        """Store ``data`` and return its digest (lowercase hex sha256). Idempotent (the same
+        bytes are the same blob) and immutable; durable when it returns. Outside any
+        transaction: never call it from a ``transact`` body. Safe from any thread. Raises
+        :class:`~fxdurable.errors.BlobTooLargeError` past ``MAX_BLOB_BYTES``, writing
+        nothing."""
+        ...
+
+    def get_blob(self, digest: str) -> bytes | None:
+        """The bytes stored under ``digest``, or None when there are none (or ``digest`` is
+        not a digest). Verified: bytes that do not hash to ``digest`` raise
+        :class:`~fxdurable.errors.BlobCorruptError`, never come back."""
+        ...
+
     def close(self) -> None: ...

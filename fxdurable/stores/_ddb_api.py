@@ -34,6 +34,7 @@ READ_TIMEOUT_S = 10
 _BACKOFF_BASE_S = 0.05
 _BACKOFF_CAP_S = 2.0
 _BATCH_GET_MAX = 100
+_BATCH_WRITE_MAX = 25
 _RETRYABLE = {
     "ProvisionedThroughputExceededException",
     "ThrottlingException",
@@ -221,23 +222,50 @@ class Api:
             left = reply.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
             if left:
                 rounds += 1
-                if rounds > 8:
-                    raise StoreUnavailableError(
-                        f"DynamoDB {self.where} kept leaving reads unprocessed (throttled)",
-                        where=self.where,
-                    )
-                time.sleep(random.uniform(0, min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2**rounds)))
+                self._unprocessed_pause(rounds, "reads")
                 pending = left + pending
         return found
+
+    def _unprocessed_pause(self, rounds: int, what: str) -> None:
+        """Back off before asking again for what a batch left unprocessed (throttling); give
+        up after 8 rounds."""
+        if rounds > 8:
+            raise StoreUnavailableError(
+                f"DynamoDB {self.where} kept leaving {what} unprocessed (throttled)",
+                where=self.where,
+            )
+        time.sleep(random.uniform(0, min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2**rounds)))
+
+    def batch_write(self, items: Sequence[dict[str, Any]]) -> None:
+        """Put ``items`` (unconditionally), 25 a request, and what DynamoDB left unprocessed
+        asked again (with backoff: it means throttling). Not atomic: callers write what
+        proves the rest last, on its own."""
+        pending = [{"PutRequest": {"Item": item}} for item in items]
+        table = self.settings.table
+        rounds = 0
+        while pending:
+            chunk, pending = pending[:_BATCH_WRITE_MAX], pending[_BATCH_WRITE_MAX:]
+            reply = self.call(self.dynamodb, "batch_write_item", RequestItems={table: chunk})
+            left = reply.get("UnprocessedItems", {}).get(table, [])
+            if left:
+                rounds += 1
+                self._unprocessed_pause(rounds, "writes")
+                pending = left + pending
 
     def query(
         self, pk: str, prefix: str, start: str | None = None, limit: int | None = None
     ) -> list[Item]:
         """Items of partition ``pk`` whose sort key starts with ``prefix`` (from ``start`` on,
         inclusive), in sort-key order, strongly consistent, every page (up to ``limit``)."""
-        return list(self._pages(pk, prefix, start, limit))
+        return [from_wire(raw) for raw in self._pages(pk, prefix, start, limit)]
 
-    def _pages(self, pk: str, prefix: str, start: str | None, limit: int | None) -> Iterator[Item]:
+    def query_raw(self, pk: str) -> list[dict[str, Any]]:
+        """Every item of partition ``pk`` as DynamoDB sent it, in sort-key order."""
+        return list(self._pages(pk, "", None, None))
+
+    def _pages(
+        self, pk: str, prefix: str, start: str | None, limit: int | None
+    ) -> Iterator[dict[str, Any]]:
         values: dict[str, Any] = {":pk": {"S": pk}, ":p": {"S": prefix}}
         if start is not None:
             # Every key under the prefix sorts below prefix + U+FFFF (keys are ASCII).
@@ -263,7 +291,7 @@ class Api:
             reply = self.call(self.dynamodb, "query", **params)
             for raw in reply.get("Items", []):
                 count += 1
-                yield from_wire(raw)
+                yield raw
             last = reply.get("LastEvaluatedKey")
             if not last or (limit is not None and count >= limit):
                 return

@@ -13,8 +13,9 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
+from typing import Any
 
-from fxdurable.errors import StoreError
+from fxdurable.errors import BlobCorruptError, StoreError
 from fxdurable.stores._ddb_api import Api
 
 __all__ = ["ITEM_LIMIT", "Blobs"]
@@ -44,19 +45,34 @@ class Blobs:
                 )
             return None
         digest = hashlib.sha256(body.encode()).hexdigest()
-        if digest not in self._put_done:
-            self._api.call(
-                self._api.s3,
-                "put_object",
-                Bucket=bucket,
-                Key=self._key(digest),
-                Body=body.encode(),
-                ContentType="application/json",
-            )
-            with self._lock:
-                self._put_done.add(digest)
+        self.put_object(digest, body.encode(), "application/json")
         self._hold(digest, body)
         return digest
+
+    def put_object(self, digest: str, data: bytes, content_type: str) -> None:
+        """``data`` at its content-addressed key (skipped when this store put it before)."""
+        if digest in self._put_done:
+            return
+        self._api.call(
+            self._s3(),
+            "put_object",
+            Bucket=self._settings.bucket,
+            Key=self._key(digest),
+            Body=data,
+            ContentType=content_type,
+        )
+        with self._lock:
+            self._put_done.add(digest)
+
+    def get_object(self, digest: str) -> bytes:
+        """The object at ``digest``'s key, verified (raises if missing or damaged)."""
+        reply = self._api.call(
+            self._s3(), "get_object", Bucket=self._settings.bucket, Key=self._key(digest)
+        )
+        data: bytes = reply["Body"].read()
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise BlobCorruptError(f"S3 object {self._key(digest)} does not match its hash")
+        return data
 
     def resolve(self, digest: str) -> str:
         with self._lock:
@@ -64,20 +80,17 @@ class Blobs:
             if body is not None:
                 self._held.move_to_end(digest)
                 return body
+        body = self.get_object(digest).decode()
+        self._hold(digest, body)
+        return body
+
+    def _s3(self) -> Any:
         if self._api.s3 is None:
             raise StoreError(
                 f"a record of DynamoDB {self._api.where} is in S3 but the store has no bucket: "
                 "open it with ?bucket=NAME"
             )
-        reply = self._api.call(
-            self._api.s3, "get_object", Bucket=self._settings.bucket, Key=self._key(digest)
-        )
-        data: bytes = reply["Body"].read()
-        if hashlib.sha256(data).hexdigest() != digest:
-            raise StoreError(f"S3 object {self._key(digest)} does not match its hash")
-        body = data.decode()
-        self._hold(digest, body)
-        return body
+        return self._api.s3
 
     def _key(self, digest: str) -> str:
         return f"{self._settings.s3_prefix}/sha256/{digest}"

@@ -117,6 +117,9 @@ class Keys:
     def events(self, sid: str) -> str:
         return f"{self.p}:events:{sid}"
 
+    def blob(self, digest: str) -> str:
+        return f"{self.p}:blob:{digest}"
+
     def version(self, sid: str) -> str:
         """The session's version: bumped by every commit that writes one of its keys."""
         return f"{self.p}:sv:{sid}"

@@ -27,6 +27,7 @@ of them is one ``Query``::
     SESSIONS              <sid>                         every session: list_sessions
     ACTIVE                <sid>                         sessions whose status is active
     #SCHEMA               #                             layout version (the data marker)
+    B#<sha256 hex>        #  /  C#<i:06d>                a blob's head / its chunks
 
 Record attributes: ``b`` the record's JSON (:mod:`fxdurable.core.recordcodec`) or ``o`` the
 sha256 of it in S3, ``v`` its version; a head's ``sv``; a pointer's ``tpk``/``tsk``. Ids are
@@ -67,6 +68,13 @@ under the same prefix; docs/dynamodb.md). Without a bucket, a record that
 would not fit an item (400 KB) raises :class:`~fxdurable.errors.StoreError` naming
 ``?bucket=`` before anything is written.
 
+**Blobs** (``put_blob``/``get_blob``, :mod:`._ddb_blob_items`): a blob up to the offload
+threshold (with a bucket) or 350 KB (without) is its head item; a larger one is the S3 object
+of its digest when the store has a bucket, and chunk items of 350 KB under its head when it
+has none (so up to ``MAX_BLOB_BYTES``, 32 MiB, either way). The head is written last: a blob
+whose head exists is whole. A read is one ``Query`` of the partition (plus a ``GetObject``),
+verified against the digest. Blob partitions came after layout version 1 without changing it.
+
 **Errors and retries.** Throttling and 5xx are retried (botocore's standard mode, then capped
 exponential backoff with jitter for about 10 s), then
 :class:`~fxdurable.errors.StoreUnavailableError`; a commit that cannot be confirmed raises it
@@ -106,6 +114,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
 from fxdurable.stores._body import refuse_awaitable
 from fxdurable.stores._ddb_api import Api, TableMissing
+from fxdurable.stores._ddb_blob_items import BlobItems
 from fxdurable.stores._ddb_blobs import Blobs
 from fxdurable.stores._ddb_cache import Caches
 from fxdurable.stores._ddb_commit import Rerun, commit
@@ -134,6 +143,7 @@ class DynamoStore:
         self.url = url
         self._api = Api(self._settings, session)
         self._blobs = Blobs(self._api)
+        self._blob_items = BlobItems(self._api, self._blobs)
         self._caches = Caches()
         self._closed = False
         self._lock = threading.Lock()
@@ -216,8 +226,7 @@ class DynamoStore:
     # -- the Store protocol -------------------------------------------------------------------
 
     def _run(self, body: Callable[[DynamoTx], T], *, writable: bool) -> T:
-        if self._closed:
-            raise StoreError(f"the DynamoDB store on {self.where} is closed")
+        self._check_open()
         for run in range(_MAX_RUNS):
             reads = Reads(self._api, self._blobs, self._caches, writable=writable)
             tx = DynamoTx(reads, writable=writable)
@@ -249,6 +258,18 @@ class DynamoStore:
 
     def read(self, body: Callable[[ReadView], T]) -> T:
         return self._run(body, writable=False)
+
+    def put_blob(self, data: bytes) -> str:
+        self._check_open()
+        return self._blob_items.put(data)
+
+    def get_blob(self, digest: str) -> bytes | None:
+        self._check_open()
+        return self._blob_items.get(digest)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"the DynamoDB store on {self.where} is closed")
 
     def close(self) -> None:
         """Refuse further calls and close the clients' connection pools."""

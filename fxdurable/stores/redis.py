@@ -44,6 +44,11 @@ key collide with another::
     p:msgs:<sid>              zset    MessageRecord JSON by seq (append-only)
     p:events:<sid>            zset    EventRecord JSON by seq (append-only); a cursor
                                       reads ZRANGEBYSCORE k (after +inf LIMIT 0 n
+    p:blob:<sha256 hex>       string  a blob's bytes (``put_blob``: ``SET NX``, one round
+                                      trip; ``get_blob``: ``GET``, one; no session owns it)
+
+Blob keys came after layout version 1 without changing it: they are new keys beside the old
+ones, which an older fxdurable never reads.
 
 Records are JSON from :mod:`fxdurable.core.recordcodec`. No key has a TTL: a lease is a field
 of the session record with an expiry timestamp the journal compares, never a key that
@@ -98,6 +103,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
+from fxdurable.core.blobs import blob_digest, is_digest, verified
 from fxdurable.core.store import ReadView, Tx
 from fxdurable.errors import ConfigurationError, StoreError, StoreUnavailableError
 
@@ -336,6 +342,19 @@ class RedisStore:
 
     def read(self, body: Callable[[ReadView], T]) -> T:
         return self._run(lambda link: self._once(link, body, writable=False), "a read")
+
+    def put_blob(self, data: bytes) -> str:
+        digest = blob_digest(data)
+        # SET NX: a blob never changes, so a second put (or a resend after a lost
+        # connection) leaves the first one's bytes, which are these.
+        self._simple([("SET", self._keys.blob(digest), bytes(data), "NX")])
+        return digest
+
+    def get_blob(self, digest: str) -> bytes | None:
+        if not is_digest(digest):
+            return None
+        (data,) = self._simple([("GET", self._keys.blob(digest))])
+        return None if data is None else verified(digest, data, f"redis {self.where}")
 
     def close(self) -> None:
         """Close every connection, after the transactions in flight (waits up to 30 s)."""

@@ -12,7 +12,12 @@ the file and keeps SQLite's error as its cause. SQLite rolls a failed transactio
 file stays as it was before the call.
 
 Each record is one row: key and query columns beside the record's JSON (``data``), so the
-schema changes only when a query needs a new column. Migrations are forward-only and numbered.
+schema changes only when a query needs a new column. Migrations are forward-only and numbered;
+a writer's open applies what is missing, a read-only open (``create=False``) reads any version
+from 1 on and writes nothing (an older file simply has no blobs yet).
+
+Blobs (``put_blob``) are rows of their own table, each put its own short transaction
+(``INSERT OR IGNORE``: the same bytes are the same row), outside any ``transact``.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import parse_qs, unquote, urlparse
 
+from fxdurable.core.blobs import blob_digest, is_digest, verified
 from fxdurable.core.recordcodec import decode, encode
 from fxdurable.core.records import (
     AttemptRecord,
@@ -89,6 +95,11 @@ _MIGRATIONS: tuple[str, ...] = (
         session_id TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL,
         PRIMARY KEY (session_id, seq)
     );
+    """,
+    # 2: content-addressed blobs (store.put_blob); a table of its own, so adding it leaves
+    # every record of a version-1 file as it was.
+    """
+    CREATE TABLE blobs (digest TEXT PRIMARY KEY, data BLOB NOT NULL);
     """,
 )
 
@@ -492,10 +503,10 @@ class SqliteStore:
             raise StoreError(f"{self.path} is not an fxdurable store ({exc})") from exc
         if version is None:
             raise StoreError(f"{self.path} is not an fxdurable store (no schema_version table)")
-        if version != len(_MIGRATIONS):
+        if not 1 <= version <= len(_MIGRATIONS):
             raise StoreError(
                 f"{self.path} has fxdurable schema version {version}, this fxdurable reads "
-                f"version {len(_MIGRATIONS)}: open it with a matching fxdurable"
+                f"versions 1 to {len(_MIGRATIONS)}: open it with a matching fxdurable"
             )
 
     def _migrate(self) -> None:
@@ -546,6 +557,33 @@ class SqliteStore:
                 return body(_SqliteTx(conn))
             finally:
                 _roll_back(conn)
+
+    def put_blob(self, data: bytes) -> str:
+        digest = blob_digest(data)
+        with self._using() as conn, self._faults("storing a blob"):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(
+                    "INSERT OR IGNORE INTO blobs (digest, data) VALUES (?, ?)",
+                    (digest, bytes(data)),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                _roll_back(conn)
+                raise
+        return digest
+
+    def get_blob(self, digest: str) -> bytes | None:
+        if not is_digest(digest):
+            return None
+        with self._using() as conn, self._faults("reading a blob"):
+            try:
+                row = conn.execute("SELECT data FROM blobs WHERE digest = ?", (digest,)).fetchone()
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):  # a version-1 file opened read-only
+                    return None
+                raise
+        return None if row is None else verified(digest, bytes(row[0]), str(self.path))
 
     def close(self) -> None:
         """Close every connection, waiting for each one's transaction in flight."""

@@ -97,6 +97,12 @@ class MeteredStore:
         self._meter.reads += 1
         return self._inner.read(lambda view: body(_CountingView(view, self._meter)))
 
+    def put_blob(self, data: bytes) -> str:
+        return self._inner.put_blob(data)
+
+    def get_blob(self, digest: str) -> bytes | None:
+        return self._inner.get_blob(digest)
+
     def close(self) -> None:
         self._inner.close()
 

@@ -50,3 +50,42 @@ def test_a_current_schema_is_opened_without_taking_the_write_lock(tmp_path: Path
     finally:
         writer.execute("ROLLBACK")
         writer.close()
+
+
+def _version_1_file(db: Path) -> None:
+    """A file as fxdurable wrote it before blobs (schema version 1), holding a session."""
+    from fxdurable.stores.sqlite import _MIGRATIONS
+
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        conn.executescript(_MIGRATIONS[0])
+        conn.execute("INSERT INTO schema_version (version) VALUES (1)")
+        conn.execute(
+            "INSERT INTO sessions (id, status, version, data) VALUES ('s1', 'idle', 1, '{}')"
+        )
+
+
+def test_a_version_1_file_gains_blobs_and_keeps_its_records(tmp_path: Path) -> None:
+    db = tmp_path / "v1.db"
+    _version_1_file(db)
+    store = SqliteStore(_url(db))
+    try:
+        digest = store.put_blob(b"new")
+        assert store.get_blob(digest) == b"new"
+    finally:
+        store.close()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT id FROM sessions").fetchall() == [("s1",)]
+        assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == 2
+
+
+def test_a_read_only_open_reads_a_version_1_file_without_migrating_it(tmp_path: Path) -> None:
+    """``fxdurable trace``/``check`` on a file no upgraded worker has opened yet."""
+    db = tmp_path / "v1.db"
+    _version_1_file(db)
+    store = SqliteStore(_url(db), create=False)
+    try:
+        assert store.get_blob("0" * 64) is None  # no blobs table yet: no blobs
+    finally:
+        store.close()
+    assert "blobs" not in _tables(db)

@@ -1,8 +1,7 @@
 """The store contract, run against every backend by a parametrised fixture.
 
-To add a backend, write a factory ``(request, tmp_path) -> Store`` (it may ask ``request``
-for fixtures, as the Redis one asks for a server) and add it to ``FACTORIES`` with the marks
-its tests need in ``MARKS``. The tests below use only the
+The ``store`` fixture (one store per backend) is in tests/stores/conftest.py, where a new
+backend is added. The tests below use only the
 :class:`~fxdurable.core.store.Store` protocol; SQLite specifics live at the bottom of the file
 and Redis specifics in test_redis_store.py.
 """
@@ -11,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,51 +45,6 @@ from fxdurable.stores.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from fxdurable.core.journal import Fence, Journal
-
-
-def _sqlite(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    return SqliteStore(f"sqlite:///{tmp_path}/contract.db")
-
-
-def _redis(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    from fxdurable.stores.redis import RedisStore
-
-    return RedisStore(request.getfixturevalue("redis_url"))  # a key prefix of this test's own
-
-
-def _dynamodb(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    from dynamo_support import dynamo_store
-
-    return dynamo_store(request.getfixturevalue("moto_server"))  # a table of this test's own
-
-
-def _dynamodb_s3(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    """Every record past 64 bytes goes to S3: the whole contract runs through the offload."""
-    from dynamo_support import dynamo_store
-
-    return dynamo_store(request.getfixturevalue("moto_server"), offload_threshold=64)
-
-
-FACTORIES: dict[str, Callable[[pytest.FixtureRequest, Path], Store]] = {
-    "sqlite": _sqlite,
-    "redis": _redis,
-    "dynamodb": _dynamodb,
-    "dynamodb-s3": _dynamodb_s3,
-}
-MARKS: dict[str, pytest.MarkDecorator] = {
-    "redis": pytest.mark.redis,
-    "dynamodb": pytest.mark.aws,
-    "dynamodb-s3": pytest.mark.aws,
-}
-
-
-@pytest.fixture(
-    params=[pytest.param(name, marks=MARKS.get(name, ())) for name in sorted(FACTORIES)]
-)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s = FACTORIES[request.param](request, tmp_path)
-    yield s
-    s.close()
 
 
 # -- record builders -------------------------------------------------------------------------

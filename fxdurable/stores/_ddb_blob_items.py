@@ -1,0 +1,130 @@
+"""The DynamoDB store's content-addressed blobs (``put_blob``/``get_blob``): items of a
+partition per digest, or an S3 object behind one.
+
+Layout (see :mod:`fxdurable.stores.dynamodb`)::
+
+    B#<sha256 hex>   #            the head: ``z`` size, and ``d`` the bytes (inline),
+                                  ``o`` = 1 (the bytes are the S3 object of the digest), or
+                                  ``n`` the number of chunk items
+    B#<sha256 hex>   C#<i:06d>    chunk i: ``d``, up to CHUNK_BYTES of the bytes
+
+Which one: a blob up to the store's ``offload_threshold`` (with a bucket) or up to
+:data:`CHUNK_BYTES` (without) is inline; a larger one goes to S3 when the store has a bucket
+(the same key a record body of those bytes would have), and into chunk items when it has
+none, so a store without a bucket still holds blobs up to ``MAX_BLOB_BYTES``. The head is
+written last, after the S3 object or every chunk: a head that exists proves the rest does,
+and a put that died half-way leaves only what no reader looks at (a later put rewrites the
+same bytes). A read is one strongly consistent ``Query`` of the partition (pages of 1 MB),
+plus the ``GetObject`` of an offloaded one; every read is verified against the digest.
+
+Requests (counted by ``store.requests``, stated by tests/stores/test_store_blobs.py): an inline
+put is 1 ``PutItem``; a larger put first asks whether the head exists (1 ``GetItem``; a blob
+already stored costs nothing more), then 1 ``PutObject`` or one ``BatchWriteItem`` per 25
+chunks, then the head's ``PutItem``. A digest this store put before costs 0.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from fxdurable.core.blobs import blob_digest, is_digest, verified
+from fxdurable.errors import BlobCorruptError
+from fxdurable.stores._ddb_api import Api
+from fxdurable.stores._ddb_blobs import Blobs
+
+__all__ = ["CHUNK_BYTES", "BlobItems"]
+
+CHUNK_BYTES = 350_000  # bytes of a blob one item holds: under 400 KB with its keys
+_KEEP_PUT = 10_000  # digests this store remembers having put (a re-put costs nothing)
+
+
+def _pk(digest: str) -> str:
+    return f"B#{digest}"
+
+
+class BlobItems:
+    def __init__(self, api: Api, objects: Blobs) -> None:
+        self._api = api
+        self._objects = objects
+        self._settings = api.settings
+        self._lock = threading.Lock()
+        self._put_done: OrderedDict[str, None] = OrderedDict()
+
+    def put(self, data: bytes) -> str:
+        digest = blob_digest(data)
+        data = bytes(data)
+        with self._lock:
+            if digest in self._put_done:
+                self._put_done.move_to_end(digest)
+                return digest
+        head: dict[str, Any] = {"z": {"N": str(len(data))}}
+        if len(data) <= self._inline_limit():
+            head["d"] = {"B": data}
+        elif self._head_exists(digest):
+            self._remember(digest)
+            return digest
+        elif self._settings.bucket is not None:
+            self._objects.put_object(digest, data, "application/octet-stream")
+            head["o"] = {"N": "1"}
+        else:
+            chunks = [data[i : i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)]
+            self._api.batch_write(
+                [self._item(digest, f"C#{i:06d}", {"d": {"B": c}}) for i, c in enumerate(chunks)]
+            )
+            head["n"] = {"N": str(len(chunks))}
+        self._api.call(
+            self._api.dynamodb,
+            "put_item",
+            TableName=self._settings.table,
+            Item=self._item(digest, "#", head),
+        )
+        self._remember(digest)
+        return digest
+
+    def get(self, digest: str) -> bytes | None:
+        if not is_digest(digest):
+            return None
+        items = self._api.query_raw(_pk(digest))
+        if not items or items[0]["sk"]["S"] != "#":
+            return None  # no blob, or a put that never wrote its head
+        head = items[0]
+        where = f"DynamoDB {self._api.where}"
+        if "d" in head:
+            data = bytes(head["d"]["B"])
+        elif "o" in head:
+            data = self._objects.get_object(digest)
+        else:
+            chunks = [bytes(item["d"]["B"]) for item in items[1:]]
+            if len(chunks) != int(head["n"]["N"]):
+                raise BlobCorruptError(
+                    f"blob {digest} in {where} has {len(chunks)} of its {head['n']['N']} chunks"
+                )
+            data = b"".join(chunks)
+        return verified(digest, data, where)
+
+    def _inline_limit(self) -> int:
+        if self._settings.bucket is None:
+            return CHUNK_BYTES
+        return self._settings.offload_threshold
+
+    def _head_exists(self, digest: str) -> bool:
+        reply = self._api.call(
+            self._api.dynamodb,
+            "get_item",
+            TableName=self._settings.table,
+            Key={"pk": {"S": _pk(digest)}, "sk": {"S": "#"}},
+            ConsistentRead=True,
+            ProjectionExpression="pk",
+        )
+        return "Item" in reply
+
+    def _item(self, digest: str, sk: str, attributes: dict[str, Any]) -> dict[str, Any]:
+        return {"pk": {"S": _pk(digest)}, "sk": {"S": sk}, **attributes}
+
+    def _remember(self, digest: str) -> None:
+        with self._lock:
+            self._put_done[digest] = None
+            while len(self._put_done) > _KEEP_PUT:
+                self._put_done.popitem(last=False)
