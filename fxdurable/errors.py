@@ -26,6 +26,9 @@ FxDurableError
  │    └── QueueUnavailableError  the queue did not answer (unreachable, timed out, throttled):
  │                              nothing was sent; the store still holds the work
  ├── ToolInputError            tool arguments that do not validate (the model reads it)
+ ├── WorkspaceError            a workspace tool could not do it (the model reads it)
+ │    ├── PathRefusedError     a path that would leave the workspace, or names a special file
+ │    └── EditError            edit_file's old text missing or ambiguous, its file not text
  ├── StepError                 ctx.step misused: a repeated name, a value that is not JSON
  ├── SubagentError             a subagent's child session failed or was aborted (the model reads it)
  ├── StateError                ctx.state misused: a key not a string, a value not JSON
@@ -54,6 +57,7 @@ __all__ = [
     "ConfigurationError",
     "ConflictError",
     "ContextLengthError",
+    "EditError",
     "ForkPointError",
     "FxDurableError",
     "IllegalTransitionError",
@@ -62,6 +66,7 @@ __all__ = [
     "ModelError",
     "ModelRetryableError",
     "NoPendingQuestionError",
+    "PathRefusedError",
     "QueueError",
     "QueueUnavailableError",
     "RecordNotFoundError",
@@ -81,6 +86,7 @@ __all__ = [
     "Suspend",
     "ToolInputError",
     "UnknownAgentError",
+    "WorkspaceError",
 ]
 
 
@@ -325,6 +331,34 @@ class QueueUnavailableError(QueueError):
 
 class ToolInputError(FxDurableError):
     """Tool arguments did not validate against the tool's input model."""
+
+
+class WorkspaceError(FxDurableError):
+    """A workspace tool (:mod:`fxdurable.tools`) could not do what it was asked: a missing
+    file, a binary file, an invalid pattern. Raised inside the tool, so the call fails and the
+    model reads the message, which says what to do instead."""
+
+
+class PathRefusedError(WorkspaceError):
+    """A path a workspace tool refused: absolute, ``~``, a ``..`` component, a NUL byte,
+    empty, too long, reserved (``.fxdurable``), a symlink that leads out of the workspace,
+    a special file (FIFO, device, socket), or a write through a symlink. Nothing was read or
+    written. ``path`` is the path as given, ``reason`` why it was refused."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        shown = path if len(path) <= 200 else path[:200] + "..."
+        super().__init__(
+            f"path refused: {shown!r}: {reason}; give a path relative to the workspace root, "
+            "e.g. 'src/app.py'"
+        )
+
+
+class EditError(WorkspaceError):
+    """``edit_file`` could not apply its edit: ``old_text`` not found, found more than once
+    (without ``replace_all``), equal to ``new_text`` or empty; the file missing or not text.
+    Nothing was written."""
 
 
 class ModelError(FxDurableError):

@@ -27,6 +27,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "backends": frozenset({"core", "errors", "stores", "queues"}),
     "runtime": frozenset({"core", "errors", "backends"}),
     "testing": frozenset({"core", "errors", "runtime"}),
+    # The workspace tools (fxdurable.tools): tools like any user's, on the runtime's API.
+    "tools": frozenset({"core", "errors", "runtime"}),
     "fxdurable": frozenset({"core", "errors", "runtime"}),
     "http": frozenset({"core", "errors", "runtime", "fxdurable"}),
     # The RQ worker consumes the RQ queue itself (its connection, queue name and job function).
