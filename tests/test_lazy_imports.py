@@ -95,7 +95,7 @@ def test_a_name_outside_the_table_is_an_attribute_error() -> None:
         raise AssertionError("fxdurable.NoSuchName resolved")
 
 
-@pytest.mark.parametrize("package", ["fxdurable", "fxdurable.runtime.models"])
+@pytest.mark.parametrize("package", ["fxdurable", "fxdurable.runtime.models", "fxdurable.tools"])
 def test_type_checkers_see_the_names_the_table_resolves(package: str) -> None:
     """The ``if TYPE_CHECKING:`` imports and the lazy table name the same things from the same
     modules, and each name resolves to what its module defines."""

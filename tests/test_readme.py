@@ -173,18 +173,24 @@ def test_readme_sqs_and_dynamodb_walkthrough_runs(tmp_path: Path) -> None:
     assert "Outcome: completed" in done.stdout, done.stdout[-3000:] + logs
 
 
-def test_readme_subagents_example_runs(tmp_path: Path) -> None:
-    """The "Subagents" section's example runs as written: the parent's answer, the call's
-    result and child session, the child's conversation."""
-    section = README.read_text().split("### Subagents", 1)[1]
+def run_section_example(heading: str, tmp_path: Path) -> list[str]:
+    """Run the first Python block under ``heading`` as written, in ``tmp_path``; its stdout
+    lines."""
+    section = README.read_text().split(heading, 1)[1]
     block = re.findall(r"```python\n(.*?)```", section, flags=re.S)[0]
-    script = tmp_path / "subagents.py"
+    script = tmp_path / "example.py"
     script.write_text(block)
     result = subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stderr
-    answer, call, history = result.stdout.splitlines()
+    return result.stdout.splitlines()
+
+
+def test_readme_subagents_example_runs(tmp_path: Path) -> None:
+    """The "Subagents" section's example runs as written: the parent's answer, the call's
+    result and child session, the child's conversation."""
+    answer, call, history = run_section_example("### Subagents", tmp_path)
     assert answer == "Research says: China."
     assert re.fullmatch(
         r"Tea was first drunk in China, about 2700 BC\. from sub-x[0-9a-f]{31}", call
@@ -192,3 +198,18 @@ def test_readme_subagents_example_runs(tmp_path: Path) -> None:
     assert (
         history == "['Where was tea first drunk?', 'Tea was first drunk in China, about 2700 BC.']"
     )
+
+
+def test_readme_workspace_tools_example_runs(tmp_path: Path) -> None:
+    """The "Workspace tools" example: the turn's answer, each call's last line (a read, the
+    edit, the shell's output, the refused wander outside), the session's fixed copy."""
+    lines = run_section_example("### Workspace tools", tmp_path)
+    assert lines[:4] == [
+        "Fixed: add(2, 3) is 5.",
+        "read_file ->      2\t    return a - b",
+        "edit_file -> edited calc.py: replaced 1 occurrence",
+        "shell -> 5",
+    ]
+    assert lines[4].startswith("read_file -> PathRefusedError: path refused: '../../etc/passwd'")
+    assert lines[5:] == ["def add(a, b):", "    return a + b", ""]
+    assert (tmp_path / "project" / "calc.py").read_text().endswith("a - b\n")  # the template

@@ -7,12 +7,14 @@
   are written against (what a new kind of workspace implements) and
   :func:`workspace_session` (a subagent's child works on its root ancestor's files);
 - :mod:`~fxdurable.tools.paths`: path confinement shared by every workspace;
-- :mod:`~fxdurable.tools.directory`: per-session directories under a root;
+- :mod:`~fxdurable.tools.directory_workspace`: per-session directories under a root;
 - :mod:`~fxdurable.tools.file_tools`, :mod:`~fxdurable.tools.shell`: the tools;
 - :mod:`~fxdurable.tools.toolsets`: the lists an agent adds.
 
 Every name is imported on first use, like ``fxdurable``'s own: ``import fxdurable.tools``
-loads none of the runtime (``tests/tools/test_tools_imports.py``).
+loads none of the runtime (``tests/tools/test_ws_imports.py``). No module is named like a
+function it exports (``directory_workspace``, not ``directory``): importing a submodule sets
+it as an attribute of the package, which would shadow the lazily exported function.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from fxdurable.core.lazy import lazy_exports
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what runs
     from fxdurable.errors import EditError, PathRefusedError, WorkspaceError
-    from fxdurable.tools.directory import DirectoryWorkspace, directory
+    from fxdurable.tools.directory_workspace import DirectoryWorkspace, directory
     from fxdurable.tools.file_tools import (
         edit_file_tool,
         glob_files_tool,
@@ -36,7 +38,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what ru
     from fxdurable.tools.toolsets import read_only_tools, workspace_tools
     from fxdurable.tools.workspace import Files, Workspace, workspace_session
 
-# Reserved: "stored" and "StoredWorkspace" (fxdurable/tools/stored.py, files in the store).
+# Reserved: "stored" and "StoredWorkspace" (files in the store; their module must not be
+# named "stored", see above).
 __all__ = [
     "DirectoryWorkspace",
     "EditError",
@@ -62,7 +65,7 @@ if not TYPE_CHECKING:
         __name__,
         {
             "fxdurable.errors": ("EditError", "PathRefusedError", "WorkspaceError"),
-            "fxdurable.tools.directory": ("DirectoryWorkspace", "directory"),
+            "fxdurable.tools.directory_workspace": ("DirectoryWorkspace", "directory"),
             "fxdurable.tools.file_tools": (
                 "edit_file_tool",
                 "glob_files_tool",

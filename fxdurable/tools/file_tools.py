@@ -11,7 +11,8 @@ crash, an applied write is detected and not applied again (``Files.apply_edit``)
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 
@@ -36,6 +37,43 @@ MAX_GREP_MATCHES = 200
 MAX_LINE_CHARS = 2000  # a minified line would drown the rest of the answer
 
 
+# What the model sends: each model's JSON schema is its tool's parameters.
+
+
+class ReadFileInput(pydantic.BaseModel):
+    path: str = pydantic.Field(description="file path relative to the workspace root")
+    offset: int = pydantic.Field(default=1, ge=1, description="first line to read (1-based)")
+    limit: int = pydantic.Field(default=2000, ge=1, description="how many lines to read")
+
+
+class GlobFilesInput(pydantic.BaseModel):
+    pattern: str = pydantic.Field(
+        description="glob over workspace paths, e.g. '**/*.py' ('*' stays in one directory)"
+    )
+
+
+class GrepFilesInput(pydantic.BaseModel):
+    pattern: str = pydantic.Field(description="a Python regular expression, searched per line")
+    glob: str | None = pydantic.Field(
+        default=None,
+        description="only files matching this glob ('*.py' matches by file name at any depth)",
+    )
+
+
+class EditFileInput(pydantic.BaseModel):
+    path: str = pydantic.Field(description="file path relative to the workspace root")
+    old_text: str = pydantic.Field(description="the exact text to replace, as the file has it")
+    new_text: str = pydantic.Field(description="the text to put in its place")
+    replace_all: bool = pydantic.Field(
+        default=False, description="replace every occurrence, not just a unique one"
+    )
+
+
+class WriteFileInput(pydantic.BaseModel):
+    path: str = pydantic.Field(description="file path relative to the workspace root")
+    content: str = pydantic.Field(description="the file's whole new content")
+
+
 def text_of(path: str, data: bytes, error: type[WorkspaceError] = WorkspaceError) -> str:
     """``data`` as text, or ``error`` for a binary file (a NUL byte or not UTF-8)."""
     if b"\x00" in data:
@@ -52,10 +90,21 @@ def _clip(line: str) -> str:
     return f"{line[:MAX_LINE_CHARS]}[... {len(line) - MAX_LINE_CHARS} characters cut]"
 
 
-class ReadFileInput(pydantic.BaseModel):
-    path: str = pydantic.Field(description="file path relative to the workspace root")
-    offset: int = pydantic.Field(default=1, ge=1, description="first line to read (1-based)")
-    limit: int = pydantic.Field(default=2000, ge=1, description="how many lines to read")
+def _reading_tool(
+    execute: Callable[[Any, ToolContext], str],
+    input_model: type[pydantic.BaseModel],
+    description: str,
+) -> Tool:
+    """A read: ``safe``, and ``reuse=False`` so a recovered turn reads the files as they are
+    now, not as they were before its own edits. Named after ``execute``."""
+    return define_tool(
+        execute.__name__,
+        description=description,
+        input_model=input_model,
+        execute=execute,
+        replay="safe",
+        reuse=False,
+    )
 
 
 def read_file_tool(workspace: Workspace) -> Tool:
@@ -72,22 +121,11 @@ def read_file_tool(workspace: Workspace) -> Tool:
             shown += f"\n[... {path} has {len(lines)} lines; read more with offset={last + 1}]"
         return shown
 
-    return define_tool(
-        "read_file",
-        description=(
-            "Read a text file of the workspace. Lines come numbered like `cat -n` "
-            "(the numbers are not part of the file)."
-        ),
-        input_model=ReadFileInput,
-        execute=read_file,
-        replay="safe",
-        reuse=False,
-    )
-
-
-class GlobFilesInput(pydantic.BaseModel):
-    pattern: str = pydantic.Field(
-        description="glob over workspace paths, e.g. '**/*.py' ('*' stays in one directory)"
+    return _reading_tool(
+        read_file,
+        ReadFileInput,
+        "Read a text file of the workspace. Lines come numbered like `cat -n` "
+        "(the numbers are not part of the file).",
     )
 
 
@@ -102,21 +140,10 @@ def glob_files_tool(workspace: Workspace) -> Tool:
             shown += f"\n[... {len(found) - MAX_GLOB_RESULTS} more; narrow the pattern]"
         return shown
 
-    return define_tool(
-        "glob_files",
-        description="List the workspace's files whose paths match a glob pattern, sorted.",
-        input_model=GlobFilesInput,
-        execute=glob_files,
-        replay="safe",
-        reuse=False,
-    )
-
-
-class GrepFilesInput(pydantic.BaseModel):
-    pattern: str = pydantic.Field(description="a Python regular expression, searched per line")
-    glob: str | None = pydantic.Field(
-        default=None,
-        description="only files matching this glob ('*.py' matches by file name at any depth)",
+    return _reading_tool(
+        glob_files,
+        GlobFilesInput,
+        "List the workspace's files whose paths match a glob pattern, sorted.",
     )
 
 
@@ -153,23 +180,10 @@ def grep_files_tool(workspace: Workspace) -> Tool:
             )
         return "\n".join(matches)
 
-    return define_tool(
-        "grep_files",
-        description="Search the workspace's text files for a regular expression; "
-        "answers path:line:text.",
-        input_model=GrepFilesInput,
-        execute=grep_files,
-        replay="safe",
-        reuse=False,
-    )
-
-
-class EditFileInput(pydantic.BaseModel):
-    path: str = pydantic.Field(description="file path relative to the workspace root")
-    old_text: str = pydantic.Field(description="the exact text to replace, as the file has it")
-    new_text: str = pydantic.Field(description="the text to put in its place")
-    replace_all: bool = pydantic.Field(
-        default=False, description="replace every occurrence, not just a unique one"
+    return _reading_tool(
+        grep_files,
+        GrepFilesInput,
+        "Search the workspace's text files for a regular expression; answers path:line:text.",
     )
 
 
@@ -215,11 +229,6 @@ def edit_file_tool(workspace: Workspace) -> Tool:
         execute=edit_file,
         replay="idempotent",
     )
-
-
-class WriteFileInput(pydantic.BaseModel):
-    path: str = pydantic.Field(description="file path relative to the workspace root")
-    content: str = pydantic.Field(description="the file's whole new content")
 
 
 def write_file_tool(workspace: Workspace) -> Tool:

@@ -3,7 +3,7 @@ workspace-relative posix path, or a :class:`~fxdurable.errors.PathRefusedError` 
 
 :func:`confine` is purely lexical (no file system): it refuses what no workspace may hold,
 whatever stores the files. A workspace on a file system adds its own checks on top (symlinks
-that lead out, special files, writes through a symlink: :mod:`fxdurable.tools.directory`).
+that lead out, special files, writes through a symlink: :mod:`fxdurable.tools.fsfiles`).
 """
 
 from __future__ import annotations

@@ -51,6 +51,7 @@ _NAMES = frozenset({"SSH_AUTH_SOCK", "GPG_AGENT_INFO"})  # an agent socket is a 
 # After the command exits, how long its output may still take to arrive (the group has been
 # killed, so only a process that left the group could hold the pipe open longer).
 _DRAIN_S = 5.0
+_POLL_S = 0.02
 
 
 def is_credential(name: str) -> bool:
@@ -145,7 +146,7 @@ async def run_command(
     )
     tail = _Tail(output_limit)
     reader = asyncio.ensure_future(_pump(proc, tail, ctx))
-    exited = asyncio.ensure_future(proc.wait())
+    exited = asyncio.ensure_future(_exit(proc))
     aborted = asyncio.ensure_future(ctx.cancelled.wait())
     outcome = "timed out"
     try:
@@ -169,6 +170,13 @@ async def run_command(
     else:
         head = f"timed out after {timeout_s:g}s; the command's process group was killed"
     return f"{head}\n{tail.text()}"
+
+
+async def _exit(proc: asyncio.subprocess.Process) -> None:
+    """Return once the shell itself has exited. Not ``proc.wait()``: that also waits for its
+    pipes to close, which a process it left in the background holds open."""
+    while proc.returncode is None:
+        await asyncio.sleep(_POLL_S)
 
 
 async def _pump(proc: asyncio.subprocess.Process, tail: _Tail, ctx: ToolContext) -> None:
