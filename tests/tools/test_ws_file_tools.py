@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -203,3 +205,39 @@ def test_a_session_id_with_a_slash_gets_a_directory_inside_the_root(tools, tmp_p
     call(tools["write_file"], context("tenant/s1"), path="x.txt", content="x")
     [made] = [p for p in (tmp_path / "ws").iterdir() if p.name.startswith("tenant_s1-")]
     assert (made / "x.txt").read_text() == "x"
+
+
+def test_sessions_opened_at_once_get_one_complete_copy(tmp_path, template):
+    """Workers racing to open a new session each copy the template beside the session's
+    directory; one rename wins, the others' copies are deleted, everyone uses the winner's."""
+    ws = fxt.directory(tmp_path / "ws", template=template)
+    start = threading.Barrier(8)
+
+    def opened(_: int) -> list[str]:
+        start.wait()
+        return ws.open(context("new")).list()
+
+    with ThreadPoolExecutor(8) as pool:
+        listings = list(pool.map(opened, range(8)))
+    assert listings == [["README.md", "blob.bin", "pkg/app.py"]] * 8
+    assert list((tmp_path / "ws" / ".fxdurable" / "tmp").iterdir()) == []
+
+
+def test_the_tool_lists_and_a_second_shell_under_another_name_and_policy(tmp_path):
+    ws = fxt.directory(tmp_path / "ws")
+    assert [(t.name, t.replay) for t in fxt.workspace_tools(ws, shell_replay="safe")] == [
+        ("read_file", "safe"),
+        ("glob_files", "safe"),
+        ("grep_files", "safe"),
+        ("edit_file", "idempotent"),
+        ("write_file", "idempotent"),
+        ("shell", "safe"),
+    ]
+    assert [t.name for t in fxt.workspace_tools(ws, shell=False)][-1] == "write_file"
+    tests = fxt.shell_tool(ws, name="run_tests", replay="safe", timeout_s=5, description="Tests.")
+    assert (tests.name, tests.replay, tests.description) == ("run_tests", "safe", "Tests.")
+    assert call(tests, command="echo ok") == "exit code: 0\nok\n"
+
+
+def test_outside_a_runtime_a_call_works_on_its_own_sessions_files():
+    assert fxt.workspace_session(context("child-1")) == "child-1"
