@@ -21,6 +21,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fxdurable.errors import ConfigurationError
 from fxdurable.tools import fsfiles
 from fxdurable.tools.workspace import ALREADY_APPLIED, ChangeFn, workspace_session
 
@@ -54,8 +55,6 @@ class DirectoryWorkspace:
         self.root = Path(os.path.realpath(root))
         self.template = None if template is None else Path(template)
         if self.template is not None and not self.template.is_dir():
-            from fxdurable.errors import ConfigurationError
-
             raise ConfigurationError(f"workspace template {str(template)!r} is not a directory")
 
     def session_dir(self, session_id: str) -> Path:

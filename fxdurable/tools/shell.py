@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 import pydantic
 
+from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.tools import ReplayPolicy, Tool, define_tool
 from fxdurable.tools.workspace import Workspace
 
@@ -208,6 +209,11 @@ def shell_tool(
     """A tool that runs a bash command in the session's workspace (see :mod:`this module
     <fxdurable.tools.shell>`). Give another ``name`` and ``replay`` for a second shell under
     another policy, e.g. ``shell_tool(ws, name="run_tests", replay="safe")``."""
+    if not timeout_s > 0 or output_limit < 1:
+        raise ConfigurationError(
+            f"shell tool {name!r}: timeout_s must be positive and output_limit at least 1 "
+            f"(got {timeout_s!r} and {output_limit!r})"
+        )
 
     async def run_shell(inp: ShellInput, ctx: ToolContext) -> str:
         files = await asyncio.to_thread(workspace.open, ctx)

@@ -15,7 +15,7 @@ import pytest
 from ws_support import call, context, tools_of
 
 from fxdurable import tools as fxt
-from fxdurable.errors import EditError, WorkspaceError
+from fxdurable.errors import ConfigurationError, EditError, WorkspaceError
 from fxdurable.tools.directory_workspace import safe_name
 
 APP = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
@@ -241,3 +241,16 @@ def test_the_tool_lists_and_a_second_shell_under_another_name_and_policy(tmp_pat
 
 def test_outside_a_runtime_a_call_works_on_its_own_sessions_files():
     assert fxt.workspace_session(context("child-1")) == "child-1"
+
+
+@pytest.mark.parametrize(
+    "options", [{"timeout_s": 0}, {"output_limit": 0}, {"timeout_s": float("nan")}]
+)
+def test_a_shell_without_a_positive_timeout_or_limit_is_refused(tmp_path, options):
+    with pytest.raises(ConfigurationError, match="shell tool 'shell': timeout_s must be"):
+        fxt.shell_tool(fxt.directory(tmp_path), **options)
+
+
+def test_a_template_that_is_not_a_directory_is_refused(tmp_path):
+    with pytest.raises(ConfigurationError, match="is not a directory"):
+        fxt.directory(tmp_path / "ws", template=tmp_path / "missing")
