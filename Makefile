@@ -9,7 +9,7 @@ BENCH_BIN := $(BENCH_VENV)/bin
 # Directories that are linted; ones that do not exist yet (e.g. bench/) are skipped.
 LINT_PATHS := $(wildcard fxdurable tests bench workers handlers examples)
 
-.PHONY: demo lint test bench bench-venv wheel clean deploy localstack-test
+.PHONY: demo coding-demo lint test bench bench-venv wheel clean deploy localstack-test
 
 # Full dev/test environment: the package in editable mode plus the test extras.
 $(VENV)/.installed: pyproject.toml
@@ -32,6 +32,11 @@ $(VENV)/.installed-demo: pyproject.toml
 
 demo: $(VENV)/.installed-demo
 	$(BIN)/fxdurable demo $(ARGS)
+
+# The coding agent (examples/coding_agent/): fixes a small project's failing tests, durably, in
+# ./.fxd-coding/. ARGS go to run.py, e.g. ARGS="--crash-at tool.after-execute:edit_file".
+coding-demo: $(VENV)/.installed-demo
+	$(BIN)/python examples/coding_agent/run.py $(ARGS)
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check $(LINT_PATHS)
@@ -89,4 +94,4 @@ wheel: $(VENV)/.installed
 	$(BIN)/python -m build --wheel --outdir dist/
 
 clean:
-	rm -rf .venv .venv-bench dist build .pytest_cache .mypy_cache .ruff_cache .fxd-demo
+	rm -rf .venv .venv-bench dist build .pytest_cache .mypy_cache .ruff_cache .fxd-demo .fxd-coding

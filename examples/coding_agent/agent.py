@@ -1,0 +1,156 @@
+"""The coding agent: the workspace tools, a todo list, an ``explore`` subagent that can only
+read, and a permission prompt before every ``shell`` command.
+
+``coder(workspace, model)`` builds it; ``agents()`` is for workers
+(``FXD_AGENTS=examples.coding_agent.agent:agents``, run from the repository's root).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Literal
+
+import pydantic
+
+import fxdurable as fx
+from fxdurable import tools as fxt
+from fxdurable.errors import ConfigurationError
+from fxdurable.runtime.models.base import Model
+from fxdurable.tools.workspace import Workspace
+
+from .policy import coding_policy
+from .task import TEST_COMMAND
+
+__all__ = ["PROJECT", "agents", "ask_before_shell", "coder", "explorer", "model_from_env"]
+
+# The project each new session's workspace starts as: a copy of it.
+PROJECT = Path(__file__).resolve().parent / "project"
+# A current Claude model, for ANTHROPIC_API_KEY without FXD_CODING_MODEL.
+ANTHROPIC_DEFAULT = "claude-sonnet-4-5"
+OPENAI_DEFAULT = "gpt-4o-mini"
+
+INSTRUCTIONS = f"""\
+You are a careful coding agent. Your workspace is a small Python project (standard library
+only). Every path you give a tool is relative to the workspace; nothing outside it is
+reachable. Work like this:
+- First ask the `explore` subagent for an overview of the project.
+- Keep a todo list with `todo_write`, and update it as you go.
+- Run the tests with `shell`, command `{TEST_COMMAND}`, and read the failures in its output.
+- Read a file with `read_file` before you edit it. `read_file` numbers the lines like
+  `cat -n`; the numbers and the tab after them are not part of the file: copy `old_text`
+  for `edit_file` exactly from the text after the tab.
+- Make one `edit_file` call per fix. Fix the code, not the tests.
+- If a result says an operation was interrupted and its outcome is unknown, look at the
+  current state (read the file, run the tests) before you repeat anything.
+- When the tests pass, answer with a short summary of what was wrong and what you changed.
+"""
+
+EXPLORE_INSTRUCTIONS = """\
+You explore a small Python project for another agent, reading only: list the files with
+`glob_files`, search them with `grep_files`, read what matters with `read_file`. Answer with
+the files and the definitions that matter for the task, briefly.
+"""
+
+
+class Todo(pydantic.BaseModel):
+    task: str = pydantic.Field(description="what to do, in a few words")
+    status: Literal["pending", "in_progress", "completed"]
+
+
+class TodoInput(pydantic.BaseModel):
+    todos: list[Todo] = pydantic.Field(description="the whole list, replacing the previous one")
+
+
+def _todo_write(todos: TodoInput, ctx: fx.ToolContext) -> str:
+    """The list goes into the session's state, committed with this call's result: a call
+    re-executed after a crash writes the same list again (idempotent by construction)."""
+    items = [t.model_dump() for t in todos.todos]
+    ctx.state["todos"] = items
+    marks = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
+    return "\n".join(f"{marks[t['status']]} {t['task']}" for t in items) or "(empty list)"
+
+
+todo_write = fx.define_tool(
+    "todo_write",
+    description="Write your todo list (the whole list, each item with its status).",
+    input_model=TodoInput,
+    execute=_todo_write,
+    replay="idempotent",
+)
+
+
+def ask_before_shell(tool: str, arguments: str) -> fx.Ask | None:
+    """A person decides every shell command (``session.answer(fx.allow() | fx.deny(...))``)."""
+    if tool != "shell":
+        return None
+    try:
+        command = json.loads(arguments).get("command", arguments)
+    except (ValueError, AttributeError):
+        command = arguments
+    return fx.ask(f"Run `{command}` in the workspace?")
+
+
+def explorer(workspace: Workspace, model: Model | str) -> fx.Agent:
+    """The read-only subagent: it sees its parent session's files."""
+    return fx.Agent(
+        "explorer",
+        model,
+        instructions=EXPLORE_INSTRUCTIONS,
+        tools=fxt.read_only_tools(workspace),
+    )
+
+
+def coder(workspace: Workspace, model: Model | str) -> fx.Agent:
+    explore = fx.subagent(
+        explorer(workspace, model),
+        name="explore",
+        description="Hand a read-only exploration task (find files, definitions, usages) to "
+        "a subagent; it answers with what it found.",
+    )
+    return fx.Agent(
+        "coder",
+        model,
+        instructions=INSTRUCTIONS,
+        tools=[*fxt.workspace_tools(workspace), todo_write, explore],
+        before_tool=ask_before_shell,
+    )
+
+
+def model_from_env() -> tuple[Model, str] | None:
+    """The real model the environment names, and a line saying which; None for none:
+    ``OPENAI_API_KEY`` (``FXD_CODING_MODEL``, default gpt-4o-mini; ``OPENAI_BASE_URL``
+    honoured), ``ANTHROPIC_API_KEY`` (``FXD_CODING_MODEL``, default a current Claude), or
+    ``OPENAI_BASE_URL`` without a key (a local OpenAI-compatible server such as Ollama;
+    ``FXD_CODING_MODEL`` required)."""
+    from fxdurable.runtime.models.anthropic import AnthropicModel
+    from fxdurable.runtime.models.openai import OpenAIModel
+
+    name = os.environ.get("FXD_CODING_MODEL")
+    base_url = os.environ.get("OPENAI_BASE_URL") or None
+    if os.environ.get("OPENAI_API_KEY"):
+        name = name or OPENAI_DEFAULT
+        where = f" at {base_url}" if base_url else ""
+        return OpenAIModel(name, base_url=base_url), f"OpenAI {name}{where} (OPENAI_API_KEY)"
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        name = name or ANTHROPIC_DEFAULT
+        return AnthropicModel(name), f"Anthropic {name} (ANTHROPIC_API_KEY)"
+    if base_url:
+        if not name:
+            raise ConfigurationError(
+                f"OPENAI_BASE_URL is set ({base_url}) without OPENAI_API_KEY: name the model "
+                "the server runs in FXD_CODING_MODEL (e.g. FXD_CODING_MODEL=qwen2.5-coder:7b)"
+            )
+        return OpenAIModel(name, base_url=base_url), f"{name} at {base_url} (OPENAI_BASE_URL)"
+    return None
+
+
+def agents() -> list[fx.Agent]:
+    """For workers: the coder on ``$FXD_CODING_DIR/workspace`` (default ``.fxd-coding``),
+    with the environment's model, else the scripted policy in process."""
+    workdir = Path(os.environ.get("FXD_CODING_DIR", ".fxd-coding"))
+    workspace = fxt.directory(workdir / "workspace", template=PROJECT)
+    chosen = model_from_env()
+    model = chosen[0] if chosen else fx.ScriptedModel(coding_policy, name="scripted/coder")
+    return [coder(workspace, model)]

@@ -1,0 +1,246 @@
+"""Run the coding agent on the embedded default: a SQLite store and this process's queue in
+``--dir`` (default ``.fxd-coding``), the session's workspace under ``--dir``/workspace, seeded
+from ``project/``.
+
+    python examples/coding_agent/run.py [--dir .fxd-coding] [--crash-at POINT] [--yes]
+                                        [--scripted] [--slow]
+
+Kill it at any moment (Ctrl-\\, ``kill -9``, or ``--crash-at tool.after-execute:edit_file``)
+and run it again: it resumes the unfinished turn from its last committed step. Every shell
+command asks for permission first: y/n on a terminal, approved (and said so) with ``--yes``
+or when stdin is not a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+# Run as a script: the repository's root makes ``examples.coding_agent`` importable.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import fxdurable as fx
+from examples.coding_agent.agent import PROJECT, coder, model_from_env
+from examples.coding_agent.policy import coding_policy
+from examples.coding_agent.task import TASK
+from fxdurable import tools as fxt
+from fxdurable.cli.follow import (
+    Answerer,
+    arm_crash,
+    event_cursor,
+    follow,
+    line_buffered_stdout,
+    submissions,
+    unfinished,
+)
+from fxdurable.cli.render import Style
+from fxdurable.errors import ConfigurationError
+from fxdurable.runtime.models.base import Model
+
+SESSION = "coder"
+# Real models' streams stay open after their last event; the scripted server's do too.
+HOLD_OPEN_S = 30.0
+SLOW_EVENT_S = 0.03  # --slow: a second or two per model reply
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="A durable coding agent fixes failing tests.")
+    parser.add_argument("--dir", default=".fxd-coding", help="where the store and workspace live")
+    parser.add_argument(
+        "--crash-at", metavar="POINT", help="SIGKILL this process at POINT[:tool] (a crash test)"
+    )
+    parser.add_argument("--yes", action="store_true", help="approve every shell command")
+    parser.add_argument(
+        "--scripted", action="store_true", help="the scripted model even when keys are set"
+    )
+    parser.add_argument(
+        "--slow",
+        action="store_true",
+        help="the scripted model streams at a human pace (time to kill it mid-run)",
+    )
+    args = parser.parse_args(argv)
+    style = Style()
+    try:
+        arm_crash(args.crash_at)
+        line_buffered_stdout()
+        workdir = Path(args.dir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        workspace = fxt.directory(workdir / "workspace", template=PROJECT)
+        _python_first_on_path()
+        with _model(args.scripted, args.slow, style) as model:
+            code = asyncio.run(_run(workdir, workspace, model, args.yes, style))
+    except ConfigurationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return code
+
+
+async def _run(
+    workdir: Path, workspace: fxt.DirectoryWorkspace, model: Model, yes: bool, style: Style
+) -> int:
+    db = workdir / "coding.db"
+    settings = fx.WorkerSettings(lease_ttl_s=10.0, heartbeat_s=2.0, scan_interval_s=1.0)
+    async with fx.Runtime(
+        [coder(workspace, model)],
+        store=f"sqlite:///{db.resolve()}",
+        queue="local",
+        settings=settings,
+    ) as rt:
+        rt.install_signal_handlers()
+        session = rt.session(SESSION)
+        records = await submissions(rt, SESSION)
+        targets = unfinished(records)
+        cursor = await event_cursor(session)
+        if targets:
+            print(
+                style.yellow(
+                    f"Recovering session '{SESSION}': {len(targets)} unfinished turn(s) found in "
+                    f"{db}. Resuming from the last committed step."
+                )
+            )
+        elif records:
+            print(
+                style.dim(
+                    f"The coder already finished its task in {workdir}. (Remove {workdir} to "
+                    "start over.)"
+                )
+            )
+        else:
+            print(style.bold(f"A coding agent fixes failing tests; its turn is stored in {db}"))
+            targets = [await session.submit(TASK, request_id="coding-1")]
+        final = await follow(rt, session, targets, cursor, style, answer=_answerer(yes, style))
+    if final is None:
+        print(
+            style.yellow(
+                "\nStopped at a step boundary; nothing is lost. Run it again to continue the turn."
+            )
+        )
+        return 3
+    print()
+    for sub in final:
+        if sub.status == fx.SubmissionStatus.COMPLETED:
+            print(style.green(f"Outcome: completed — {sub.result}"))
+        else:
+            reason = sub.error.message if sub.error else sub.status.value
+            print(style.red(f"Outcome: {sub.status} — {reason}"))
+    passed = _project_tests(workspace.session_dir(SESSION), style)
+    print(
+        style.dim(f"Trace: fxdurable trace {SESSION} --db {db}\nAudit: fxdurable check --db {db}")
+    )
+    completed = all(s.status == fx.SubmissionStatus.COMPLETED for s in final)
+    return 0 if completed and passed else 1
+
+
+def _answerer(yes: bool, style: Style) -> Answerer:
+    auto = "--yes" if yes else (None if sys.stdin.isatty() else "stdin is not a terminal")
+
+    async def answer(question: fx.Question) -> fx.Answer:
+        if auto is not None:
+            print(style.cyan(f"  permission: {question.question} yes (approved: {auto})"))
+            return fx.allow()
+        line = await _read_line(f"  permission: {question.question} [y/n] ")
+        if line.strip().lower() in ("y", "yes"):
+            return fx.allow()
+        return fx.deny("the user said no")
+
+    return answer
+
+
+def _read_line(prompt: str) -> asyncio.Future[str]:
+    """``input(prompt)`` on a daemon thread: the event loop keeps running the runtime, and an
+    exit never waits for a prompt nobody answers."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str] = loop.create_future()
+
+    def settle(line: str) -> None:
+        if not future.done():
+            future.set_result(line)
+
+    def read() -> None:
+        try:
+            line = input(prompt)
+        except EOFError:
+            line = ""
+        loop.call_soon_threadsafe(settle, line)
+
+    threading.Thread(target=read, daemon=True).start()
+    return future
+
+
+def _project_tests(where: Path, style: Style) -> bool:
+    """Run the project's tests in the workspace, as a person checking the agent's work would."""
+    print(style.bold(f"\nThe workspace: {where}"))
+    if not where.is_dir():
+        print(style.red("(no workspace yet: the agent never touched a file)"))
+        return False
+    done = subprocess.run(
+        [sys.executable, "-m", "unittest", "-q"],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    summary = " ".join(ln for ln in done.stderr.strip().splitlines()[-3:] if ln.strip())
+    if done.returncode == 0:
+        print(style.green(f"Its tests, run by this script: {summary}"))
+    else:
+        print(style.red(f"Its tests, run by this script, fail:\n{done.stderr}"))
+    return done.returncode == 0
+
+
+@contextlib.contextmanager
+def _model(scripted: bool, slow: bool, style: Style) -> Iterator[Model]:
+    """The environment's real model; else the scripted policy, served as OpenAI streams by a
+    local server with real models' quirks, through the real httpx client."""
+    chosen = None if scripted else model_from_env()
+    if chosen is not None:
+        model, described = chosen
+        print(style.dim(f"model: {described}"))
+        yield model
+        return
+    from fxdurable.runtime.models.openai import OpenAIModel
+    from fxdurable.testing.model_server import ScriptedModelServer
+    from fxdurable.testing.wire_common import Quirks
+
+    quirks = Quirks(
+        pretty_arguments=True,
+        split_arguments=7,
+        usage_last=True,
+        hold_open_after_finish_s=HOLD_OPEN_S,
+        # --slow: a few characters at a time, as a model under load streams.
+        text_chunk_chars=4 if slow else 16,
+        event_delay_s=SLOW_EVENT_S if slow else 0.0,
+    )
+    with ScriptedModelServer(coding_policy, quirks=quirks) as server:
+        print(
+            style.dim(
+                f"model: scripted policy, served as OpenAI streams by a local server at "
+                f"{server.url} (pretty-printed arguments split across chunks, usage after the "
+                f"finish, streams held open {HOLD_OPEN_S:.0f} s after it). Set OPENAI_API_KEY "
+                "or ANTHROPIC_API_KEY for a real model."
+            )
+        )
+        yield OpenAIModel("scripted-coder", base_url=server.openai_base_url, api_key="sk-scripted")
+
+
+def _python_first_on_path() -> None:
+    """``python3`` in the agent's shell is this interpreter (the project needs only the
+    stdlib; the shell's environment is a copy of this one, credentials removed)."""
+    bin_dir = str(Path(sys.executable).parent)
+    path = os.environ.get("PATH", "")
+    if path.split(os.pathsep)[0] != bin_dir:
+        os.environ["PATH"] = os.pathsep.join([bin_dir, path]) if path else bin_dir
+
+
+if __name__ == "__main__":
+    sys.exit(main())

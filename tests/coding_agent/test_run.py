@@ -1,0 +1,191 @@
+"""``examples/coding_agent/run.py`` as a user runs it: a real process on the embedded store,
+the scripted model served over HTTP to the real OpenAI client, the workspace on disk; killed
+with SIGKILL at a crash point and run again; answered on a terminal; and the README's
+walkthrough, command for command."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from coding_support import README, ROOT, RUN, audit, cart, clean_env, project_tests_pass, run
+
+from examples.coding_agent.policy import coding_policy
+from fxdurable.testing.model_server import ScriptedModelServer
+
+
+def test_yes_fixes_the_tests_past_a_refusal_and_the_permission_prompts(tmp_path: Path) -> None:
+    where = tmp_path / ".fxd-coding"
+    done = run(where, "--yes")
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    assert "model: scripted policy, served as OpenAI streams" in out
+    assert "tool read_file r1.t0 failed: PathRefusedError" in out
+    assert "`../pyproject.toml` is outside the workspace and was refused" in out
+    prompt = "asks a person (about shell r3.t0): Run `python3 -m unittest -q` in the workspace?"
+    assert prompt in out
+    assert "yes (approved: --yes)" in out
+    assert "Its tests, run by this script: Ran 6 tests" in out
+    assert f"Trace: fxdurable trace coder --db {where / 'coding.db'}" in out
+    assert project_tests_pass(where)
+    assert "every invariant holds" in audit(where)
+    again = run(where)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "already finished its task" in again.stdout
+
+
+def test_killed_after_an_edit_ran_the_rerun_finds_it_applied_and_finishes(tmp_path: Path) -> None:
+    where = tmp_path / ".fxd-coding"
+    crashed = run(where, "--crash-at", "tool.after-execute:edit_file")
+    assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
+    assert "crash injected at tool.after-execute:edit_file" in crashed.stderr
+    assert cart(where).count("unit_price * qty") == 1  # the edit happened; its record did not
+    done = run(where)  # stdin is not a terminal: approved, and said so
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    assert "Recovering session 'coder': 1 unfinished turn(s)" in out
+    assert "(already applied; not applied again)" in out
+    assert "yes (approved: stdin is not a terminal)" in out
+    assert cart(where).count("unit_price * qty") == 1
+    assert cart(where).count("/ 100") == 1
+    assert project_tests_pass(where)
+    audit(where)
+
+
+def test_on_a_terminal_it_asks_and_a_no_is_the_models_to_read(tmp_path: Path) -> None:
+    """y/n at the prompt; "n" denies the test run, and the model stops there."""
+    where = tmp_path / ".fxd-coding"
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: run.py on the terminal
+        os.chdir(tmp_path)
+        os.execve(sys.executable, [sys.executable, str(RUN), "--dir", str(where)], clean_env())
+    out, answered = b"", False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if select.select([fd], [], [], 1)[0]:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # the terminal closed: the child exited
+                break
+            if not chunk:
+                break
+            out += chunk
+            if not answered and b"[y/n]" in out:
+                os.write(fd, b"n\n")
+                answered = True
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", out.decode(errors="replace"))
+    assert "Run `python3 -m unittest -q` in the workspace? [y/n]" in text, text
+    assert "answered deny: the user said no" in text, text
+    assert "I was not allowed to run the tests" in text, text
+    assert os.waitstatus_to_exitcode(status) == 1  # completed, but the project's tests fail
+    assert not project_tests_pass(where)
+
+
+def test_an_openai_compatible_server_without_a_key_needs_the_model_named(tmp_path: Path) -> None:
+    """OPENAI_BASE_URL without a key is a local server (Ollama): the model name is required,
+    and with it the agent runs against that server (here, the scripted one)."""
+    where = tmp_path / ".fxd-coding"
+    refused = run(where, OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+    assert refused.returncode == 2
+    assert "name the model the server runs in FXD_CODING_MODEL" in refused.stderr
+    with ScriptedModelServer(coding_policy) as server:
+        base_url = server.openai_base_url
+        done = run(where, "--yes", OPENAI_BASE_URL=base_url, FXD_CODING_MODEL="local")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"model: local at {base_url} (OPENAI_BASE_URL)" in done.stdout
+    assert project_tests_pass(where)
+
+
+def _readme_sh_block(heading: str, n: int) -> str:
+    section = README.read_text().split(heading, 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```sh\n(.*?)```", section, flags=re.S)[n]
+
+
+def _checkout(tmp_path: Path) -> Path:
+    """What the README's commands need of a checkout: the Makefile, the example, and a venv
+    whose demo install is current (the one these tests run in)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name in ("Makefile", "pyproject.toml"):
+        shutil.copy(ROOT / name, repo / name)
+    os.utime(repo / "pyproject.toml", (0, 0))  # older than the venv's install markers
+    shutil.copytree(
+        ROOT / "examples", repo / "examples", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    venv = repo / ".venv"
+    venv.mkdir()
+    for entry in Path(sys.prefix).iterdir():
+        if not entry.name.startswith("."):
+            (venv / entry.name).symlink_to(entry)
+    (venv / ".installed-demo").touch()
+    return repo
+
+
+def test_readme_coding_agent_walkthrough_runs_verbatim(tmp_path: Path) -> None:
+    """The README's commands, as a newcomer pastes them: the clean run, the crash point and
+    the resumed run, the checks; then a ``kill -9`` from another terminal mid-run."""
+    repo = _checkout(tmp_path)
+    heading = "## A coding agent through a kill -9"
+
+    def sh(script: str) -> subprocess.CompletedProcess[str]:
+        # From a file: ``pgrep -f`` must not find the pattern in this shell's own arguments.
+        (repo / "step.sh").write_text(script)
+        return subprocess.run(
+            ["bash", "step.sh"],
+            cwd=repo,
+            env=clean_env(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+
+    first = sh(_readme_sh_block(heading, 0))
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "Its tests, run by this script: Ran 6 tests" in first.stdout
+    lines = [ln for ln in _readme_sh_block(heading, 1).splitlines() if not ln.startswith("#")]
+    outputs = [sh(line) for line in lines]
+    crash, resumed = outputs[1], outputs[2]
+    assert crash.returncode != 0 and "crash injected at" in crash.stderr, crash.stderr
+    assert "Killed" in crash.stderr, crash.stderr  # make's own account of it
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "(already applied; not applied again)" in resumed.stdout
+    assert [o.stdout.strip() for o in outputs[3:4]] == ["1"]
+    assert all(o.returncode == 0 for o in outputs[3:]), [o.stderr for o in outputs[3:]]
+    assert "every invariant holds" in outputs[5].stdout
+
+    # kill -9 from another terminal, while a --slow run streams; then run it again.
+    kill = re.search(r"`(kill -9 \$\(pgrep -f [^)]+\))`", README.read_text())
+    assert kill, "the README lost its kill -9 line"
+    sh("rm -rf .fxd-coding")
+    with subprocess.Popen(
+        ["make", "coding-demo", "ARGS=--slow"],
+        cwd=repo,
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as slow:
+        assert slow.stdout is not None
+        for line in slow.stdout:
+            if "tool explore r0.t0 running" in line:  # its subagent is at work
+                break
+        assert sh(kill.group(1)).returncode == 0
+        rest = slow.stdout.read()
+        assert slow.wait(timeout=30) != 0, rest
+    assert "turn completed" not in rest
+    again = sh("make coding-demo")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "Recovering session 'coder'" in again.stdout
+    assert "Its tests, run by this script: Ran 6 tests" in again.stdout
