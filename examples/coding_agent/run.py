@@ -76,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         _python_first_on_path()
         with _model(args.scripted, args.slow, style) as model:
             code = asyncio.run(_run(workdir, workspace, model, args.yes, style))
+        if args.crash_at:
+            print(
+                f"note: crash point {args.crash_at} was never reached in this run", file=sys.stderr
+            )
     except ConfigurationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -111,8 +115,8 @@ async def _run(
         elif records:
             print(
                 style.dim(
-                    f"The coder already finished its task in {workdir}. (Remove {workdir} to "
-                    "start over.)"
+                    f"The coder already finished its task in {workdir} ({records[-1].status}); "
+                    f"its workspace is checked below. (Remove {workdir} to start over.)"
                 )
             )
         else:
