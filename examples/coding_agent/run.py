@@ -123,6 +123,10 @@ async def _run(
             print(style.bold(f"A coding agent fixes failing tests; its turn is stored in {db}"))
             targets = [await session.submit(TASK, request_id="coding-1")]
         final = await follow(rt, session, targets, cursor, style, answer=_answerer(yes, style))
+        children = await asyncio.to_thread(
+            rt.journal.read,
+            lambda v: [t.child_session for t in v.session_tool_tasks(SESSION) if t.child_session],
+        )
     if final is None:
         print(
             style.yellow(
@@ -138,9 +142,10 @@ async def _run(
             reason = sub.error.message if sub.error else sub.status.value
             print(style.red(f"Outcome: {sub.status} — {reason}"))
     passed = _project_tests(workspace.session_dir(SESSION), style)
-    print(
-        style.dim(f"Trace: fxdurable trace {SESSION} --db {db}\nAudit: fxdurable check --db {db}")
-    )
+    print(style.dim(f"Trace: fxdurable trace {SESSION} --db {db}"))
+    for child in children:
+        print(style.dim(f"  its explore subagent's turn: fxdurable trace {child} --db {db}"))
+    print(style.dim(f"Audit: fxdurable check --db {db}"))
     completed = all(s.status == fx.SubmissionStatus.COMPLETED for s in final)
     return 0 if completed and passed else 1
 

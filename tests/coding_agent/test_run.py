@@ -35,6 +35,7 @@ def test_yes_fixes_the_tests_past_a_refusal_and_the_permission_prompts(tmp_path:
     assert "yes (approved: --yes)" in out
     assert "Its tests, run by this script: Ran 6 tests" in out
     assert f"Trace: fxdurable trace coder --db {where / 'coding.db'}" in out
+    assert re.search(r"its explore subagent's turn: fxdurable trace sub-x[0-9a-f]+ --db", out)
     assert project_tests_pass(where)
     assert "every invariant holds" in audit(where)
     again = run(where)
