@@ -305,6 +305,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FxDurableError as exc:
         print(f"fxdurable: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """stdout's reader went away (``fxdurable trace ... | head``): stop quietly, with the
+    status a shell gives a command killed by SIGPIPE. stdout is pointed at /dev/null first,
+    or the interpreter's own flush at exit would fail on the closed pipe again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

@@ -114,6 +114,34 @@ def test_trace_prints_the_timeline(demo_dir: Path, tmp_path: Path) -> None:
     assert re.search(r"^submission \S+: completed after 1 attempt\(s\)", proc.stdout, re.M)
 
 
+def test_trace_into_a_closed_pipe_exits_quietly(demo_dir: Path, tmp_path: Path) -> None:
+    """``fxdurable trace ... | head``: the reader goes away after a few lines, and the trace
+    stops there, with the shell's exit status for SIGPIPE and no traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # a reader that has already gone: the first write fails
+    try:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fxdurable",
+                "trace",
+                "engineer",
+                "--db",
+                str(demo_dir / "demo.db"),
+            ],
+            cwd=tmp_path,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 128 + signal.SIGPIPE, proc.stderr
+    assert proc.stderr == "", proc.stderr
+
+
 def test_trace_unknown_session_exits_2(demo_dir: Path, tmp_path: Path) -> None:
     proc = fxd("trace", "nobody", "--db", str(demo_dir / "demo.db"), cwd=tmp_path)
     assert proc.returncode == 2, explain(proc)
