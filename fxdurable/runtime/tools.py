@@ -82,6 +82,10 @@ class ToolContext:
     state: ToolState = field(default_factory=ToolState)
     # The runtime's store (runtime-only, never stored); None outside a runtime (unit tests).
     store: Store | None = field(default=None, repr=False)
+    # Where the call sits in its turn: the calls of one parallel batch share turn_id and
+    # round (the stored workspace tells a sibling's concurrent write from an older one).
+    turn_id: str = ""
+    round: int = -1
 
     def progress(self, chunk: str) -> None:
         """Report progress: ``chunk`` is appended to the running task's ``progress`` (its last

@@ -504,6 +504,8 @@ class TurnDriver:
             children=self._child_sessions(task) if isinstance(tool, SubagentTool) else None,
             state=state,
             store=self._journal.store,
+            turn_id=task.turn_id,
+            round=task.round,
         )
         progress.start()
         running = asyncio.ensure_future(tool.run(arguments, ctx))

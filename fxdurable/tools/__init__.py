@@ -8,6 +8,7 @@
   :func:`workspace_session` (a subagent's child works on its root ancestor's files);
 - :mod:`~fxdurable.tools.paths`: path confinement shared by every workspace;
 - :mod:`~fxdurable.tools.directory_workspace`: per-session directories under a root;
+- :mod:`~fxdurable.tools.stored_workspace`: sessions' files in the fxdurable store;
 - :mod:`~fxdurable.tools.file_tools`, :mod:`~fxdurable.tools.shell`: the tools;
 - :mod:`~fxdurable.tools.toolsets`: the lists an agent adds.
 
@@ -35,16 +36,16 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what ru
     )
     from fxdurable.tools.paths import confine
     from fxdurable.tools.shell import shell_tool
+    from fxdurable.tools.stored_workspace import StoredWorkspace, stored
     from fxdurable.tools.toolsets import read_only_tools, workspace_tools
     from fxdurable.tools.workspace import Files, Workspace, workspace_session
 
-# Reserved: "stored" and "StoredWorkspace" (files in the store; their module must not be
-# named "stored", see above).
 __all__ = [
     "DirectoryWorkspace",
     "EditError",
     "Files",
     "PathRefusedError",
+    "StoredWorkspace",
     "Workspace",
     "WorkspaceError",
     "confine",
@@ -55,6 +56,7 @@ __all__ = [
     "read_file_tool",
     "read_only_tools",
     "shell_tool",
+    "stored",
     "workspace_session",
     "workspace_tools",
     "write_file_tool",
@@ -75,6 +77,7 @@ if not TYPE_CHECKING:
             ),
             "fxdurable.tools.paths": ("confine",),
             "fxdurable.tools.shell": ("shell_tool",),
+            "fxdurable.tools.stored_workspace": ("StoredWorkspace", "stored"),
             "fxdurable.tools.toolsets": ("read_only_tools", "workspace_tools"),
             "fxdurable.tools.workspace": ("Files", "Workspace", "workspace_session"),
         },
