@@ -4,7 +4,8 @@ partition per digest, or an S3 object behind one.
 Layout (see :mod:`fxdurable.stores.dynamodb`)::
 
     B#<sha256 hex>   #            the head: ``z`` size, and ``d`` the bytes (inline),
-                                  ``o`` = 1 (the bytes are the S3 object of the digest), or
+                                  ``o`` = 1 (the bytes are the S3 object of the digest) with
+                                  ``t`` when it was written (epoch seconds), or
                                   ``n`` the number of chunk items
     B#<sha256 hex>   C#<i:06d>    chunk i: ``d``, up to CHUNK_BYTES of the bytes
 
@@ -21,18 +22,24 @@ Requests (counted by ``store.requests``, stated by tests/stores/test_store_blobs
 put is 1 ``PutItem``; a larger put first asks whether the head exists (1 ``GetItem``; a blob
 already stored costs nothing more), then 1 ``PutObject`` or one ``BatchWriteItem`` per 25
 chunks, then the head's ``PutItem``. A digest this store put before costs 0.
+
+An S3 object expires by the bucket's lifecycle rule, counted from when it was written, while
+its head stays: an S3-backed blob whose head is older than
+:data:`~fxdurable.stores._ddb_blobs.REFRESH_S` is written again by the next put (the object and
+the head's ``t``), so a session that names it now can read it for the whole retention.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from typing import Any
 
 from fxdurable.core.blobs import blob_digest, is_digest, verified
 from fxdurable.errors import BlobCorruptError
 from fxdurable.stores._ddb_api import Api
-from fxdurable.stores._ddb_blobs import Blobs
+from fxdurable.stores._ddb_blobs import REFRESH_S, Blobs
 
 __all__ = ["CHUNK_BYTES", "BlobItems"]
 
@@ -50,24 +57,26 @@ class BlobItems:
         self._objects = objects
         self._settings = api.settings
         self._lock = threading.Lock()
-        self._put_done: OrderedDict[str, None] = OrderedDict()
+        # digest -> when this store put it (time.monotonic()): re-puts within REFRESH_S cost 0
+        self._put_done: OrderedDict[str, float] = OrderedDict()
 
     def put(self, data: bytes) -> str:
         digest = blob_digest(data)
         data = bytes(data)
         with self._lock:
-            if digest in self._put_done:
-                self._put_done.move_to_end(digest)
-                return digest
+            put_at = self._put_done.get(digest)
+        if put_at is not None and time.monotonic() - put_at < REFRESH_S:
+            return digest
         head: dict[str, Any] = {"z": {"N": str(len(data))}}
         if len(data) <= self._inline_limit():
             head["d"] = {"B": data}
-        elif self._head_exists(digest):
+        elif self._stored_and_fresh(digest):
             self._remember(digest)
             return digest
         elif self._settings.bucket is not None:
             self._objects.put_object(digest, data, "application/octet-stream")
             head["o"] = {"N": "1"}
+            head["t"] = {"N": str(int(time.time()))}
         else:
             chunks = [data[i : i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)]
             self._api.batch_write(
@@ -109,22 +118,31 @@ class BlobItems:
             return CHUNK_BYTES
         return self._settings.offload_threshold
 
-    def _head_exists(self, digest: str) -> bool:
+    def _stored_and_fresh(self, digest: str) -> bool:
+        """The blob's head exists and, if its bytes are an S3 object, that object was written
+        within REFRESH_S (an older one may be near its lifecycle expiry: write it again)."""
         reply = self._api.call(
             self._api.dynamodb,
             "get_item",
             TableName=self._settings.table,
             Key={"pk": {"S": _pk(digest)}, "sk": {"S": "#"}},
             ConsistentRead=True,
-            ProjectionExpression="pk",
+            ProjectionExpression="pk, o, t",
         )
-        return "Item" in reply
+        head = reply.get("Item")
+        if head is None:
+            return False
+        if "o" not in head:
+            return True  # chunk items have no expiry
+        written = float(head["t"]["N"]) if "t" in head else 0.0
+        return time.time() - written < REFRESH_S
 
     def _item(self, digest: str, sk: str, attributes: dict[str, Any]) -> dict[str, Any]:
         return {"pk": {"S": _pk(digest)}, "sk": {"S": sk}, **attributes}
 
     def _remember(self, digest: str) -> None:
         with self._lock:
-            self._put_done[digest] = None
+            self._put_done[digest] = time.monotonic()
+            self._put_done.move_to_end(digest)
             while len(self._put_done) > _KEEP_PUT:
                 self._put_done.popitem(last=False)

@@ -12,16 +12,25 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections import OrderedDict
 from typing import Any
 
 from fxdurable.errors import BlobCorruptError, StoreError
 from fxdurable.stores._ddb_api import Api
 
-__all__ = ["ITEM_LIMIT", "Blobs"]
+__all__ = ["ITEM_LIMIT", "REFRESH_S", "Blobs"]
 
 ITEM_LIMIT = 390_000  # bytes of body an item may hold: DynamoDB's 400 KB, less keys and names
 _KEEP_BYTES = 32 * 1024 * 1024  # resolved bodies kept (least recently used go first)
+_KEEP_PUT = 10_000  # hashes remembered as put
+# The bucket's lifecycle rule expires an object SessionRetentionDays after it was *written*,
+# however recently a new record named it. Content addressing makes a new record name old
+# objects (a workspace template's files, shared by every new session; a body a long-lived
+# worker put months ago), so a put skipped because "it is there" is only trusted for this
+# long: past it the object is written again, and its expiry starts over. A day keeps the
+# extra writes rare, and is far below any retention (which is counted in days).
+REFRESH_S = 24 * 3600.0
 
 
 class Blobs:
@@ -31,7 +40,8 @@ class Blobs:
         self._lock = threading.Lock()
         self._held: OrderedDict[str, str] = OrderedDict()
         self._held_bytes = 0
-        self._put_done: set[str] = set()  # hashes this store has put (a re-put is skipped)
+        # hash -> when this store put it (time.monotonic()): a re-put within REFRESH_S is skipped
+        self._put_done: OrderedDict[str, float] = OrderedDict()
 
     def offload(self, body: str, what: str) -> str | None:
         """The hash of ``body`` once it is in S3, or None when it stays in the item."""
@@ -50,8 +60,11 @@ class Blobs:
         return digest
 
     def put_object(self, digest: str, data: bytes, content_type: str) -> None:
-        """``data`` at its content-addressed key (skipped when this store put it before)."""
-        if digest in self._put_done:
+        """``data`` at its content-addressed key (skipped when this store put it within
+        :data:`REFRESH_S`)."""
+        with self._lock:
+            put_at = self._put_done.get(digest)
+        if put_at is not None and time.monotonic() - put_at < REFRESH_S:
             return
         self._api.call(
             self._s3(),
@@ -62,7 +75,10 @@ class Blobs:
             ContentType=content_type,
         )
         with self._lock:
-            self._put_done.add(digest)
+            self._put_done[digest] = time.monotonic()
+            self._put_done.move_to_end(digest)
+            while len(self._put_done) > _KEEP_PUT:
+                self._put_done.popitem(last=False)
 
     def get_object(self, digest: str) -> bytes:
         """The object at ``digest``'s key, verified (raises if missing or damaged)."""

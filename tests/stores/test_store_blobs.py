@@ -9,6 +9,7 @@ import hashlib
 import random
 import sqlite3
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -216,3 +217,49 @@ def test_redis_blob_round_trips(redis_url: str) -> None:
         assert store._round_trips - before == 1
     finally:
         store.close()
+
+
+@pytest.mark.aws
+def test_an_s3_blob_older_than_the_refresh_window_is_written_again(moto_server: str) -> None:
+    """The bucket's lifecycle rule expires an object counted from when it was written, while
+    its head item stays: a template file shared by every new session would vanish under them.
+    A put of a blob whose head is older than REFRESH_S writes the object (and the head) again;
+    a fresh head costs one GetItem, as before."""
+    from aws_support import aws_session
+    from dynamo_support import dynamo_store, request_counter
+
+    from fxdurable.stores._ddb_blobs import REFRESH_S
+    from fxdurable.stores.dynamodb import DynamoStore
+
+    first = dynamo_store(moto_server, offload_threshold=64)
+    data = noise(MB, seed=5)
+    digest = first.put_blob(data)
+    api = first._api
+    key = {"pk": {"S": f"B#{digest}"}, "sk": {"S": "#"}}
+    # What a year does: the lifecycle rule removed the object; the head says it was written
+    # more than REFRESH_S ago.
+    api.s3.delete_object(Bucket=api.settings.bucket, Key=f"fxd-blobs/sha256/{digest}")
+    api.dynamodb.update_item(
+        TableName=api.settings.table,
+        Key=key,
+        UpdateExpression="SET t = :t",
+        ExpressionAttributeValues={":t": {"N": str(int(time.time() - REFRESH_S - 60))}},
+    )
+    later = DynamoStore(first.url, session=aws_session())  # a new process: nothing remembered
+    try:
+        with request_counter(later) as calls:
+            assert later.put_blob(data) == digest
+        assert calls == ["GetItem", "PutObject", "PutItem"]
+        assert later.get_blob(digest) == data
+        head = api.dynamodb.get_item(TableName=api.settings.table, Key=key)["Item"]
+        assert time.time() - float(head["t"]["N"]) < 60
+        again = DynamoStore(first.url, session=aws_session())
+        try:
+            with request_counter(again) as calls:
+                again.put_blob(data)
+            assert calls == ["GetItem"]  # written a moment ago: trusted
+        finally:
+            again.close()
+    finally:
+        later.close()
+        first.close()
