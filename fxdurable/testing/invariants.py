@@ -546,7 +546,7 @@ def _check_subagents(
             continue
         expected = child_session_id(task.session_id, task.execution_id)
         child = view.get_session(task.child_session)
-        if task.child_session != expected or child is None or child.parent_task != task.id:
+        if task.child_session != expected or child is None or not _names(view, child, task):
             out.append(
                 Violation(
                     "subagent-child-mismatch",
@@ -567,6 +567,22 @@ def _check_subagents(
             continue
         out += _check_subagent_result(session, task, subs[0])
     return out
+
+
+def _names(view: ReadView, child: SessionRecord, task: ToolTaskRecord) -> bool:
+    """Whether ``child`` names ``task`` as its parent call. A fork's copy of a call shares its
+    source's child (nothing ran again), which names the call that ran it: the same
+    execution, under the source's task id."""
+    if child.parent_task == task.id:
+        return True
+    if child.parent_task is None or not is_fork_copy(task.turn_id, task.session_id):
+        return False
+    ran = view.get_tool_task(child.parent_task)
+    return (
+        ran is not None
+        and ran.execution_id == task.execution_id
+        and ran.child_session == task.child_session
+    )
 
 
 def _check_subagent_result(

@@ -302,3 +302,31 @@ def test_the_invariant_checker_flags_a_fork_holding_unsettled_or_missing_copies(
         "message-gap",
         "message-cursor-ahead",
     }
+
+
+def test_a_fork_of_a_subagent_call_shares_its_child_and_the_checker_accepts_it(tmp_path):
+    """A copied subagent call names its source's child (nothing runs again), and the child
+    names the source's call: ``fxdurable check`` found that a mismatch until it was told
+    that a fork's copy is the same execution as the call the child names."""
+    child = fx.Agent("researcher", fx.ScriptedModel([fx.reply("the answer is 42")]))
+    research = fx.subagent(child, name="research", description="Delegate a research task.")
+    parent = fx.Agent(
+        "lead",
+        fx.ScriptedModel([fx.reply("", fx.call("research", task="find it")), fx.reply("it is 42")]),
+        tools=[research],
+    )
+
+    async def main() -> None:
+        async with fx.Runtime([parent], store=fresh_store(tmp_path), settings=FAST) as rt:
+            assert await rt.session("p1").run("what is the answer?", timeout=10) == "it is 42"
+            await rt.fork("p1", "p2")
+            [original] = read(rt, lambda v: v.session_tool_tasks("p1"))
+            [copy] = read(rt, lambda v: v.session_tool_tasks("p2"))
+            assert copy.id != original.id
+            assert (copy.execution_id, copy.child_session) == (
+                original.execution_id,
+                original.child_session,
+            )
+            await _no_violations(rt)
+
+    run(main())
