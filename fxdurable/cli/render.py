@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TextIO
 
 from fxdurable.core.events import SETTLED_OUTCOME, TOOL_SETTLED_EVENTS, EventType
@@ -45,6 +45,28 @@ class Style:
 def _short(text: object, width: int = 90) -> str:
     flat = " ".join(str(text).split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+class _Fields(dict[str, str]):
+    """An event's data as short text for ``str.format_map``; a missing field reads "?"."""
+
+    def __init__(self, data: Mapping[str, object]) -> None:
+        super().__init__({key: _short(value) for key, value in data.items()})
+
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+# Steering as a person reads it: what was sent, and what became of it.
+_STEERING: dict[str, tuple[Callable[[Style, str], str], str]] = {
+    EventType.STEER_RECORDED: (Style.bold, "you (steering the running turn): {text}"),
+    EventType.STEER_DELIVERED: (Style.dim, "steering shown to the model in round {round}"),
+    EventType.STEER_DROPPED: (Style.yellow, "steering dropped with its turn ({reason})"),
+    EventType.STEER_REQUEUED: (
+        Style.dim,
+        "steering arrived after its turn settled: queued as submission {submission}",
+    ),
+}
 
 
 def describe(event: EventRecord, style: Style) -> str | None:
@@ -128,6 +150,9 @@ def describe(event: EventRecord, style: Style) -> str | None:
     if kind in TOOL_SETTLED_EVENTS:
         status = kind.partition(".")[2]  # the task status it records
         return style.red(f"tool {d.get('tool')} {task} {status}: {_short(d.get('result'))}")
+    if kind in _STEERING:
+        colour, line = _STEERING[kind]
+        return colour(style, line.format_map(_Fields(d)))
     if kind == EventType.ABORT_REQUESTED:
         return style.yellow(f"abort requested for {d.get('submissions')}")
     if kind == EventType.SUBMISSION_COMPLETED:
