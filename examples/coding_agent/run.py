@@ -3,12 +3,18 @@
 from ``project/``.
 
     python examples/coding_agent/run.py [--dir .fxd-coding] [--crash-at POINT] [--yes]
-                                        [--scripted] [--slow]
+                                        [--scripted] [--slow] [--session ID]
+                                        [--fork-from SESSION@EVENT] [--steer TEXT]
 
 Kill it at any moment (Ctrl-\\, ``kill -9``, or ``--crash-at tool.after-execute:edit_file``)
 and run it again: it resumes the unfinished turn from its last committed step. Every shell
 command asks for permission first: y/n on a terminal, approved (and said so) with ``--yes``
 or when stdin is not a terminal.
+
+From another terminal, while it works, ``--steer TEXT`` hands the running turn a message it
+reads at its next step. ``--session NEW --fork-from coder@EVENT`` starts session NEW from
+``coder``'s conversation as it was after its event EVENT (the numbers ``fxdurable trace``
+prints) and carries on there, in a workspace of its own.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import fxdurable as fx
 from examples.coding_agent.agent import PROJECT, coder, model_from_env
 from examples.coding_agent.policy import coding_policy
-from examples.coding_agent.task import TASK
+from examples.coding_agent.task import CARRY_ON, TASK
 from fxdurable import tools as fxt
 from fxdurable.cli.follow import (
     Answerer,
@@ -65,6 +71,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the scripted model streams at a human pace (time to kill it mid-run)",
     )
+    parser.add_argument("--session", default=SESSION, help=f"the session (default {SESSION})")
+    parser.add_argument(
+        "--fork-from",
+        metavar="SESSION@EVENT",
+        type=_fork_point,
+        help="start --session from SESSION's conversation as of its event EVENT "
+        "(see `fxdurable trace SESSION`), then carry on",
+    )
+    parser.add_argument(
+        "--steer",
+        metavar="TEXT",
+        help="hand TEXT to the session's running turn (run by another run.py), then exit",
+    )
     args = parser.parse_args(argv)
     style = Style()
     try:
@@ -73,9 +92,14 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(args.dir)
         workdir.mkdir(parents=True, exist_ok=True)
         workspace = fxt.directory(workdir / "workspace", template=PROJECT)
+        if args.steer is not None:
+            return asyncio.run(_steer(workdir, workspace, args.session, args.steer, style))
+        if args.fork_from and args.fork_from[0] == args.session:
+            raise ConfigurationError("--fork-from needs a new --session to fork into")
         _python_first_on_path()
         with _model(args.scripted, args.slow, style) as model:
-            code = asyncio.run(_run(workdir, workspace, model, args.yes, style))
+            run = _Run(workdir, workspace, args.session, args.fork_from, args.yes, style)
+            code = asyncio.run(run.main(model))
         if args.crash_at:
             print(
                 f"note: crash point {args.crash_at} was never reached in this run", file=sys.stderr
@@ -89,65 +113,163 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-async def _run(
-    workdir: Path, workspace: fxt.DirectoryWorkspace, model: Model, yes: bool, style: Style
+def _fork_point(text: str) -> tuple[str, int]:
+    source, at, event = text.rpartition("@")
+    if not (source and at and event.isdigit()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not SESSION@EVENT (e.g. coder@24)")
+    return source, int(event)
+
+
+def _store_url(workdir: Path) -> str:
+    return f"sqlite:///{(workdir / 'coding.db').resolve()}"
+
+
+async def _steer(
+    workdir: Path, workspace: fxt.DirectoryWorkspace, session_id: str, text: str, style: Style
 ) -> int:
-    db = workdir / "coding.db"
-    settings = fx.WorkerSettings(lease_ttl_s=10.0, heartbeat_s=2.0, scan_interval_s=1.0)
-    async with fx.Runtime(
-        [coder(workspace, model)],
-        store=f"sqlite:///{db.resolve()}",
-        queue="local",
-        settings=settings,
-    ) as rt:
-        rt.install_signal_handlers()
-        session = rt.session(SESSION)
-        records = await submissions(rt, SESSION)
+    """Record ``text`` for the session's running turn, which reads it at its next step.
+
+    This process runs no turn: its runtime is never started (no workers, no recovery scan),
+    so a turn a crash left unfinished is not taken over here, without the permission
+    prompts of the run that follows it. The model is never called; any will do."""
+    rt = fx.Runtime([coder(workspace, fx.ScriptedModel(coding_policy))], store=_store_url(workdir))
+    try:
+        steering = await rt.session(session_id).steer(text)
+    finally:
+        await rt.aclose()
+    if steering.steered:
+        print(
+            style.green(
+                f"Steered session '{session_id}' (event {steering.cursor}): its running turn "
+                "reads the message at its next step."
+            )
+        )
+    else:
+        print(
+            style.yellow(
+                f"Session '{session_id}' had no turn running: the message is queued as a new "
+                "one. Run this script without --steer to follow it."
+            )
+        )
+    return 0
+
+
+class _Run:
+    """One run of the script: start, resume or fork the session, follow it to the end, and
+    check its workspace."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        workspace: fxt.DirectoryWorkspace,
+        session_id: str,
+        fork_from: tuple[str, int] | None,
+        yes: bool,
+        style: Style,
+    ) -> None:
+        self.workdir = workdir
+        self.db = workdir / "coding.db"
+        self.workspace = workspace
+        self.session_id = session_id
+        self.fork_from = fork_from
+        self.yes = yes
+        self.style = style
+
+    async def main(self, model: Model) -> int:
+        style = self.style
+        settings = fx.WorkerSettings(lease_ttl_s=10.0, heartbeat_s=2.0, scan_interval_s=1.0)
+        async with fx.Runtime(
+            [coder(self.workspace, model)],
+            store=_store_url(self.workdir),
+            queue="local",
+            settings=settings,
+        ) as rt:
+            rt.install_signal_handlers()
+            if self.fork_from is not None:
+                await self._fork(rt, *self.fork_from)
+            session = rt.session(self.session_id)
+            targets, cursor = await self._targets(rt, session)
+            answer = _answerer(self.yes, style)
+            final = await follow(rt, session, targets, cursor, style, answer=answer)
+            children = await asyncio.to_thread(
+                rt.journal.read,
+                lambda v: [
+                    t.child_session
+                    for t in v.session_tool_tasks(self.session_id)
+                    if t.child_session
+                ],
+            )
+        return self._report(final, children)
+
+    async def _fork(self, rt: fx.Runtime, source: str, event: int) -> None:
+        fork = await rt.fork(source, self.session_id, after=event)
+        if fork.created:
+            print(
+                self.style.bold(
+                    f"Forked session '{source}' after its event {event} into "
+                    f"'{self.session_id}' ({fork.messages} messages). Its workspace starts "
+                    "as a fresh copy of the project: a directory cannot go back to a "
+                    "recorded step, so fork from before the first edit."
+                )
+            )
+
+    async def _targets(
+        self, rt: fx.Runtime, session: fx.SessionHandle
+    ) -> tuple[list[fx.Submission], int]:
+        """The turns to follow (resumed, or a new one), and the event cursor to print from."""
+        style, db = self.style, self.db
+        # Request ids are the store's, not the session's: one per session.
+        request_id = f"{self.session_id}-task"
+        records = await submissions(rt, self.session_id)
         targets = unfinished(records)
         cursor = await event_cursor(session)
         if targets:
             print(
                 style.yellow(
-                    f"Recovering session '{SESSION}': {len(targets)} unfinished turn(s) found in "
-                    f"{db}. Resuming from the last committed step."
+                    f"Recovering session '{self.session_id}': {len(targets)} unfinished "
+                    f"turn(s) found in {db}. Resuming from the last committed step."
                 )
             )
         elif records:
             print(
                 style.dim(
-                    f"The coder already finished its task in {workdir} ({records[-1].status}); "
-                    f"its workspace is checked below. (Remove {workdir} to start over.)"
+                    f"The coder already finished its task in {self.workdir} "
+                    f"({records[-1].status}); its workspace is checked below. "
+                    f"(Remove {self.workdir} to start over.)"
                 )
             )
+        elif self.fork_from is not None:
+            print(style.bold(f"The fork carries on; its turns are stored in {db}"))
+            targets = [await session.submit(CARRY_ON, request_id=request_id)]
         else:
             print(style.bold(f"A coding agent fixes failing tests; its turn is stored in {db}"))
-            targets = [await session.submit(TASK, request_id="coding-1")]
-        final = await follow(rt, session, targets, cursor, style, answer=_answerer(yes, style))
-        children = await asyncio.to_thread(
-            rt.journal.read,
-            lambda v: [t.child_session for t in v.session_tool_tasks(SESSION) if t.child_session],
-        )
-    if final is None:
-        print(
-            style.yellow(
-                "\nStopped at a step boundary; nothing is lost. Run it again to continue the turn."
+            targets = [await session.submit(TASK, request_id=request_id)]
+        return targets, cursor
+
+    def _report(self, final: list[fx.Submission] | None, children: list[str]) -> int:
+        style, db, session_id = self.style, self.db, self.session_id
+        if final is None:
+            print(
+                style.yellow(
+                    "\nStopped at a step boundary; nothing is lost. Run it again to continue "
+                    "the turn."
+                )
             )
-        )
-        return 3
-    print()
-    for sub in final:
-        if sub.status == fx.SubmissionStatus.COMPLETED:
-            print(style.green(f"Outcome: completed — {sub.result}"))
-        else:
-            reason = sub.error.message if sub.error else sub.status.value
-            print(style.red(f"Outcome: {sub.status} — {reason}"))
-    passed = _project_tests(workspace.session_dir(SESSION), style)
-    print(style.dim(f"Trace: fxdurable trace {SESSION} --db {db}"))
-    for child in children:
-        print(style.dim(f"  its explore subagent's turn: fxdurable trace {child} --db {db}"))
-    print(style.dim(f"Audit: fxdurable check --db {db}"))
-    completed = all(s.status == fx.SubmissionStatus.COMPLETED for s in final)
-    return 0 if completed and passed else 1
+            return 3
+        print()
+        for sub in final:
+            if sub.status == fx.SubmissionStatus.COMPLETED:
+                print(style.green(f"Outcome: completed — {sub.result}"))
+            else:
+                reason = sub.error.message if sub.error else sub.status.value
+                print(style.red(f"Outcome: {sub.status} — {reason}"))
+        passed = _project_tests(self.workspace.session_dir(session_id), style)
+        print(style.dim(f"Trace: fxdurable trace {session_id} --db {db}"))
+        for child in children:
+            print(style.dim(f"  its explore subagent's turn: fxdurable trace {child} --db {db}"))
+        print(style.dim(f"Audit: fxdurable check --db {db}"))
+        completed = all(s.status == fx.SubmissionStatus.COMPLETED for s in final)
+        return 0 if completed and passed else 1
 
 
 def _answerer(yes: bool, style: Style) -> Answerer:

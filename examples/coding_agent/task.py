@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-__all__ = ["CART", "EMPTY_CART_STEER", "EMPTY_CART_TEST", "TASK", "TESTS", "TEST_COMMAND"]
+__all__ = [
+    "CARRY_ON",
+    "CART",
+    "EMPTY_CART_STEER",
+    "EMPTY_CART_TEST",
+    "TASK",
+    "TESTS",
+    "TEST_COMMAND",
+]
 
 # The project's test command; the runner puts its own interpreter first on PATH, so
 # ``python3`` is the one running the demo (the project needs nothing but the stdlib).
@@ -14,6 +22,9 @@ TASK = (
     f"The tests of this project fail (`{TEST_COMMAND}`). Find out why and fix the code, "
     "not the tests, so that they pass."
 )
+
+# A fork's first message: its conversation so far is its source's, up to the fork point.
+CARRY_ON = "Carry on with the task from where you are."
 
 # A steering message the scripted policy understands (case-insensitively, on "empty cart").
 EMPTY_CART_STEER = "Also add one test for an empty cart."
