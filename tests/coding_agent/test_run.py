@@ -16,7 +16,22 @@ import sys
 import time
 from pathlib import Path
 
-from coding_support import README, ROOT, RUN, audit, cart, clean_env, project_tests_pass, run
+import pytest
+from coding_support import (
+    FIXED,
+    README,
+    ROOT,
+    RUN,
+    assert_at_rest_invariants,
+    assert_cart_fixed_once,
+    audit,
+    cart,
+    clean_env,
+    project_tests_pass,
+    read_db,
+    readme_sh_block,
+    run,
+)
 
 from examples.coding_agent.policy import coding_policy
 from fxdurable.testing.model_server import ScriptedModelServer
@@ -43,22 +58,43 @@ def test_yes_fixes_the_tests_past_a_refusal_and_the_permission_prompts(tmp_path:
     assert "already finished its task" in again.stdout
 
 
-def test_killed_after_an_edit_ran_the_rerun_finds_it_applied_and_finishes(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("point", "applied_before_the_crash", "recovered"),
+    [
+        # The edit's intent is recorded and it has not run: recovery runs it, for the first time.
+        (
+            "tool.after-intent:edit_file",
+            0,
+            "completed: edited shop/cart.py: replaced 1 occurrence\n",
+        ),
+        # It ran and its result was not recorded: recovery finds it applied (the ledger).
+        ("tool.after-execute:edit_file", 1, "(already applied; not applied again)"),
+    ],
+    ids=["after-intent", "after-execute"],
+)
+def test_killed_mid_edit_the_rerun_finishes_with_each_fix_applied_once(
+    tmp_path: Path, point: str, applied_before_the_crash: int, recovered: str
+) -> None:
     where = tmp_path / ".fxd-coding"
-    crashed = run(where, "--crash-at", "tool.after-execute:edit_file")
+    crashed = run(where, "--crash-at", point)
     assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
-    assert "crash injected at tool.after-execute:edit_file" in crashed.stderr
-    assert cart(where).count("unit_price * qty") == 1  # the edit happened; its record did not
+    assert f"crash injected at {point}" in crashed.stderr
+    assert cart(where).count(FIXED[0]) == applied_before_the_crash
+    (edit,) = read_db(
+        where, lambda v: [t for t in v.session_tool_tasks("coder") if t.tool == "edit_file"]
+    )
+    assert (edit.status, edit.runs) == ("running", 1)  # its intent, and no result
     done = run(where)  # stdin is not a terminal: approved, and said so
     out = done.stdout
     assert done.returncode == 0, out + done.stderr
     assert "Recovering session 'coder': 1 unfinished turn(s)" in out
-    assert "(already applied; not applied again)" in out
+    assert recovered in out
+    assert out.count("(already applied; not applied again)") == applied_before_the_crash
     assert "yes (approved: stdin is not a terminal)" in out
-    assert cart(where).count("unit_price * qty") == 1
-    assert cart(where).count("/ 100") == 1
+    assert "Its tests, run by this script: Ran 6 tests" in out
     assert project_tests_pass(where)
-    audit(where)
+    assert_cart_fixed_once(where)
+    assert_at_rest_invariants(where)
 
 
 def test_on_a_terminal_it_asks_and_a_no_is_the_models_to_read(tmp_path: Path) -> None:
@@ -107,11 +143,6 @@ def test_an_openai_compatible_server_without_a_key_needs_the_model_named(tmp_pat
     assert project_tests_pass(where)
 
 
-def _readme_sh_block(heading: str, n: int) -> str:
-    section = README.read_text().split(heading, 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```sh\n(.*?)```", section, flags=re.S)[n]
-
-
 def _checkout(tmp_path: Path) -> Path:
     """What the README's commands need of a checkout: the Makefile, the example, and a venv
     whose demo install is current (the one these tests run in)."""
@@ -136,7 +167,6 @@ def test_readme_coding_agent_walkthrough_runs_verbatim(tmp_path: Path) -> None:
     """The README's commands, as a newcomer pastes them: the clean run, the crash point and
     the resumed run, the checks; then a ``kill -9`` from another terminal mid-run."""
     repo = _checkout(tmp_path)
-    heading = "## A coding agent through a kill -9"
 
     def sh(script: str) -> subprocess.CompletedProcess[str]:
         # From a file: ``pgrep -f`` must not find the pattern in this shell's own arguments.
@@ -151,10 +181,10 @@ def test_readme_coding_agent_walkthrough_runs_verbatim(tmp_path: Path) -> None:
             timeout=90,
         )
 
-    first = sh(_readme_sh_block(heading, 0))
+    first = sh(readme_sh_block(0))
     assert first.returncode == 0, first.stdout + first.stderr
     assert "Its tests, run by this script: Ran 6 tests" in first.stdout
-    lines = [ln for ln in _readme_sh_block(heading, 1).splitlines() if not ln.startswith("#")]
+    lines = [ln for ln in readme_sh_block(1).splitlines() if not ln.startswith("#")]
     outputs = [sh(line) for line in lines]
     crash, resumed = outputs[1], outputs[2]
     assert crash.returncode != 0 and "crash injected at" in crash.stderr, crash.stderr

@@ -1,0 +1,145 @@
+"""The coding agent's run interfered with from outside, in real processes: SIGKILLed while its
+``shell`` runs the project's tests, steered from another process while it works, and forked
+from before its first edit into a session of its own."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from coding_support import (
+    Background,
+    UnittestGate,
+    assert_at_rest_invariants,
+    assert_cart_fixed_once,
+    ledger,
+    project_tests,
+    read_db,
+    readme_args,
+    run,
+    tree,
+    workspace,
+)
+
+from examples.coding_agent.task import EMPTY_CART_STEER, EMPTY_CART_TEST, TESTS
+
+
+def _shell_tasks(where: Path) -> list:  # type: ignore[type-arg]
+    return read_db(where, lambda v: [t for t in v.session_tool_tasks("coder") if t.tool == "shell"])
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has exited (a zombie waiting for its new parent to reap it counts)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("Z", "X")
+
+
+def test_killed_while_the_shell_runs_the_tests_the_rerun_runs_them_again(tmp_path: Path) -> None:
+    where = tmp_path / ".fxd-coding"
+    gate = UnittestGate(tmp_path / "gate")
+    first = Background(where, "--yes", **gate.env())
+    pid, ppid = gate.held(first)
+    # The shell's direct child is the test run (bash execs a lone command), and the session
+    # shows its shell call running.
+    assert ppid == first.pid
+    assert b"unittest" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    (shell,) = _shell_tasks(where)
+    assert shell.status == "running", first.output
+    os.kill(first.pid, signal.SIGKILL)
+    assert first.wait() == -signal.SIGKILL
+    # PR_SET_PDEATHSIG: the kernel kills the shell's child with the worker.
+    first.until("the killed worker's test run to end", lambda: _gone(pid) or None)
+    assert "turn completed" not in first.output
+
+    done = run(where)
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    assert "Recovering session 'coder': 1 unfinished turn(s)" in out
+    tasks = _shell_tasks(where)
+    assert tasks[0].id == shell.id
+    # Settled unknown (shell is unsafe); the model reads that and asks to run the tests
+    # again; the runtime refuses that first blind repeat; the model repeats it deliberately,
+    # a person is asked again, and the tests run: failing, then passing after the fixes.
+    assert [t.status for t in tasks] == [
+        "outcome_unknown",
+        "refused",
+        "completed",
+        "completed",
+    ]
+    assert [t.result.partition("\n")[0] for t in tasks[2:]] == ["exit code: 1", "exit code: 0"]
+    assert f"asks a person (about shell r{tasks[2].round}.t0)" in out
+    assert "Its tests, run by this script: Ran 6 tests" in out
+    assert project_tests(where).returncode == 0
+    assert_cart_fixed_once(where)
+    assert_at_rest_invariants(where)
+
+
+def test_steered_from_another_process_it_also_adds_an_empty_cart_test(tmp_path: Path) -> None:
+    where = tmp_path / ".fxd-coding"
+    gate = UnittestGate(tmp_path / "gate")
+    working = Background(where, "--yes", **gate.env())
+    gate.held(working)  # the agent is at work: its first test run is running
+    steer_args = readme_args(2, "--steer")  # as the README has it, from another terminal
+    assert steer_args == ["--steer", EMPTY_CART_STEER]
+    steer = run(where, *steer_args)
+    assert steer.returncode == 0, steer.stdout + steer.stderr
+    assert "Steered session 'coder'" in steer.stdout
+    gate.release()
+    assert working.wait() == 0, working.output
+    out = working.output
+    # Recorded while the test run ran; shown to the model at the next step, after its result.
+    steered = out.index(f"you (steering the running turn): {EMPTY_CART_STEER}")
+    assert out.index("tool shell r3.t0 running") < steered < out.index("tool shell r3.t0 completed")
+    assert out.index("steering shown to the model in round 4") > steered
+    assert "Its tests, run by this script: Ran 7 tests" in out
+    tests = (workspace(where) / TESTS).read_text()
+    assert tests.count(f"def {EMPTY_CART_TEST}(self):") == 1, tests
+    verbose = project_tests(where)
+    assert verbose.returncode == 0, verbose.stderr
+    assert f"{EMPTY_CART_TEST} (tests.test_cart.CartTest" in verbose.stderr
+    assert "Ran 7 tests" in verbose.stderr
+    assert_cart_fixed_once(where)
+    assert_at_rest_invariants(where)
+
+
+def test_a_fork_from_before_the_first_edit_fixes_its_own_copy(tmp_path: Path) -> None:
+    where = tmp_path / ".fxd-coding"
+    done = run(where, "--yes")
+    assert done.returncode == 0, done.stdout + done.stderr
+    parent_files, parent_ledger = tree(workspace(where)), ledger(where)
+
+    def after_reading_the_cart(view):  # type: ignore[no-untyped-def]
+        read = next(
+            t
+            for t in view.session_tool_tasks("coder")
+            if t.tool == "read_file" and '"shop/cart.py"' in t.arguments
+        )
+        return next(
+            e.seq
+            for e in view.events("coder")
+            if e.type == "tool.completed" and e.data.get("task") == read.id
+        )
+
+    point = read_db(where, after_reading_the_cart)
+    fork_args = readme_args(3, "--fork-from")  # the README's command, and its event number
+    assert fork_args == ["--session", "coder-2", "--fork-from", f"coder@{point}"]
+    forked = run(where, *fork_args)
+    out = forked.stdout
+    assert forked.returncode == 0, out + forked.stderr
+    assert f"Forked session 'coder' after its event {point} into 'coder-2' (6 messages)" in out
+    assert "Its tests, run by this script: Ran 6 tests" in out
+    assert f"workspace: {workspace(where, 'coder-2').resolve()}" in out
+    # The fork edited a fresh copy of the project (its ledger's chain starts at the
+    # template's cart), and the parent's files and ledger are as its run left them.
+    assert_cart_fixed_once(where, "coder-2")
+    assert project_tests(where, "coder-2").returncode == 0
+    assert tree(workspace(where)) == parent_files
+    assert ledger(where) == parent_ledger
+    assert not set(ledger(where, "coder-2")) & set(parent_ledger)
+    again = run(where, *fork_args)
+    assert again.returncode == 0 and "already finished its task" in again.stdout, again.stdout
+    assert_at_rest_invariants(where)
