@@ -21,7 +21,8 @@ Configuration comes from the environment of the worker:
   ``FXD_TEST_CHILD_BARRIER=1``: its children meet at the researcher's barrier;
 - ``FXD_TEST_PARALLEL_TOOLS=0``: the agent runs the calls of a response one after the other;
 - ``FXD_TEST_CRASH_PLAN`` (``point[:tool],point[:tool],...``) with ``FXD_TEST_CRASH_LOG`` (the
-  worker's stderr, where :func:`fxdurable.core.crash.crash_point` writes "crash injected at"):
+  worker's stderr, where :func:`fxdurable.core.crash.crash_point` writes "crash injected at";
+  or the stderr of each worker of a pool, ``os.pathsep``-separated, counted together):
   the k-th job after k injected crashes runs with ``FXD_CRASH_AT`` set to the plan's k-th entry,
   and every job after the plan is spent runs without it. So the RQ parent that survives its
   SIGKILLed horse recovers the session itself, as it would in production, instead of crashing
@@ -54,9 +55,9 @@ def arm_crash_plan() -> None:
     plan = [p for p in os.environ.get("FXD_TEST_CRASH_PLAN", "").split(",") if p]
     if not plan:
         return
-    log = os.environ.get("FXD_TEST_CRASH_LOG")
-    text = Path(log).read_text(errors="replace") if log and Path(log).exists() else ""
-    done = text.count(CRASH_MARK)
+    # Several logs (os.pathsep-separated): a plan of a pool, each crash on whichever worker.
+    logs = [Path(p) for p in os.environ.get("FXD_TEST_CRASH_LOG", "").split(os.pathsep) if p]
+    done = sum(p.read_text(errors="replace").count(CRASH_MARK) for p in logs if p.exists())
     if done < len(plan):
         os.environ["FXD_CRASH_AT"] = plan[done]
     else:

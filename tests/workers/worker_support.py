@@ -268,6 +268,8 @@ class WorkerHarness:
         self.workers: list[WorkerProc] = []
         self.host = socket.gethostname()
         self._reader: Store | None = None  # see read()
+        self._agents: Callable[[], list[fx.Agent]] | None = None  # see use_agents()
+        self._agents_env: dict[str, str] = {}
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -282,6 +284,20 @@ class WorkerHarness:
     def worker_args(self, name: str) -> list[str]:
         """``fxdurable worker`` arguments of this kind of queue."""
         return []
+
+    def use_agents(
+        self,
+        source: Path,
+        agents: Callable[[], list[fx.Agent]],
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        """Serve the agents of ``source`` (a module with an ``agents()`` function, like
+        ``rq_story_agents.py``) instead of the story agent; ``agents`` builds the same ones
+        (same names) for the submitting process; ``env``: what every process started gets
+        (their configuration). Before any worker starts."""
+        shutil.copyfile(source, self.mods / f"{self.module}.py")
+        self._agents = agents
+        self._agents_env = dict(env or {})
 
     @property
     def agents_spec(self) -> str:
@@ -306,6 +322,7 @@ class WorkerHarness:
             FXD_TEST_WORLD=str(self.world_dir),
         )
         env.update(self.queue_env())
+        env.update(self._agents_env)
         for key, value in (extra or {}).items():
             if value is None:
                 env.pop(key, None)
@@ -395,7 +412,7 @@ class WorkerHarness:
     # -- submitting --------------------------------------------------------------------------
 
     def agents(self) -> list[fx.Agent]:
-        return [story_agent(self.world_dir)]
+        return self._agents() if self._agents is not None else [story_agent(self.world_dir)]
 
     def submit(
         self,
