@@ -1,4 +1,4 @@
-"""The ``fxdurable`` command: demo, serve, worker, scan, trace, check."""
+"""The ``fxdurable`` command: demo, serve, worker, scan, trace, check, workspace export."""
 
 from __future__ import annotations
 
@@ -117,6 +117,19 @@ def _parser() -> argparse.ArgumentParser:
         "--every", type=float, default=None, metavar="SECONDS", help="repeat until stopped"
     )
 
+    workspace = sub.add_parser("workspace", help="a session's stored workspace files")
+    workspace_sub = workspace.add_subparsers(dest="workspace_command", required=True)
+    export = workspace_sub.add_parser(
+        "export",
+        help="write a session's stored workspace (fxdurable.tools.stored) into a new or empty "
+        "directory",
+    )
+    export.add_argument("session", help="session id (a subagent's child: its root's files)")
+    export.add_argument("directory", help="where to write the files (created if missing)")
+    where = export.add_mutually_exclusive_group(required=True)
+    where.add_argument("--db", help="path of a SQLite store file")
+    where.add_argument("--store", help="store URL, e.g. redis://127.0.0.1:6379/0")
+
     serve = sub.add_parser("serve", help="serve the HTTP API (chat, reconnect, steer, abort)")
     serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default: local)")
     serve.add_argument("--port", type=int, default=8000)
@@ -169,6 +182,14 @@ def _open_existing(db: str | None, url: str | None) -> Store:
         url = f"sqlite:///{Path(db).resolve()}"
     assert url is not None
     return open_store(url, create=False)
+
+
+def _export_workspace(store: Store, session_id: str, directory: str) -> int:
+    from fxdurable.tools.workspace_export import export_workspace
+
+    paths = export_workspace(store, session_id, directory)
+    print(f"exported {len(paths)} file(s) of session {session_id} to {directory}")
+    return 0
 
 
 def _run_worker_command(args: argparse.Namespace) -> int:
@@ -297,6 +318,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from fxdurable.cli.trace import print_trace
 
                 return print_trace(store, args.session)
+            if args.command == "workspace":
+                return _export_workspace(store, args.session, args.directory)
             from fxdurable.cli.check import run_check
 
             return run_check(store, at_rest=args.at_rest)

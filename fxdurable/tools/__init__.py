@@ -9,6 +9,7 @@
 - :mod:`~fxdurable.tools.paths`: path confinement shared by every workspace;
 - :mod:`~fxdurable.tools.directory_workspace`: per-session directories under a root;
 - :mod:`~fxdurable.tools.stored_workspace`: sessions' files in the fxdurable store;
+  :mod:`~fxdurable.tools.workspace_export`: a session's stored files written to a directory;
 - :mod:`~fxdurable.tools.file_tools`, :mod:`~fxdurable.tools.shell`: the tools;
 - :mod:`~fxdurable.tools.toolsets`: the lists an agent adds.
 
@@ -39,6 +40,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what ru
     from fxdurable.tools.stored_workspace import StoredWorkspace, stored
     from fxdurable.tools.toolsets import read_only_tools, workspace_tools
     from fxdurable.tools.workspace import Files, Workspace, workspace_session
+    from fxdurable.tools.workspace_export import export_workspace
 
 __all__ = [
     "DirectoryWorkspace",
@@ -51,6 +53,7 @@ __all__ = [
     "confine",
     "directory",
     "edit_file_tool",
+    "export_workspace",
     "glob_files_tool",
     "grep_files_tool",
     "read_file_tool",
@@ -80,5 +83,6 @@ if not TYPE_CHECKING:
             "fxdurable.tools.stored_workspace": ("StoredWorkspace", "stored"),
             "fxdurable.tools.toolsets": ("read_only_tools", "workspace_tools"),
             "fxdurable.tools.workspace": ("Files", "Workspace", "workspace_session"),
+            "fxdurable.tools.workspace_export": ("export_workspace",),
         },
     )

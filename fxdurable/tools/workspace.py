@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from fxdurable.core.records import SessionRecord
-    from fxdurable.core.store import ReadView
+    from fxdurable.core.store import ReadView, Store
     from fxdurable.runtime.tools import ToolContext
 
-__all__ = ["ALREADY_APPLIED", "Change", "Files", "Workspace", "workspace_session"]
+__all__ = ["ALREADY_APPLIED", "Change", "Files", "Workspace", "root_session", "workspace_session"]
 
 ALREADY_APPLIED = " (already applied; not applied again)"
 
@@ -82,14 +82,18 @@ def workspace_session(ctx: ToolContext) -> str:
     child session (its ``parent_session`` set), where it is the root ancestor's, so an
     explore subagent sees its parent's files. Outside a runtime (``ctx.store`` None): the
     call's own session."""
-    store = ctx.store
-    if store is None:
+    if ctx.store is None:
         return ctx.session_id
-    key = (store.url, ctx.session_id)
+    return root_session(ctx.store, ctx.session_id)
+
+
+def root_session(store: Store, session_id: str) -> str:
+    """``session_id``'s root ancestor (following ``parent_session``), or itself: the session
+    whose files a subagent's child works on."""
+    key = (store.url, session_id)
     cached = _ROOTS.get(key)
     if cached is not None:
         return cached
-    session_id = ctx.session_id
     for _ in range(_MAX_DEPTH):
         record = store.read(partial(_get_session, session_id=session_id))
         if record is None or record.parent_session is None:

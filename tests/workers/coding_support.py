@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -141,25 +142,21 @@ class CodingRun:
         worker = next((w for w in self.h.workers if pid in (w.pid, *w.horses())), None)
         return (worker, commands[0]) if worker is not None and commands else None
 
-    def files(self) -> dict[str, bytes]:
-        """The session's workspace as the store (or the shared directory) holds it."""
+    def export(self, where: Path) -> dict[str, bytes]:
+        """Write the session's workspace into ``where`` (a new directory) and return its files:
+        a stored one through ``fxdurable workspace export``, as a user would; a directory
+        one copied from the workers' shared directory."""
         if self.workspace == STORED:
-            from fxdurable.backends import open_store
-
-            store = open_store(self.h.store_url)
-            try:
-                return fxt.stored().files_of(store, SESSION)
-            finally:
-                store.close()
-        where = fxt.directory(self.spec).session_dir(SESSION)
+            code, out, err = self.h.run_cli(
+                "workspace", "export", SESSION, str(where), "--store", self.h.store_url
+            )
+            assert code == 0, (code, out, err)
+        else:
+            shutil.copytree(fxt.directory(self.spec).session_dir(SESSION), where)
         return {p: (where / p).read_bytes() for p in regular_files(where)}
 
-    def project_tests_pass(self, where: Path) -> str:
-        """Write the workspace's files into ``where`` and run the project's tests there;
-        returns their output (they must pass)."""
-        for path, data in self.files().items():
-            (where / path).parent.mkdir(parents=True, exist_ok=True)
-            (where / path).write_bytes(data)
+    def project_tests(self, where: Path) -> str:
+        """The output of the project's tests, run in ``where`` (they must pass)."""
         done = subprocess.run(
             [sys.executable, "-m", "unittest", "-q"],
             cwd=where,
@@ -187,9 +184,10 @@ class CodingRun:
         assert len(children) == 1, children
         assert_invariants(world, [REQUEST, *children])
         assert_model_requests(world)
-        assert_fixed_once(world, self.files()[CART].decode())
-        output = self.project_tests_pass(where)
-        assert "OK" in output, output
+        files = self.export(where / "workspace")
+        assert_fixed_once(world, files[CART].decode())
+        output = self.project_tests(where / "workspace")
+        assert output.rstrip().endswith("OK") and "Ran 6 tests" in output, output
         code, out, err = h.run_cli("check", "--at-rest", "--store", h.store_url)
         assert code == 0, (code, out, err)
         return world

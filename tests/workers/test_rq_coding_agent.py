@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from coding_support import DIRECTORY, CodingRun, edit_recovered
+from coding_support import DIRECTORY, STORED, CodingRun, edit_recovered
 from crash_cases import REQUEST
 from rq_story_agents import CRASH_MARK
 from rq_support import RqHarness, WorkerProc, pid_alive, print_measure, wait_until
@@ -54,7 +54,7 @@ def restart(run: CodingRun) -> None:
 
 
 @pytest.mark.parametrize("store_url", ["redis"], indirect=True)
-@pytest.mark.parametrize("workspace", [DIRECTORY])
+@pytest.mark.parametrize("workspace", [STORED, DIRECTORY])
 def test_a_worker_killed_after_an_edit_ran(
     make_harness: Callable[..., RqHarness], tmp_path: Path, workspace: str
 ) -> None:
@@ -83,7 +83,7 @@ def test_a_worker_killed_after_an_edit_ran(
 
 
 @pytest.mark.parametrize("store_url", ["redis"], indirect=True)
-@pytest.mark.parametrize("workspace", [DIRECTORY])
+@pytest.mark.parametrize("workspace", [STORED])
 def test_a_worker_killed_while_shell_runs_the_tests(
     make_harness: Callable[..., RqHarness], tmp_path: Path, workspace: str
 ) -> None:
