@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -35,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import fxdurable as fx
 from examples.coding_agent.agent import PROJECT, coder, model_from_env
 from examples.coding_agent.policy import coding_policy
-from examples.coding_agent.task import CARRY_ON, TASK
+from examples.coding_agent.task import CARRY_ON, TASK, run_project_tests
 from fxdurable import tools as fxt
 from fxdurable.cli.follow import (
     Answerer,
@@ -314,13 +313,7 @@ def _project_tests(where: Path, style: Style) -> bool:
     if not where.is_dir():
         print(style.red("(no workspace yet: the agent never touched a file)"))
         return False
-    done = subprocess.run(
-        [sys.executable, "-m", "unittest", "-q"],
-        cwd=where,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_project_tests(where)
     summary = " ".join(ln for ln in done.stderr.strip().splitlines()[-3:] if ln.strip())
     if done.returncode == 0:
         print(style.green(f"Its tests, run by this script: {summary}"))

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 __all__ = [
     "CARRY_ON",
     "CART",
@@ -10,6 +14,7 @@ __all__ = [
     "TASK",
     "TESTS",
     "TEST_COMMAND",
+    "run_project_tests",
 ]
 
 # The project's test command; the runner puts its own interpreter first on PATH, so
@@ -29,3 +34,15 @@ CARRY_ON = "Carry on with the task from where you are."
 # A steering message the scripted policy understands (case-insensitively, on "empty cart").
 EMPTY_CART_STEER = "Also add one test for an empty cart."
 EMPTY_CART_TEST = "test_empty_cart_total_is_zero"
+
+
+def run_project_tests(where: Path) -> subprocess.CompletedProcess[str]:
+    """The project's tests, run in ``where`` by this interpreter, as a person checking the
+    agent's work would (unittest reports on stderr)."""
+    return subprocess.run(
+        [sys.executable, "-m", "unittest", "-q"],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        check=False,
+    )

@@ -12,7 +12,6 @@ import asyncio
 import dataclasses
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +27,7 @@ from worker_support import (
 )
 
 import fxdurable as fx
-from examples.coding_agent.task import CART, TASK
+from examples.coding_agent.task import CART, TASK, run_project_tests
 from fxdurable import tools as fxt
 from fxdurable.core.asking import waits_for_input
 from fxdurable.core.records import SubmissionRecord
@@ -157,13 +156,7 @@ class CodingRun:
 
     def project_tests(self, where: Path) -> str:
         """The output of the project's tests, run in ``where`` (they must pass)."""
-        done = subprocess.run(
-            [sys.executable, "-m", "unittest", "-q"],
-            cwd=where,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        done = run_project_tests(where)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stderr
 
