@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from coding_support import DIRECTORY, STORED, CodingRun, edit_recovered
+from coding_pool_support import DIRECTORY, STORED, CodingRun, edit_recovered
 from crash_cases import REQUEST
 from rq_story_agents import CRASH_MARK
 from rq_support import RqHarness, WorkerProc, pid_alive, print_measure, wait_until
