@@ -131,7 +131,10 @@ class CodingRun:
 
     def shell_running(self) -> tuple[WorkerProc, int] | None:
         """The worker whose process runs the coder's ``shell`` command now, and the pid of
-        the command's process; None until the command runs."""
+        the command's process; None until the command runs: the slow run's shim has taken
+        its marker (a kill before that would leave it to slow the next run down instead)."""
+        if self.marker.exists():
+            return None
         events = self.h.events(SESSION)
         if not any(e.type == "tool.started" and e.data.get("tool") == "shell" for e in events):
             return None
