@@ -46,6 +46,7 @@ from fxdurable.cli.follow import (
     unfinished,
 )
 from fxdurable.cli.render import Style
+from fxdurable.core.store import ReadView
 from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.models.base import Model
 
@@ -184,6 +185,7 @@ class _Run:
             settings=settings,
         ) as rt:
             rt.install_signal_handlers()
+            await self._say_others_resume(rt)
             if self.fork_from is not None:
                 await self._fork(rt, *self.fork_from)
             session = rt.session(self.session_id)
@@ -199,6 +201,29 @@ class _Run:
                 ],
             )
         return self._report(final, children)
+
+    async def _say_others_resume(self, rt: fx.Runtime) -> None:
+        """Other sessions in the store with unfinished turns (a crash left them) are resumed
+        by this process too, as by any worker on the store; say so, since only this run's
+        session is followed here."""
+
+        def others(view: ReadView) -> list[str]:
+            return [
+                s.id
+                for s in view.active_sessions()
+                if s.parent_session is None
+                and s.id != self.session_id
+                and view.unsettled_submissions(s.id)
+            ]
+
+        for other in await asyncio.to_thread(rt.journal.read, others):
+            print(
+                self.style.yellow(
+                    f"Session '{other}' has an unfinished turn too: this process resumes it "
+                    "as well, as any worker on this store would, up to its next permission "
+                    f"prompt or until this run ends. `--session {other}` follows it."
+                )
+            )
 
     async def _fork(self, rt: fx.Runtime, source: str, event: int) -> None:
         fork = await rt.fork(source, self.session_id, after=event)

@@ -106,25 +106,27 @@ def test_steered_from_another_process_it_also_adds_an_empty_cart_test(tmp_path: 
     assert_at_rest_invariants(where)
 
 
+def _after_reading_the_cart(view):  # type: ignore[no-untyped-def]
+    """The event after which the coder has read the cart and edited nothing yet."""
+    read = next(
+        t
+        for t in view.session_tool_tasks("coder")
+        if t.tool == "read_file" and '"shop/cart.py"' in t.arguments
+    )
+    return next(
+        e.seq
+        for e in view.events("coder")
+        if e.type == "tool.completed" and e.data.get("task") == read.id
+    )
+
+
 def test_a_fork_from_before_the_first_edit_fixes_its_own_copy(tmp_path: Path) -> None:
     where = tmp_path / ".fxd-coding"
     done = run(where, "--yes")
     assert done.returncode == 0, done.stdout + done.stderr
     parent_files, parent_ledger = tree(workspace(where)), ledger(where)
 
-    def after_reading_the_cart(view):  # type: ignore[no-untyped-def]
-        read = next(
-            t
-            for t in view.session_tool_tasks("coder")
-            if t.tool == "read_file" and '"shop/cart.py"' in t.arguments
-        )
-        return next(
-            e.seq
-            for e in view.events("coder")
-            if e.type == "tool.completed" and e.data.get("task") == read.id
-        )
-
-    point = read_db(where, after_reading_the_cart)
+    point = read_db(where, _after_reading_the_cart)
     fork_args = readme_args(3, "--fork-from")  # the README's command, and its event number
     assert fork_args == ["--session", "coder-2", "--fork-from", f"coder@{point}"]
     forked = run(where, *fork_args)
@@ -142,4 +144,29 @@ def test_a_fork_from_before_the_first_edit_fixes_its_own_copy(tmp_path: Path) ->
     assert not set(ledger(where, "coder-2")) & set(parent_ledger)
     again = run(where, *fork_args)
     assert again.returncode == 0 and "already finished its task" in again.stdout, again.stdout
+    assert_at_rest_invariants(where)
+
+
+def test_a_fork_of_a_crashed_run_and_the_run_itself_each_finish_in_their_own_files(
+    tmp_path: Path,
+) -> None:
+    """Forked while its source's turn is unfinished (killed with the first edit's intent
+    recorded): the fork's run resumes the source too, as any worker on the store would, and
+    says so; each session's edits land in its own workspace, once."""
+    where = tmp_path / ".fxd-coding"
+    crashed = run(where, "--crash-at", "tool.after-intent:edit_file")
+    assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
+    point = read_db(where, _after_reading_the_cart)
+    forked = run(where, "--session", "coder-2", "--fork-from", f"coder@{point}")
+    out = forked.stdout
+    assert forked.returncode == 0, out + forked.stderr
+    assert "Session 'coder' has an unfinished turn too: this process resumes it" in out
+    assert "Its tests, run by this script: Ran 6 tests" in out
+    assert_cart_fixed_once(where, "coder-2")
+    resumed = run(where)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "Recovering session 'coder'" in resumed.stdout
+    assert "has an unfinished turn too" not in resumed.stdout
+    assert_cart_fixed_once(where)
+    assert not set(ledger(where, "coder-2")) & set(ledger(where))
     assert_at_rest_invariants(where)
