@@ -135,6 +135,13 @@ async def _steer(
     rt = fx.Runtime([coder(workspace, fx.ScriptedModel(coding_policy))], store=_store_url(workdir))
     try:
         steering = await rt.session(session_id).steer(text)
+    except fx.SessionNotFoundError:
+        print(
+            f"error: no session '{session_id}' in {workdir / 'coding.db'} yet; start it by "
+            "running this script without --steer",
+            file=sys.stderr,
+        )
+        return 2
     finally:
         await rt.aclose()
     if steering.steered:

@@ -13,6 +13,7 @@ from coding_support import (
     UnittestGate,
     assert_at_rest_invariants,
     assert_cart_fixed_once,
+    audit,
     ledger,
     project_tests,
     read_db,
@@ -54,6 +55,7 @@ def test_killed_while_the_shell_runs_the_tests_the_rerun_runs_them_again(tmp_pat
     # PR_SET_PDEATHSIG: the kernel kills the shell's child with the worker.
     first.until("the killed worker's test run to end", lambda: _gone(pid) or None)
     assert "turn completed" not in first.output
+    audit(where)  # the store a SIGKILL left is consistent before anything recovers it
 
     done = run(where)
     out = done.stdout
@@ -80,11 +82,13 @@ def test_killed_while_the_shell_runs_the_tests_the_rerun_runs_them_again(tmp_pat
 
 def test_steered_from_another_process_it_also_adds_an_empty_cart_test(tmp_path: Path) -> None:
     where = tmp_path / ".fxd-coding"
+    steer_args = readme_args(2, "--steer")  # as the README has it, from another terminal
+    assert steer_args == ["--steer", EMPTY_CART_STEER]
+    early = run(where, *steer_args)
+    assert early.returncode == 2 and "no session 'coder'" in early.stderr, early.stderr
     gate = UnittestGate(tmp_path / "gate")
     working = Background(where, "--yes", **gate.env())
     gate.held(working)  # the agent is at work: its first test run is running
-    steer_args = readme_args(2, "--steer")  # as the README has it, from another terminal
-    assert steer_args == ["--steer", EMPTY_CART_STEER]
     steer = run(where, *steer_args)
     assert steer.returncode == 0, steer.stdout + steer.stderr
     assert "Steered session 'coder'" in steer.stdout

@@ -84,6 +84,7 @@ def test_killed_mid_edit_the_rerun_finishes_with_each_fix_applied_once(
         where, lambda v: [t for t in v.session_tool_tasks("coder") if t.tool == "edit_file"]
     )
     assert (edit.status, edit.runs) == ("running", 1)  # its intent, and no result
+    audit(where)  # the store a SIGKILL left is consistent before anything recovers it
     done = run(where)  # stdin is not a terminal: approved, and said so
     out = done.stdout
     assert done.returncode == 0, out + done.stderr
