@@ -51,6 +51,8 @@ from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.models.base import Model
 
 SESSION = "coder"
+# The tools that change the workspace's files.
+WRITE_TOOLS = ("edit_file", "write_file")
 # Real models' streams stay open after their last event; the scripted server's do too.
 HOLD_OPEN_S = 30.0
 SLOW_EVENT_S = 0.03  # --slow: a second or two per model reply
@@ -243,6 +245,34 @@ class _Run:
                     "recorded step, so fork from before the first edit."
                 )
             )
+        edits, first = await asyncio.to_thread(
+            rt.journal.read, lambda v: self._edits_before(v, source)
+        )
+        if edits:
+            print(
+                self.style.yellow(
+                    f"Warning: the fork's conversation holds {edits} file edit(s) that its "
+                    "fresh copy of the project does not have; the model will believe them "
+                    f"applied. --fork-from {source}@{first} is just before the first edit."
+                )
+            )
+
+    def _edits_before(self, view: ReadView, source: str) -> tuple[int, int]:
+        """How many file writes the fork copied, and the source's event just before its
+        first write started (the model's reply asking for it: forking there leaves the
+        call out)."""
+        copied = [
+            t
+            for t in view.session_tool_tasks(self.session_id)
+            if t.tool in WRITE_TOOLS and t.status == "completed"
+        ]
+        writes = {t.id for t in view.session_tool_tasks(source) if t.tool in WRITE_TOOLS}
+        started = (
+            e.seq
+            for e in view.events(source)
+            if e.type == "tool.started" and e.data.get("task") in writes
+        )
+        return len(copied), next(started, 1) - 1
 
     async def _targets(
         self, rt: fx.Runtime, session: fx.SessionHandle

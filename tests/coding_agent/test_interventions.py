@@ -124,6 +124,17 @@ def _after_reading_the_cart(view):  # type: ignore[no-untyped-def]
     )
 
 
+def _first_edit_events(view) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """The events where the coder's first edit started and where it completed."""
+    edit = next(t for t in view.session_tool_tasks("coder") if t.tool == "edit_file")
+    started, completed = (
+        e.seq
+        for e in view.events("coder")
+        if e.type in ("tool.started", "tool.completed") and e.data.get("task") == edit.id
+    )
+    return started, completed
+
+
 def test_a_fork_from_before_the_first_edit_fixes_its_own_copy(tmp_path: Path) -> None:
     where = tmp_path / ".fxd-coding"
     done = run(where, "--yes")
@@ -149,6 +160,18 @@ def test_a_fork_from_before_the_first_edit_fixes_its_own_copy(tmp_path: Path) ->
     again = run(where, *fork_args)
     assert again.returncode == 0 and "already finished its task" in again.stdout, again.stdout
     assert_at_rest_invariants(where)
+
+    # Forked after the first edit, the fork believes an edit its fresh copy lacks: run.py
+    # warns, naming the point just before that edit (here the model's reply asking for it).
+    edited = read_db(where, lambda v: _first_edit_events(v))
+    late = run(
+        where,
+        *("--session", "coder-3", "--fork-from", f"coder@{edited[1]}"),
+        *("--crash-at", "model.before-request"),  # the warning is all this run is for
+    )
+    assert late.returncode == -signal.SIGKILL, late.stdout + late.stderr
+    assert "the fork's conversation holds 1 file edit(s)" in late.stdout, late.stdout
+    assert f"--fork-from coder@{edited[0] - 1} is just before the first edit" in late.stdout
 
 
 def test_a_fork_of_a_crashed_run_and_the_run_itself_each_finish_in_their_own_files(
