@@ -53,9 +53,10 @@ pytestmark = [pytest.mark.crash]
 LEASE_TTL_S = 30.0
 
 
-def delivered_again(worker: WorkerProc, delivery: int) -> bool:
-    """The survivor handled (and deleted) the original wake on its ``delivery``-th receipt."""
-    pattern = rf"wake {SESSION} \(submitted\) done in [\d.]+s, delivery {delivery}\n"
+def delivered_again(worker: WorkerProc, delivery: int, reason: str = "submitted") -> bool:
+    """The survivor handled (and deleted) the original wake (sent for ``reason``) on its
+    ``delivery``-th receipt."""
+    pattern = rf"wake {SESSION} \({reason}\) done in [\d.]+s, delivery {delivery}\n"
     return re.search(pattern, worker.log()) is not None
 
 
