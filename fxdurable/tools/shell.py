@@ -8,9 +8,12 @@
 - its own process group (``start_new_session``), killed whole (SIGKILL) on timeout, on
   cancellation (an abort) and when the command exits, so nothing it started in the
   background outlives the call;
-- on Linux, ``PR_SET_PDEATHSIG=SIGKILL``: if the worker dies (SIGKILL), its direct child is
-  killed by the kernel. Grandchildren are not: they are left to the process group, which
-  nobody kills once the worker is gone;
+- on Linux, a supervisor between the worker and the shell (a few lines of Python,
+  :data:`_SUPERVISOR`), told by the kernel when the worker dies (``PR_SET_PDEATHSIG``, even by
+  SIGKILL), which then kills the command's whole process group: the shell and whatever it
+  started (a test runner's workers, a pipeline, ``cd x && make``'s children). Without it only
+  the shell itself would die with the worker, and the rest would go on changing a directory
+  workspace under the turn that recovers it;
 - its output (stdout and stderr together) reported as progress while it runs, and returned
   tail-capped at ``output_limit`` characters.
 
@@ -76,9 +79,35 @@ def scrubbed_env(environ: Mapping[str, str], home: Path) -> dict[str, str]:
     return env
 
 
-def _die_with_parent() -> Callable[[], None] | None:
-    """A preexec function asking Linux to SIGKILL the child when its parent dies (the
-    thread that forked it: the event loop's, which lives as long as the runtime)."""
+# The command's supervisor (Linux): ``python -c _SUPERVISOR SHELL -c COMMAND``, the leader of
+# the command's process group. The kernel sends it SIGTERM when the worker dies
+# (PR_SET_PDEATHSIG, armed by _tell_when_parent_dies); it kills the whole group then. Otherwise
+# it runs the shell (signals the way a shell expects them: SIGPIPE and SIGXFSZ at their
+# defaults, which Python changes), waits for it, and exits as it did, a signal re-raised.
+_SUPERVISOR = """\
+import os, signal, sys
+signal.signal(signal.SIGTERM, lambda *_: os.killpg(0, signal.SIGKILL))
+pid = os.fork()
+if pid == 0:
+    for sig in (signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
+    try:
+        os.execv(sys.argv[1], sys.argv[1:])
+    finally:
+        os._exit(127)
+code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+if code < 0:
+    if -code != signal.SIGKILL:
+        signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code)
+"""
+
+
+def _tell_when_parent_dies() -> Callable[[], None] | None:
+    """A preexec function asking Linux to SIGTERM the child (the supervisor) when its parent
+    dies (the thread that forked it: the event loop's, which lives as long as the runtime);
+    None elsewhere (no supervisor then: the shell is the direct child)."""
     if not sys.platform.startswith("linux"):
         return None
     import ctypes
@@ -88,7 +117,7 @@ def _die_with_parent() -> Callable[[], None] | None:
     pr_set_pdeathsig = 1
 
     def preexec() -> None:
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
         if os.getppid() != parent:  # the parent died before the request took effect
             os._exit(137)
 
@@ -133,17 +162,19 @@ async def run_command(
     """Run ``command`` in ``cwd`` (see the module's docstring) and return ``"exit code:
     N\\n"`` plus its output, or a timed-out / cancelled note plus the output so far."""
     shell = shutil.which("bash") or "/bin/sh"
+    preexec = _tell_when_parent_dies()
+    argv = [shell, "-c", command]
+    if preexec is not None:  # -I -S: the supervisor imports nothing from the environment
+        argv = [sys.executable, "-I", "-S", "-c", _SUPERVISOR, *argv]
     proc = await asyncio.create_subprocess_exec(
-        shell,
-        "-c",
-        command,
+        *argv,
         cwd=cwd,
         env=scrubbed_env(os.environ, cwd),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=_die_with_parent(),
+        preexec_fn=preexec,
     )
     tail = _Tail(output_limit)
     reader = asyncio.ensure_future(_pump(proc, tail, ctx))

@@ -1,6 +1,7 @@
 """The shell tool in real processes: exit codes, the output cap, the timeout that kills the
 whole process group, a scrubbed environment with HOME and cwd at the workspace, progress as
-output arrives, and a SIGKILLed worker whose shell child dies with it (PR_SET_PDEATHSIG)."""
+output arrives, and a SIGKILLed worker whose command dies with it, whatever it started
+(PR_SET_PDEATHSIG and a supervisor)."""
 
 from __future__ import annotations
 
@@ -106,16 +107,25 @@ from fxdurable.runtime.tools import ToolContext
 ws = fxt.directory(sys.argv[1])
 tool = fxt.shell_tool(ws)
 ctx = ToolContext(execution_id="x1", session_id="s1", tool_name="shell", attempt=1)
-command = "echo $$ > child.pid; exec sleep 100"
-asyncio.run(tool.run(tool.input_model(command=command), ctx))
+asyncio.run(tool.run(tool.input_model(command=sys.argv[2]), ctx))
 """
 
 
-def test_a_sigkilled_worker_leaves_no_shell_child_running(tmp_path):
-    """PR_SET_PDEATHSIG: the kernel kills the shell's direct child when the worker dies."""
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param("echo $$ > child.pid; exec sleep 100", id="the-shell-itself"),
+        # What a test runner's wrapper script, a pipeline or `cd x && make` leaves: processes
+        # the command's shell started, which PR_SET_PDEATHSIG alone does not reach.
+        pytest.param("sleep 100 & echo $! > child.pid; wait", id="a-process-it-started"),
+    ],
+)
+def test_a_sigkilled_worker_leaves_nothing_of_its_command_running(tmp_path, command):
+    """The kernel tells the command's supervisor (the shell's direct child) when the worker
+    dies (PR_SET_PDEATHSIG), and it kills the command's whole process group."""
     script = tmp_path / "worker.py"
     script.write_text(textwrap.dedent(WORKER))
-    worker = subprocess.Popen([sys.executable, str(script), str(tmp_path / "ws")])
+    worker = subprocess.Popen([sys.executable, str(script), str(tmp_path / "ws"), command])
     pidfile = tmp_path / "ws" / "s1" / "child.pid"
     try:
         wait_until(lambda: len(pids_in(pidfile)) == 1, "the shell started")

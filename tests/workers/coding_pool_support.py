@@ -70,15 +70,15 @@ class CodingRun:
         self.spec = workspace if workspace == STORED else str(h.root / "workspaces")
         # ``python3`` in the agent's shell: this interpreter, through a shim that only sleeps
         # on the run after slow_next_test_run(). (The shell keeps PATH; it drops FXD_*.) The
-        # sleep is exec'd, so it is the process the shell started, which the shell tool has
-        # die with the worker (PR_SET_PDEATHSIG).
+        # sleep is the shim's child, as a test runner's workers are its children: not a
+        # process the shell tool started itself.
         bin_dir = h.root / "bin"
         bin_dir.mkdir()
         self.marker = h.root / "slow-next-test-run"
         shim = bin_dir / "python3"
         shim.write_text(
             "#!/bin/sh\n"
-            f'if rm "{self.marker}" 2>/dev/null; then exec sleep {SLOW_RUN_S}; fi\n'
+            f'if rm "{self.marker}" 2>/dev/null; then sleep {SLOW_RUN_S}; exit 1; fi\n'
             f'exec "{sys.executable}" "$@"\n'
         )
         shim.chmod(0o755)
@@ -136,9 +136,9 @@ class CodingRun:
             raise AssertionError(f"{exc}\n{self.h.diagnostics()}") from None
 
     def shell_running(self) -> tuple[WorkerProc, int] | None:
-        """The worker whose process runs the coder's ``shell`` command now, and the pid of
-        the command's process; None until the command runs: the slow run's shim has taken
-        its marker (a kill before that would leave it to slow the next run down instead)."""
+        """The worker whose process runs the coder's ``shell`` command now, and the command's
+        process group; None until the command runs: the slow run's shim has taken its marker
+        (a kill before that would leave it to slow the next run down instead)."""
         if self.marker.exists():
             return None
         events = self.h.events(SESSION)

@@ -26,7 +26,8 @@ import pytest
 from coding_pool_support import DIRECTORY, STORED, CodingRun, edit_recovered
 from crash_cases import REQUEST
 from rq_story_agents import CRASH_MARK
-from rq_support import RqHarness, WorkerProc, pid_alive, print_measure, wait_until
+from rq_support import RqHarness, WorkerProc, print_measure, wait_until
+from worker_support import process_group_alive
 
 pytestmark = [pytest.mark.redis, pytest.mark.crash]
 
@@ -95,10 +96,11 @@ def test_a_worker_killed_while_shell_runs_the_tests(
     run.submit()
     running = run.drive(until=run.shell_running)
     assert isinstance(running, tuple)
-    worker, command = running
+    worker, group = running
     worker.kill()
     killed_at = time.time()
-    wait_until(lambda: not pid_alive(command), 10, "the test run to die with its worker")
+    # All of it: what the shell started too (the shell tool's supervisor kills the group).
+    wait_until(lambda: not process_group_alive(group), 10, "the test run to die with its worker")
     restart(run)
     run.drive()
     print_measure(

@@ -149,6 +149,16 @@ def child_pids(parent: int) -> list[int]:
     return found
 
 
+def process_group_alive(pgid: int) -> bool:
+    """Whether any live process of this host is in process group ``pgid`` (field 3 of
+    /proc/<pid>/stat after the command name)."""
+    for entry in os.listdir("/proc"):
+        fields = _stat_fields(int(entry)) if entry.isdigit() else None
+        if fields is not None and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
 @dataclass
 class WorkerProc:
     """One ``fxdurable worker`` process (an RQ parent, or an SQS worker) and its log files."""
