@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 from coding_support import (
@@ -30,6 +31,10 @@ def _shell_tasks(where: Path) -> list:  # type: ignore[type-arg]
     return read_db(where, lambda v: [t for t in v.session_tool_tasks("coder") if t.tool == "shell"])
 
 
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def _gone(pid: int) -> bool:
     """Whether ``pid`` has exited (a zombie waiting for its new parent to reap it counts)."""
     try:
@@ -44,16 +49,19 @@ def test_killed_while_the_shell_runs_the_tests_the_rerun_runs_them_again(tmp_pat
     gate = UnittestGate(tmp_path / "gate")
     first = Background(where, "--yes", **gate.env())
     pid, ppid = gate.held(first)
-    # The shell's direct child is the test run (bash execs a lone command), and the session
-    # shows its shell call running.
-    assert ppid == first.pid
+    # The test run (bash execs a lone command) is the child of the shell tool's supervisor,
+    # the worker's own child; and the session shows its shell call running.
+    assert _parent(ppid) == first.pid
     assert b"unittest" in Path(f"/proc/{pid}/cmdline").read_bytes()
     (shell,) = _shell_tasks(where)
     assert shell.status == "running", first.output
     os.kill(first.pid, signal.SIGKILL)
     assert first.wait() == -signal.SIGKILL
-    # PR_SET_PDEATHSIG: the kernel kills the shell's child with the worker.
-    first.until("the killed worker's test run to end", lambda: _gone(pid) or None)
+    # PR_SET_PDEATHSIG: the kernel tells the supervisor, which kills the command's group.
+    deadline = time.monotonic() + 10
+    while not _gone(pid):
+        assert time.monotonic() < deadline, "the killed worker's test run is still running"
+        time.sleep(0.01)
     assert "turn completed" not in first.output
     audit(where)  # the store a SIGKILL left is consistent before anything recovers it
 
