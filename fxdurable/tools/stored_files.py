@@ -8,7 +8,6 @@ import hashlib
 import os
 import shutil
 import stat
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +17,7 @@ from fxdurable.core.codec import dumps
 from fxdurable.core.session_state import MAX_STATE_BYTES
 from fxdurable.errors import PathRefusedError, WorkspaceError
 from fxdurable.tools.paths import RESERVED, confine
+from fxdurable.tools.scratch import make_scratch
 from fxdurable.tools.workspace import ChangeFn
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ class StoredFiles:
         from fxdurable.tools.shell import run_command
 
         files = self.files()
-        scratch = Path(tempfile.mkdtemp(prefix="fxd-ws-"))
+        scratch = await asyncio.to_thread(make_scratch)  # named after this process
         try:
             await asyncio.to_thread(self._materialise, scratch, files)
             output = await run_command(

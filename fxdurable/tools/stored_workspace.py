@@ -22,7 +22,8 @@ with the root's own calls).
 there, and writes back what it changed (new and changed regular files, deleted files) as that
 one call's state writes; symlinks, special files and names no workspace holds are not written
 back, and the result says so. File modes are not kept: every file is materialised ``0644``
-(run scripts with ``bash script.sh``).
+(run scripts with ``bash script.sh``). A scratch directory a killed process left behind is
+removed by the next ``shell`` of a stored workspace on that host (:mod:`fxdurable.tools.scratch`).
 
 Limits: each changed path costs its key and a 64-digit digest in the session state, bounded
 by ``MAX_STATE_BYTES`` (64 KB): about 500 changed files with 50-character paths. A write past

@@ -74,6 +74,9 @@ class CodingRun:
         # process the shell tool started itself.
         bin_dir = h.root / "bin"
         bin_dir.mkdir()
+        # The workers' TMPDIR, where a stored workspace's shell makes its scratch directories.
+        self.tmp = h.root / "tmp"
+        self.tmp.mkdir()
         self.marker = h.root / "slow-next-test-run"
         shim = bin_dir / "python3"
         shim.write_text(
@@ -86,7 +89,7 @@ class CodingRun:
         h.use_agents(
             HERE / "coding_agents.py",
             lambda: coding_agents(h.world_dir, self.spec),
-            env={"FXD_TEST_CODING_WORKSPACE": self.spec, "PATH": path},
+            env={"FXD_TEST_CODING_WORKSPACE": self.spec, "PATH": path, "TMPDIR": str(self.tmp)},
         )
         self.sub_id = ""
         self.answered = 0
@@ -192,6 +195,8 @@ class CodingRun:
         assert output.rstrip().endswith("OK") and "Ran 6 tests" in output, output
         code, out, err = h.run_cli("check", "--at-rest", "--store", h.store_url)
         assert code == 0, (code, out, err)
+        # Every shell removed its scratch copy, or the next one did for a killed worker.
+        assert not list(self.tmp.glob("fxd-ws-*")), list(self.tmp.iterdir())
         return world
 
 
