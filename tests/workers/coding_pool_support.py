@@ -24,6 +24,8 @@ from worker_support import (
     WorkerProc,
     child_pids,
     parse_worker_pid,
+    process_group_alive,
+    wait_until,
 )
 
 import fxdurable as fx
@@ -152,6 +154,32 @@ class CodingRun:
         commands = child_pids(pid)
         worker = next((w for w in self.h.workers if pid in (w.pid, *w.horses())), None)
         return (worker, commands[0]) if worker is not None and commands else None
+
+    def kill_while_shell_runs(self) -> WorkerProc:
+        """Once the coder's ``shell`` runs the (slow) tests, SIGKILL the worker running it,
+        whole (an RQ worker's horse and parent); the command dies too, with everything it
+        started (the shell tool's supervisor kills its process group). Returns the worker."""
+        running = self.drive(until=self.shell_running)
+        assert isinstance(running, tuple)
+        worker, group = running
+        worker.kill()
+        wait_until(lambda: not process_group_alive(group), 10, "the test run to die")
+        return worker
+
+    def check_shell_recovered(self, world: World) -> None:
+        """After :meth:`kill_while_shell_runs`: the unsafe call was recorded
+        ``outcome_unknown``, never re-run; the repeat the model asked for at once was refused
+        as blind (never asked about); it asked again, deliberately, was asked, and the tests
+        ran, failing then passing."""
+        assert world.submission(REQUEST).interruptions == 1
+        shells = [(t.status, t.runs) for t in world.tasks_of("shell", REQUEST)]
+        assert shells == [
+            ("outcome_unknown", 1),
+            ("refused", 0),
+            ("completed", 1),
+            ("completed", 1),
+        ]
+        assert self.answered == 3  # the killed test run, its deliberate repeat, the final run
 
     def export(self, where: Path) -> dict[str, bytes]:
         """Write the session's workspace into ``where`` (a new directory) and return its files:

@@ -31,6 +31,7 @@ class SqsHarness(WorkerHarness):
     """A worker harness on an SQS queue of its own on the moto server at ``endpoint_url``."""
 
     ready_mark = "listening on SQS queue"
+    forks_horses = False
 
     def __init__(
         self,

@@ -26,8 +26,7 @@ import pytest
 from coding_pool_support import DIRECTORY, STORED, CodingRun, edit_recovered
 from crash_cases import REQUEST
 from rq_story_agents import CRASH_MARK
-from rq_support import RqHarness, WorkerProc, print_measure, wait_until
-from worker_support import process_group_alive
+from rq_support import RqHarness, WorkerProc, print_measure
 
 pytestmark = [pytest.mark.redis, pytest.mark.crash]
 
@@ -94,22 +93,11 @@ def test_a_worker_killed_while_shell_runs_the_tests(
     run = start_pool(make_harness, workspace)
     run.slow_next_test_run()
     run.submit()
-    running = run.drive(until=run.shell_running)
-    assert isinstance(running, tuple)
-    worker, group = running
-    worker.kill()
+    run.kill_while_shell_runs()
     killed_at = time.time()
-    # All of it: what the shell started too (the shell tool's supervisor kills the group).
-    wait_until(lambda: not process_group_alive(group), 10, "the test run to die with its worker")
     restart(run)
     run.drive()
     print_measure(
         "coding turn recovered by the pool (killed mid-shell)", run.settled_at() - killed_at
     )
-    world = run.check(tmp_path)
-    assert world.submission(REQUEST).interruptions == 1
-    # The repeat the model asked for at once was refused as blind (never asked about); it
-    # asked again, deliberately, was asked about, and the tests ran.
-    shells = [(t.status, t.runs) for t in world.tasks_of("shell", REQUEST)]
-    assert shells == [("outcome_unknown", 1), ("refused", 0), ("completed", 1), ("completed", 1)]
-    assert run.answered == 3  # the killed test run, its deliberate repeat, the final run
+    run.check_shell_recovered(run.check(tmp_path))

@@ -52,3 +52,22 @@ def test_a_worker_killed_after_an_edit_ran(
     # The wake of the answer the dead worker was running was delivered again and handled.
     assert delivered_again(survivor, 2, reason="answer")
     assert world.attempt_pids(REQUEST)[-1] == survivor.pid
+
+
+def test_a_worker_killed_while_shell_runs_the_tests(
+    make_sqs_harness: Callable[..., SqsHarness], tmp_path: Path
+) -> None:
+    """SIGKILL from outside while the worker's ``shell`` runs the tests: the command dies with
+    it; a worker started in its place gets the answer's wake again and finishes the turn."""
+    run = CodingRun(make_sqs_harness(lease_ttl_s=LEASE_TTL_S))
+    h = run.h
+    first = h.start_worker(scan_interval_s=0)
+    run.slow_next_test_run()
+    run.submit()
+    assert run.kill_while_shell_runs() is first
+    killed_at = time.time()
+    survivor = h.start_worker(scan_interval_s=0)
+    run.drive()
+    print_measure("SQS coding turn recovered after a kill mid-shell", run.settled_at() - killed_at)
+    run.check_shell_recovered(run.check(tmp_path))
+    assert delivered_again(survivor, 2, reason="answer")

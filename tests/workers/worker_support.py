@@ -169,6 +169,10 @@ class WorkerProc:
     err: Path
     ready_mark: str = "*** Listening on"  # what the worker logs once it takes wakes
     horses_seen: set[tuple[int, int]] = field(default_factory=set)  # proc_identity()s
+    # An RQ worker forks a horse per job; an SQS worker runs its wakes itself, so a child of
+    # it is no horse (a shell tool's command: killing it with the worker would hide whether
+    # the worker's death takes it down).
+    forks_horses: bool = True
 
     @property
     def pid(self) -> int:
@@ -184,7 +188,7 @@ class WorkerProc:
 
     def horses(self) -> list[int]:
         """The live work horse(s): RQ forks one per job (an SQS worker has none)."""
-        pids = child_pids(self.pid) if self.alive() else []
+        pids = child_pids(self.pid) if self.forks_horses and self.alive() else []
         self.horses_seen.update(i for i in map(proc_identity, pids) if i is not None)
         return pids
 
@@ -251,6 +255,7 @@ class WorkerHarness:
     :meth:`queue_env`)."""
 
     ready_mark = ""
+    forks_horses = True  # see WorkerProc
 
     def __init__(
         self,
@@ -377,7 +382,9 @@ class WorkerHarness:
                 stderr=err_f,
                 start_new_session=True,
             )
-        worker = WorkerProc(name, proc, out, err, ready_mark=self.ready_mark)
+        worker = WorkerProc(
+            name, proc, out, err, ready_mark=self.ready_mark, forks_horses=self.forks_horses
+        )
         self.workers.append(worker)
         if ready:
             worker.wait_ready()
