@@ -55,6 +55,9 @@ SESSION = "coder"
 WRITE_TOOLS = ("edit_file", "write_file")
 # Real models' streams stay open after their last event; the scripted server's do too.
 HOLD_OPEN_S = 30.0
+# Ctrl-C / SIGTERM: how long a running step (a shell command) may take to finish before the
+# runtime cancels it (killing the command's process group) and the script exits.
+SHUTDOWN_GRACE_S = 10.0
 SLOW_EVENT_S = 0.03  # --slow: a second or two per model reply
 
 
@@ -192,6 +195,7 @@ class _Run:
             store=_store_url(self.workdir),
             queue="local",
             settings=settings,
+            shutdown_grace_s=SHUTDOWN_GRACE_S,
         ) as rt:
             rt.install_signal_handlers()
             await self._say_others_resume(rt)
@@ -312,8 +316,9 @@ class _Run:
         if final is None:
             print(
                 style.yellow(
-                    "\nStopped at a step boundary; nothing is lost. Run it again to continue "
-                    "the turn."
+                    "\nStopped at a step boundary (or, for a step still running after the "
+                    f"{SHUTDOWN_GRACE_S:g} s shutdown grace, by cancelling it: its outcome is then "
+                    "unknown); nothing recorded is lost. Run it again to continue the turn."
                 )
             )
             return 3

@@ -89,12 +89,15 @@ async def follow(
     answer: Answerer | None = None,
 ) -> list[Submission] | None:
     """Print the session's events as workers record them, until every target settles
-    (or None when a SIGINT/SIGTERM stopped the runtime first). A target that waits for a
+    (or None when a SIGINT/SIGTERM stopped the runtime first: once every session in flight
+    reached a step boundary, or the runtime's shutdown grace ran out). A target that waits for a
     person's answer gets ``answer``'s, once its events so far are printed; without
     ``answer`` it waits for someone else to answer (``session.answer``)."""
     ids = {t.id for t in targets}
     while True:
-        stopped = rt.stopped
+        # A step that runs on past the shutdown grace (a long shell command) is the runtime's
+        # to cancel as it closes; waiting here for its boundary would hang the process.
+        stopped = rt.stopped or rt.shutdown_grace_left_s == 0.0
         records = [await session.submission(t.id) for t in targets]
         for event in await session.events(after=cursor):
             cursor = event.seq

@@ -14,6 +14,7 @@ import logging
 import os
 import random
 import signal
+import time
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Literal
@@ -104,6 +105,7 @@ class Runtime:
         self._budgets: set[InvocationBudget] = set()
         self._in_flight: set[asyncio.Task[None]] = set()
         self._stopping = False
+        self._stop_requested_at: float | None = None  # time.monotonic() of the first request
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -140,7 +142,29 @@ class Runtime:
         """A stop was requested and every session in flight has reached a boundary."""
         return self._stopping and not self._in_flight
 
+    @property
+    def stop_requested(self) -> bool:
+        """A stop was requested (a signal, :meth:`request_stop`, :meth:`aclose`); sessions
+        in flight may still be finishing their step, for up to :attr:`shutdown_grace_s`."""
+        return self._stopping
+
+    @property
+    def shutdown_grace_s(self) -> float:
+        """How long after a stop request sessions in flight may take to reach a step
+        boundary; then :meth:`aclose` cancels them (recovery takes over from their leases)."""
+        return self._grace_s
+
+    @property
+    def shutdown_grace_left_s(self) -> float | None:
+        """What is left of the shutdown grace (0 once spent), counted from the first stop
+        request; None while no stop was requested."""
+        if self._stop_requested_at is None:
+            return None
+        return max(0.0, self._grace_s - (time.monotonic() - self._stop_requested_at))
+
     def request_stop(self, reason: str = "shutdown") -> None:
+        if self._stop_requested_at is None:
+            self._stop_requested_at = time.monotonic()
         self._stopping = True
         for budget in list(self._budgets):
             budget.request_stop(reason)
@@ -149,7 +173,10 @@ class Runtime:
         """Stop at step boundaries (within the grace period), then close the store."""
         self.request_stop()
         if self._in_flight:
-            _done, pending = await asyncio.wait(self._in_flight, timeout=self._grace_s)
+            # The grace counts from the first stop request: a SIGTERM a follower waited on
+            # (fxdurable.cli.follow) has used it already, and is not granted it twice.
+            left = self.shutdown_grace_left_s
+            _done, pending = await asyncio.wait(self._in_flight, timeout=left)
             for task in pending:  # could not reach a boundary: its lease expires instead
                 task.cancel()
         for task in self._tasks:

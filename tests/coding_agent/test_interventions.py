@@ -9,6 +9,7 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
 from coding_support import (
     Background,
     UnittestGate,
@@ -44,7 +45,21 @@ def _gone(pid: int) -> bool:
     return state in ("Z", "X")
 
 
-def test_killed_while_the_shell_runs_the_tests_the_rerun_runs_them_again(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("sig", "exit_code"),
+    [
+        # The worker dies on the spot; the kernel tells the shell tool's supervisor
+        # (PR_SET_PDEATHSIG), which kills the command's process group.
+        (signal.SIGKILL, -signal.SIGKILL),
+        # A graceful stop: the shell runs on past the shutdown grace (10 s), so the runtime
+        # cancels it as it closes, killing its process group; run.py says it stopped.
+        (signal.SIGTERM, 3),
+    ],
+    ids=["SIGKILL", "SIGTERM"],
+)
+def test_stopped_while_the_shell_runs_the_tests_the_rerun_runs_them_again(
+    tmp_path: Path, sig: signal.Signals, exit_code: int
+) -> None:
     where = tmp_path / ".fxd-coding"
     gate = UnittestGate(tmp_path / "gate")
     first = Background(where, "--yes", **gate.env())
@@ -55,15 +70,18 @@ def test_killed_while_the_shell_runs_the_tests_the_rerun_runs_them_again(tmp_pat
     assert b"unittest" in Path(f"/proc/{pid}/cmdline").read_bytes()
     (shell,) = _shell_tasks(where)
     assert shell.status == "running", first.output
-    os.kill(first.pid, signal.SIGKILL)
-    assert first.wait() == -signal.SIGKILL
-    # PR_SET_PDEATHSIG: the kernel tells the supervisor, which kills the command's group.
+    os.kill(first.pid, sig)
+    assert first.wait() == exit_code, first.output
+    # SIGKILL: PR_SET_PDEATHSIG tells the shell tool's supervisor, which kills the command's
+    # group; SIGTERM: the runtime cancels the call after the grace, killing the group.
     deadline = time.monotonic() + 10
     while not _gone(pid):
-        assert time.monotonic() < deadline, "the killed worker's test run is still running"
+        assert time.monotonic() < deadline, "the stopped worker's test run is still running"
         time.sleep(0.01)
     assert "turn completed" not in first.output
-    audit(where)  # the store a SIGKILL left is consistent before anything recovers it
+    if sig == signal.SIGTERM:
+        assert "Stopped at a step boundary (or, for a step still running" in first.output
+    audit(where)  # the store the stop left is consistent before anything recovers it
 
     done = run(where)
     out = done.stdout
