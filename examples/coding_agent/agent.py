@@ -146,11 +146,18 @@ def model_from_env() -> tuple[Model, str] | None:
     return None
 
 
-def agents() -> list[fx.Agent]:
-    """For workers: the coder on ``$FXD_CODING_DIR/workspace`` (default ``.fxd-coding``),
-    with the environment's model, else the scripted policy in process."""
-    workdir = Path(os.environ.get("FXD_CODING_DIR", ".fxd-coding"))
-    workspace = fxt.directory(workdir / "workspace", template=PROJECT)
-    chosen = model_from_env()
-    model = chosen[0] if chosen else fx.ScriptedModel(coding_policy, name="scripted/coder")
+def agents(model: Model | None = None) -> list[fx.Agent]:
+    """For workers: the coder on ``$FXD_CODING_DIR/workspace`` (default ``.fxd-coding``), or,
+    with ``FXD_CODING_WORKSPACE=stored``, on files kept in the store (any worker of a pool, on
+    any host, carries a turn on with the same files); with ``model`` if given, else the
+    environment's model, else the scripted policy in process."""
+    workspace: Workspace
+    if os.environ.get("FXD_CODING_WORKSPACE") == "stored":
+        workspace = fxt.stored(PROJECT)
+    else:
+        workdir = Path(os.environ.get("FXD_CODING_DIR", ".fxd-coding"))
+        workspace = fxt.directory(workdir / "workspace", template=PROJECT)
+    if model is None:
+        chosen = model_from_env()
+        model = chosen[0] if chosen else fx.ScriptedModel(coding_policy, name="scripted/coder")
     return [coder(workspace, model)]

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from coding_agents import STORED, coding_agents
+from coding_agents import coding_agents
 from crash_cases import REQUEST, SESSION
 from worker_support import (
     HERE,
@@ -46,6 +46,7 @@ __all__ = [
 ]
 
 DIRECTORY = "directory"
+STORED = "stored"
 # How often the test reads the submission while it drives the turn. DynamoDB's moto serves
 # one request at a time, workers' included: polling it every 50 ms made the SQS test's turn
 # take 29 s instead of 17 s.
@@ -62,14 +63,19 @@ SLOW_RUN_S = 30
 
 
 class CodingRun:
-    """The coding agent served by ``h``'s workers on ``workspace`` (``stored``, or
-    ``directory``: a directory workspace under the harness's root, shared by its workers, as
-    workers on one host can), and the one coding task submitted to them."""
+    """The coding agent served by ``h``'s workers on ``workspace`` (``stored``:
+    ``FXD_CODING_WORKSPACE=stored``; or ``directory``: the example's directory workspace under
+    ``FXD_CODING_DIR`` in the harness's root, shared by its workers, as workers on one host
+    can), and the one coding task submitted to them."""
 
     def __init__(self, h: WorkerHarness, workspace: str = STORED) -> None:
         self.h = h
         self.workspace = workspace
-        self.spec = workspace if workspace == STORED else str(h.root / "workspaces")
+        if workspace == STORED:
+            chosen = {"FXD_CODING_WORKSPACE": STORED}
+        else:  # the example's directory workspace: FXD_CODING_DIR/workspace
+            chosen = {"FXD_CODING_DIR": str(h.root / "coding")}
+            self.root = h.root / "coding" / "workspace"
         # ``python3`` in the agent's shell: this interpreter, through a shim that only sleeps
         # on the run after slow_next_test_run(). (The shell keeps PATH; it drops FXD_*.) The
         # sleep is the shim's child, as a test runner's workers are its children: not a
@@ -90,8 +96,8 @@ class CodingRun:
         path = os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])
         h.use_agents(
             HERE / "coding_agents.py",
-            lambda: coding_agents(h.world_dir, self.spec),
-            env={"FXD_TEST_CODING_WORKSPACE": self.spec, "PATH": path, "TMPDIR": str(self.tmp)},
+            lambda: coding_agents(h.world_dir),
+            env={**chosen, "PATH": path, "TMPDIR": str(self.tmp)},
         )
         self.sub_id = ""
         self.answered = 0
@@ -191,7 +197,7 @@ class CodingRun:
             )
             assert code == 0, (code, out, err)
         else:
-            shutil.copytree(fxt.directory(self.spec).session_dir(SESSION), where)
+            shutil.copytree(fxt.directory(self.root).session_dir(SESSION), where)
         return {p: (where / p).read_bytes() for p in regular_files(where)}
 
     def project_tests(self, where: Path) -> str:
