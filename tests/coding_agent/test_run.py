@@ -164,10 +164,32 @@ def _checkout(tmp_path: Path) -> Path:
     return repo
 
 
+def _scoped_pgrep(repo: Path) -> Path:
+    """A directory holding a ``pgrep`` that answers the real one's pids narrowed to processes
+    working in ``repo``: the README's ``kill -9 $(pgrep -f coding_agent/run.py)``, run
+    verbatim, must not kill the run.py of a test running beside this one (pytest -n) or
+    anyone else's on the machine; it did, as an unexplained SIGKILL of other tests' runs."""
+    real = shutil.which("pgrep")
+    assert real, "the README's kill line needs pgrep"
+    where = repo / ".scoped-bin"
+    where.mkdir()
+    top = os.path.realpath(repo)
+    (where / "pgrep").write_text(
+        "#!/bin/sh\n"
+        f'for pid in $({real} "$@"); do\n'
+        f'  case "$(readlink /proc/$pid/cwd)" in "{top}"|"{top}"/*) echo "$pid";; esac\n'
+        "done\n"
+    )
+    (where / "pgrep").chmod(0o755)
+    return where
+
+
 def test_readme_coding_agent_walkthrough_runs_verbatim(tmp_path: Path) -> None:
     """The README's commands, as a newcomer pastes them: the clean run, the crash point and
     the resumed run, the checks; then a ``kill -9`` from another terminal mid-run."""
     repo = _checkout(tmp_path)
+
+    scoped = _scoped_pgrep(repo)
 
     def sh(script: str) -> subprocess.CompletedProcess[str]:
         # From a file: ``pgrep -f`` must not find the pattern in this shell's own arguments.
@@ -175,7 +197,7 @@ def test_readme_coding_agent_walkthrough_runs_verbatim(tmp_path: Path) -> None:
         return subprocess.run(
             ["bash", "step.sh"],
             cwd=repo,
-            env=clean_env(),
+            env=clean_env(PATH=f"{scoped}{os.pathsep}{os.environ['PATH']}"),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
