@@ -104,10 +104,10 @@ sys.exit(code)
 """
 
 
-def _tell_when_parent_dies() -> Callable[[], None] | None:
-    """A preexec function asking Linux to SIGTERM the child (the supervisor) when its parent
-    dies (the thread that forked it: the event loop's, which lives as long as the runtime);
-    None elsewhere (no supervisor then: the shell is the direct child)."""
+def _tell_when_parent_dies(sig: int) -> Callable[[], None] | None:
+    """A preexec function asking Linux to send the child ``sig`` when its parent dies (the
+    thread that forked it: the event loop's, which lives as long as the runtime); None
+    elsewhere."""
     if not sys.platform.startswith("linux"):
         return None
     import ctypes
@@ -117,7 +117,7 @@ def _tell_when_parent_dies() -> Callable[[], None] | None:
     pr_set_pdeathsig = 1
 
     def preexec() -> None:
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+        libc.prctl(pr_set_pdeathsig, sig, 0, 0, 0)
         if os.getppid() != parent:  # the parent died before the request took effect
             os._exit(137)
 
@@ -162,10 +162,13 @@ async def run_command(
     """Run ``command`` in ``cwd`` (see the module's docstring) and return ``"exit code:
     N\\n"`` plus its output, or a timed-out / cancelled note plus the output so far."""
     shell = shutil.which("bash") or "/bin/sh"
-    preexec = _tell_when_parent_dies()
     argv = [shell, "-c", command]
-    if preexec is not None:  # -I -S: the supervisor imports nothing from the environment
-        argv = [sys.executable, "-I", "-S", "-c", _SUPERVISOR, *argv]
+    if sys.executable:  # -I -S: the supervisor imports nothing from the environment
+        preexec = _tell_when_parent_dies(signal.SIGTERM)
+        if preexec is not None:
+            argv = [sys.executable, "-I", "-S", "-c", _SUPERVISOR, *argv]
+    else:  # an embedded interpreter with no executable to run it: the shell dies alone
+        preexec = _tell_when_parent_dies(signal.SIGKILL)
     proc = await asyncio.create_subprocess_exec(
         *argv,
         cwd=cwd,

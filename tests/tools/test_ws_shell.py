@@ -41,6 +41,13 @@ def test_the_answer_starts_with_the_exit_code_and_holds_stdout_and_stderr(ws):
     assert shell(ws, "kill -9 $$") == "exit code: -9 (killed by SIGKILL)\n"
 
 
+def test_without_an_interpreter_executable_the_shell_runs_without_its_supervisor(ws, monkeypatch):
+    """An embedded Python (``sys.executable`` empty) cannot start the supervisor: the shell
+    is the worker's direct child then, and still runs."""
+    monkeypatch.setattr("sys.executable", "")
+    assert shell(ws, "echo $PPID; echo hi").endswith(f"{os.getpid()}\nhi\n")
+
+
 def test_the_output_is_tail_capped_with_a_note(ws):
     answer = shell(ws, "seq 1 5000", output_limit=100)
     head, note, rest = answer.split("\n", 2)
