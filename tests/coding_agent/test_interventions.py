@@ -126,6 +126,31 @@ def test_steered_from_another_process_it_also_adds_an_empty_cart_test(tmp_path: 
     assert out.index("tool shell r3.t0 running") < steered < out.index("tool shell r3.t0 completed")
     assert out.index("steering shown to the model in round 4") > steered
     assert "Its tests, run by this script: Ran 7 tests" in out
+    _assert_empty_cart_test_added(where)
+
+
+def test_a_steer_survives_the_steering_process_and_the_worker_being_killed(
+    tmp_path: Path,
+) -> None:
+    """The steering process dies right after recording it, the worker before reading it:
+    the re-run shows it to the model, which adds the test."""
+    where = tmp_path / ".fxd-coding"
+    gate = UnittestGate(tmp_path / "gate")
+    working = Background(where, "--yes", **gate.env())
+    gate.held(working)
+    steer = run(where, "--steer", EMPTY_CART_STEER, "--crash-at", "steer.after-record")
+    assert steer.returncode == -signal.SIGKILL, steer.stdout + steer.stderr
+    os.kill(working.pid, signal.SIGKILL)
+    assert working.wait() == -signal.SIGKILL
+    assert "steering shown to the model" not in working.output
+    done = run(where)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "steering shown to the model in round 4" in done.stdout
+    assert "Its tests, run by this script: Ran 7 tests" in done.stdout
+    _assert_empty_cart_test_added(where)
+
+
+def _assert_empty_cart_test_added(where: Path) -> None:
     tests = (workspace(where) / TESTS).read_text()
     assert tests.count(f"def {EMPTY_CART_TEST}(self):") == 1, tests
     verbose = project_tests(where)
