@@ -187,6 +187,17 @@ def grep_files_tool(workspace: Workspace) -> Tool:
     )
 
 
+def _in_line_endings_of(text: str, old_text: str, new_text: str) -> tuple[str, str]:
+    """The edit's texts with the file's line endings. ``read_file`` shows a CRLF file's lines
+    without their ``\r`` (``splitlines``), so a model copies them back with bare ``\n``: a
+    multi-line ``old_text`` would never be found, and a ``new_text`` would mix endings. When
+    the file's endings are all CRLF and the texts' are bare, both take the file's."""
+    crlf = text.count("\r\n")
+    if not crlf or crlf != text.count("\n") or "\r" in old_text or "\n" not in old_text:
+        return old_text, new_text
+    return old_text.replace("\n", "\r\n"), new_text.replace("\r\n", "\n").replace("\n", "\r\n")
+
+
 def edited(inp: EditFileInput, path: str, before: bytes | None) -> Change:
     """The file after the edit, or :class:`EditError` saying what to do instead."""
     if before is None:
@@ -196,7 +207,8 @@ def edited(inp: EditFileInput, path: str, before: bytes | None) -> Change:
         raise EditError("old_text is empty; give the exact text to replace")
     if inp.old_text == inp.new_text:
         raise EditError("old_text and new_text are the same; nothing would change")
-    count = text.count(inp.old_text)
+    old_text, new_text = _in_line_endings_of(text, inp.old_text, inp.new_text)
+    count = text.count(old_text)
     if count == 0:
         raise EditError(
             f"old_text not found in {path}; read the file again and copy the text exactly "
@@ -207,7 +219,7 @@ def edited(inp: EditFileInput, path: str, before: bytes | None) -> Change:
             f"old_text occurs {count} times in {path}; include more surrounding lines to "
             "make it unique, or set replace_all"
         )
-    after = text.replace(inp.old_text, inp.new_text)
+    after = text.replace(old_text, new_text)
     plural = "occurrence" if count == 1 else "occurrences"
     return Change(after.encode("utf-8"), f"edited {path}: replaced {count} {plural}")
 

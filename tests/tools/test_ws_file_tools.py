@@ -254,3 +254,20 @@ def test_a_shell_without_a_positive_timeout_or_limit_is_refused(tmp_path, option
 def test_a_template_that_is_not_a_directory_is_refused(tmp_path):
     with pytest.raises(ConfigurationError, match="is not a directory"):
         fxt.directory(tmp_path / "ws", template=tmp_path / "missing")
+
+
+def test_an_edit_of_a_crlf_file_keeps_its_line_endings(tools, tmp_path):
+    """read_file shows a CRLF file's lines without their \\r, so the model's multi-line
+    old_text has bare \\n: it is matched in the file's endings, and new_text written in them."""
+    home = tmp_path / "ws" / "s1"
+    call(tools["read_file"], path="README.md")  # seeds the session's copy
+    (home / "win.txt").write_bytes(b"first\r\nsecond\r\nthird\r\n")
+    shown = call(tools["read_file"], path="win.txt")
+    assert "\r" not in shown
+    result = call(tools["edit_file"], path="win.txt", old_text="first\nsecond", new_text="1\n2")
+    assert result == "edited win.txt: replaced 1 occurrence"
+    assert (home / "win.txt").read_bytes() == b"1\r\n2\r\nthird\r\n"
+    # A file of mixed endings is matched as it is: the texts are not rewritten.
+    (home / "mixed.txt").write_bytes(b"a\r\nb\nc\n")
+    with pytest.raises(EditError, match=r"old_text not found in mixed\.txt"):
+        call(tools["edit_file"], path="mixed.txt", old_text="a\nb", new_text="x")
