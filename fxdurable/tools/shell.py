@@ -29,6 +29,7 @@ import asyncio
 import codecs
 import contextlib
 import os
+import re
 import shutil
 import signal
 import sys
@@ -58,23 +59,29 @@ _DRAIN_S = 5.0
 _POLL_S = 0.02
 
 
-def is_credential(name: str) -> bool:
+# A URL that carries a password: ``scheme://user:password@host`` (``DATABASE_URL``,
+# ``REDIS_URL``, ``SENTRY_DSN``, ``PIP_INDEX_URL``, ...), whatever the variable is called.
+_URL_WITH_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@\s]*:[^/@\s]*@")
+
+
+def is_credential(name: str, value: str = "") -> bool:
     """Whether an environment variable is kept from the shell: ``*_API_KEY`` and any
     ``*_KEY``, ``*_TOKEN``, names containing SECRET, PASSWORD, PASSWD or CREDENTIAL, every
     ``AWS_*`` and ``FXD_*`` (store and queue URLs carry passwords and tokens), ``XDG_*``,
-    and the SSH/GPG agent sockets."""
+    the SSH/GPG agent sockets, and any variable whose value is a URL with a password in it."""
     upper = name.upper()
     return (
         upper.endswith(_SUFFIXES)
         or upper.startswith(_PREFIXES)
         or any(word in upper for word in _WORDS)
         or upper in _NAMES
+        or _URL_WITH_PASSWORD.search(value) is not None
     )
 
 
 def scrubbed_env(environ: Mapping[str, str], home: Path) -> dict[str, str]:
     """``environ`` without credentials (:func:`is_credential`), with ``HOME`` = ``home``."""
-    env = {name: value for name, value in environ.items() if not is_credential(name)}
+    env = {name: value for name, value in environ.items() if not is_credential(name, value)}
     env["HOME"] = str(home)
     return env
 

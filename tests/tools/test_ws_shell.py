@@ -24,6 +24,8 @@ CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "k4",
     "FXD_STORE_URL": "redis://:k5@host/0",
     "DB_PASSWORD": "k6",
+    # Named like nothing secret, but its value carries a password.
+    "DATABASE_URL": "postgres://app:k7@db.internal:5432/app",
 }
 
 
@@ -91,7 +93,9 @@ def test_credentials_are_stripped_and_home_and_cwd_are_the_workspace(ws, tmp_pat
     assert not names & set(CREDENTIALS), names & set(CREDENTIALS)
     assert f"PATH={os.environ['PATH']}" in lines
     # Wandering off: the rest of the file system is there, the credentials are not.
-    wandered = shell(ws, "cd ../.. && ls && env | grep -c -e k1 -e k2 -e k3 -e k4 -e k5 -e k6")
+    wandered = shell(
+        ws, "cd ../.. && ls && env | grep -c -e k1 -e k2 -e k3 -e k4 -e k5 -e k6 -e k7"
+    )
     assert "ws" in wandered.splitlines() and wandered.endswith("\n0\n")
 
 
