@@ -9,7 +9,7 @@ BENCH_BIN := $(BENCH_VENV)/bin
 # Directories that are linted; ones that do not exist yet (e.g. bench/) are skipped.
 LINT_PATHS := $(wildcard fxdurable tests bench workers handlers examples)
 
-.PHONY: demo coding-demo lint test bench bench-venv wheel clean deploy localstack-test
+.PHONY: demo coding-demo lint test browser bench bench-venv wheel clean deploy localstack-test
 
 # Full dev/test environment: the package in editable mode plus the test extras.
 $(VENV)/.installed: pyproject.toml
@@ -43,7 +43,24 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff format --check $(LINT_PATHS)
 	$(BIN)/mypy fxdurable
 
-test: $(VENV)/.installed
+# The browser tests (tests/console/) drive Debian's chromium with Playwright for Python (never
+# Playwright's own browser downloads). As root, a missing chromium is installed; otherwise this
+# says what to install, and fails in CI (CI=true): the browser tests never skip.
+browser:
+	@if command -v chromium >/dev/null 2>&1 || [ -n "$${FXD_TEST_CHROMIUM:-}" ]; then \
+		:; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's chromium for the browser tests (tests/console/)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+		echo "chromium not found: the browser tests (tests/console/) will fail; install it with: sudo apt-get install -y chromium" >&2; \
+		if [ "$${CI:-}" = "true" ]; then \
+			echo "CI=true and chromium is missing: failing" >&2; \
+			exit 1; \
+		fi; \
+	fi
+
+test: $(VENV)/.installed browser
 	@if ! command -v redis-server >/dev/null 2>&1; then \
 		echo "redis-server not found: Redis tests will be skipped; install redis-server to run them"; \
 		if [ "$${CI:-}" = "true" ]; then \

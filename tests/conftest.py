@@ -37,11 +37,27 @@ from pathlib import Path
 
 import pytest
 from aws_support import moto_running
+from browser_support import artifacts_dir
 from redis_support import free_port, unavailable
 
 from fxdurable.testing.net import stop_process
 
 REDIS_SERVER = "redis-server"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The run's browser screenshots replace the last run's (in the controller only: xdist's
+    workers start after it and write there)."""
+    if not hasattr(session.config, "workerinput"):
+        shutil.rmtree(artifacts_dir(), ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say once where the browser tests' screenshots are (tests/console/conftest.py)."""
+    directory = artifacts_dir()
+    shots = sorted(directory.glob("*.png")) if directory.is_dir() else []
+    if shots:
+        terminalreporter.write_line(f"browser screenshots ({len(shots)}): {directory}")
 
 
 def _ping(url: str, timeout: float) -> str | None:
