@@ -1,0 +1,319 @@
+// One timeline item as an element description (vnode.js): pure, so node tests read it.
+//
+// Every state carries its word (and an icon) in the text, so it reads without colour; the
+// classes only add colour and weight. `actions` are the question box's handlers (the page
+// passes real ones; tests pass none).
+
+import { TOOL_SETTLED } from "./timeline.js";
+import { h } from "./vnode.js";
+
+const STATUS_WORD = {
+  running: "running",
+  completed: "completed",
+  failed: "failed",
+  cancelled: "cancelled",
+  refused: "refused",
+  outcome_unknown: "outcome unknown",
+};
+const STATUS_ICON = {
+  running: "…",
+  completed: "✓",
+  failed: "✗",
+  cancelled: "⊘",
+  refused: "⛔",
+  outcome_unknown: "⚠",
+};
+const OUTCOME_ICON = { completed: "✓", failed: "✗", aborted: "⊘" };
+
+export function clock(at) {
+  if (typeof at !== "number") return "";
+  const d = new Date(at * 1000);
+  return [d.getHours(), d.getMinutes(), d.getSeconds()].map((n) => String(n).padStart(2, "0")).join(":");
+}
+
+function plural(n, word) {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
+export function usageText(t) {
+  const cost = t.costUsd === null || t.costUsd === undefined ? "cost not reported" : `$${t.costUsd.toFixed(4)}`;
+  return `${plural(t.calls, "model call")} · ${t.inputTokens} input + ${t.outputTokens} output tokens · ${cost}`;
+}
+
+export function turnTotalsText(t) {
+  return `Turn totals: ${usageText(t)} · ${plural(t.attempts, "attempt")} · ${plural(t.interruptions, "interruption")}`;
+}
+
+export function sessionTotalsText(s) {
+  return `Session totals: ${plural(s.turns, "turn")} · ${usageText(s)} · ${plural(s.interruptions, "interruption")}`;
+}
+
+function short(value, width = 400) {
+  const flat = String(value ?? "");
+  return flat.length <= width ? flat : flat.slice(0, width - 1) + "…";
+}
+
+function wrap(item, attrs, ...children) {
+  const line = item.line;
+  return h(
+    "li",
+    {
+      "data-testid": "event",
+      "data-cursor": item.cursor,
+      "data-kind": item.type,
+      class: `ev ${attrs.class || ""}`.trim(),
+      hidden: item.hidden || attrs.hidden || null,
+    },
+    h("span", { class: "meta" }, `#${item.cursor} `, h("time", {}, clock(line.at))),
+    " ",
+    ...children,
+  );
+}
+
+function label(text) {
+  return [h("strong", { class: "label" }, text), " "];
+}
+
+function p(cls, ...children) {
+  return h("span", { class: cls }, ...children);
+}
+
+// -- tool calls ---------------------------------------------------------------------------
+
+export function toolCall(tool) {
+  const word = STATUS_WORD[tool.status] || tool.status;
+  const unknown = tool.status === "outcome_unknown";
+  const rerun = tool.run > 1 ? ` · run ${tool.run}${tool.reason ? ` (${tool.reason})` : ""}` : "";
+  return h(
+    "div",
+    {
+      "data-testid": "tool-call",
+      "data-tool": tool.tool,
+      "data-status": tool.status,
+      "data-policy": tool.policy || "",
+      "data-task": tool.task,
+      class: `tool status-${tool.status}`,
+      role: unknown ? "alert" : null,
+    },
+    h(
+      "div",
+      { class: "tool-head" },
+      h("strong", {}, `Tool ${tool.tool}`),
+      " ",
+      h("span", { class: "status" }, `${STATUS_ICON[tool.status] || "•"} ${unknown ? word.toUpperCase() : word}`),
+      " ",
+      h("span", { class: "policy" }, `replay policy: ${tool.policy || "unknown"}${rerun}`),
+    ),
+    unknown &&
+      h(
+        "p",
+        { class: "unknown-note" },
+        "Outcome unknown: this call may or may not have happened. It will NOT be replayed " +
+          "automatically; the model is told to inspect first.",
+      ),
+    tool.status === "running" &&
+      h("pre", { "data-testid": "tool-progress", class: "progress", "aria-label": "tool progress" }, tool.progress || "working…"),
+    tool.steps > 0 && h("p", { class: "steps" }, `${plural(tool.steps, "durable step")} recorded`),
+    tool.result !== null && tool.status !== "outcome_unknown" && h("pre", { class: "result" }, short(tool.result, 2000)),
+  );
+}
+
+function toolStarted(timeline, item) {
+  const data = item.line.data;
+  const tool = timeline.tools.get(data.task);
+  if (tool && tool.anchor === item.cursor) return wrap(item, { class: "ev-tool" }, toolCall(tool));
+  return wrap(
+    item,
+    { class: "ev-tool ev-dim" },
+    `Tool ${data.tool} run ${data.run ?? 1} started (${data.policy}); it was run again later, see below`,
+  );
+}
+
+function toolSettled(item) {
+  const data = item.line.data;
+  const status = item.type.slice("tool.".length);
+  const word = STATUS_WORD[status] || status;
+  const text =
+    status === "outcome_unknown"
+      ? `Tool ${data.tool}: ${STATUS_ICON[status]} OUTCOME UNKNOWN (interrupted; not replayed automatically)`
+      : `Tool ${data.tool}: ${STATUS_ICON[status] || ""} ${word}: ${short(data.result, 200)}`;
+  return wrap(item, { class: `ev-tool-result status-${status}` }, h("span", { "data-testid": "tool-result" }, text));
+}
+
+// -- model ---------------------------------------------------------------------------------
+
+function partial(timeline, item) {
+  const line = item.line;
+  const open = timeline.partials.get(`${line.turnId}|${line.data.round}`);
+  if (!open || open.cursor !== item.cursor) return wrap(item, { hidden: true }, "(streamed text)");
+  if (open.state === "recorded") return wrap(item, { hidden: true }, "(streamed text, recorded below)");
+  if (open.state === "cut") {
+    return wrap(item, { class: "ev-warn" }, ...label("Model reply cut off:"), p("text", open.text), " (aborted partial)");
+  }
+  return wrap(
+    item,
+    { class: "ev-model" },
+    ...label("Model (streaming…):"),
+    h("span", { "data-testid": "partial-text", class: "text", "aria-live": "off" }, open.text),
+  );
+}
+
+function modelCompleted(item) {
+  const d = item.line.data;
+  const tools = Array.isArray(d.tools) && d.tools.length ? ` → calls ${d.tools.join(", ")}` : "";
+  const cost = typeof d.cost_usd === "number" ? `, $${d.cost_usd.toFixed(4)}` : "";
+  const stop = d.truncated ? ` · TRUNCATED (${d.stop_reason})` : "";
+  return wrap(
+    item,
+    { class: "ev-model" },
+    ...label("Model:"),
+    p("text", d.text || "(no text)"),
+    h("span", { class: "calls" }, tools),
+    " ",
+    h("span", { class: "tokens" }, `[${d.input_tokens ?? 0} → ${d.output_tokens ?? 0} tokens${cost}]${stop}`),
+  );
+}
+
+// -- questions -----------------------------------------------------------------------------
+
+function question(timeline, item, actions) {
+  const q = timeline.questions.get(item.cursor);
+  const d = item.line.data;
+  const about = d.tool ? ` (about tool ${d.tool})` : " (its attempts ran out)";
+  if (!q || q.answer || q.closed) {
+    const outcome = q && q.answer ? `answered ${q.answer.answer}${q.answer.reason ? `: ${q.answer.reason}` : ""}` : "not answered (the turn ended)";
+    return wrap(item, { class: "ev-question" }, ...label("Question:"), p("text", d.question), about, ` — ${outcome}`);
+  }
+  const act = actions || {};
+  const id = `q-${item.cursor}`;
+  return wrap(
+    item,
+    { class: "ev-question" },
+    h(
+      "div",
+      { "data-testid": "question", class: "question", role: "group", "aria-labelledby": `${id}-text` },
+      h("p", { id: `${id}-text` }, h("strong", {}, "❓ The agent asks you"), about, ": ", p("text", d.question)),
+      h(
+        "div",
+        { class: "buttons" },
+        h("button", { type: "button", "data-testid": "answer-allow", onclick: act.allow }, "Allow"),
+        h("button", { type: "button", "data-testid": "answer-deny", onclick: act.deny }, "Deny"),
+        d.tool && h("button", { type: "button", "data-testid": "answer-edit", onclick: act.edit, "aria-expanded": "false", "aria-controls": `${id}-edit` }, "Edit input…"),
+      ),
+      h("label", { for: `${id}-reason` }, "Reason for a deny (optional; the model reads it)"),
+      h("input", { id: `${id}-reason`, type: "text", "data-testid": "answer-reason", class: "answer-reason" }),
+      d.tool &&
+        h(
+          "div",
+          { id: `${id}-edit`, class: "edit", hidden: true, "data-testid": "answer-edit-form" },
+          h("label", { for: `${id}-input` }, `The call's input, as JSON (edit, then submit to run ${d.tool} with it)`),
+          h("textarea", { id: `${id}-input`, "data-testid": "answer-input", rows: 6, spellcheck: "false" }),
+          h("button", { type: "button", "data-testid": "answer-submit", onclick: act.submitEdit }, "Run with this input"),
+        ),
+      h("p", { class: "answer-error", role: "status" }),
+    ),
+  );
+}
+
+// -- turns ----------------------------------------------------------------------------------
+
+function turnEnd(timeline, item) {
+  const d = item.line.data;
+  const turn = timeline.turns.get(item.line.turnId ?? d.submission);
+  const outcome = d.outcome || "settled";
+  const detail = d.error ? `${d.error.code}: ${d.error.message}` : d.text || "";
+  return wrap(
+    item,
+    { class: `ev-turn-end outcome-${outcome}` },
+    ...label(`${OUTCOME_ICON[outcome] || "•"} Turn ${outcome}:`),
+    p("text", detail),
+    turn && h("div", { "data-testid": "turn-totals", class: "totals" }, turnTotalsText(turn)),
+  );
+}
+
+function fields(data) {
+  return short(JSON.stringify(data ?? {}), 200);
+}
+
+function keys(value) {
+  return value && typeof value === "object" ? Object.keys(value).sort().join(", ") : "";
+}
+
+/** The element description of the item at `cursor`. */
+export function renderItem(timeline, cursor, actions) {
+  const item = timeline.items.get(cursor);
+  const line = item.line;
+  const d = line.data || {};
+  switch (item.type) {
+    case "session.created":
+      if (d.forked_from != null) {
+        return wrap(item, { class: "ev-dim" }, `Session forked from ${d.forked_from} after line ${d.after} (${d.messages} messages), agent ${d.agent}`);
+      }
+      return wrap(item, { class: "ev-dim" }, `Session created for agent ${d.agent}`);
+    case "turn_start":
+      return wrap(item, { class: "ev-dim" }, `Turn admitted (submission ${d.submission})`);
+    case "turn.started":
+      return wrap(item, { class: "ev-you" }, ...label("You:"), p("text", d.prompt));
+    case "attempt.started":
+      return wrap(item, { class: "ev-dim" }, h("span", { "data-testid": "attempt" }, `Attempt ${d.number} started on ${d.worker}`));
+    case "attempt.yielded": {
+      const text =
+        d.reason === "needs input"
+          ? `Attempt ${d.number} ended: the turn waits for an answer`
+          : `Attempt ${d.number} paused (${d.reason}); a continuation follows`;
+      return wrap(item, { class: "ev-dim" }, h("span", { "data-testid": "attempt" }, text));
+    }
+    case "attempt.interrupted":
+      return wrap(
+        item,
+        { class: "ev-warn" },
+        h("span", { "data-testid": "interruption" }, `⚠ INTERRUPTED: attempt ${d.number} died with its process (${d.worker}); resuming from the last committed step`),
+      );
+    case "submission.interrupted": {
+      const unknown = (d.unknown_calls || []).join(", ");
+      return wrap(
+        item,
+        { class: "ev-warn" },
+        h("span", { "data-testid": "interruption" }, `⚠ INTERRUPTED ${d.interruptions} times (${d.reason}); ${unknown ? `outcome unknown for: ${unknown}` : "no call left unknown"}`),
+      );
+    }
+    case "model.partial":
+      return partial(timeline, item);
+    case "model.completed":
+      return modelCompleted(item);
+    case "model.error":
+      return wrap(item, { class: "ev-warn" }, `⚠ Model error ${d.errors} in round ${d.round}, retrying: ${short(d.message, 200)}`);
+    case "model.interrupted":
+      return wrap(item, { class: "ev-warn" }, ...label("Model reply cut off"), `in round ${d.round} (its process died), kept as interrupted: `, p("text", d.text));
+    case "context.compacted":
+      return wrap(item, { class: "ev-dim" }, `Context compacted: messages up to #${d.upto} summarised (${String(d.summary || "").length} characters)`);
+    case "tool.started":
+      return toolStarted(timeline, item);
+    case "tool.step":
+      return wrap(item, { class: "ev-dim" }, `Tool ${d.tool} step ${d.step} recorded (replayed, not re-run, if the call runs again)`);
+    case "state.changed": {
+      const parts = [keys(d.set) && `set ${keys(d.set)}`, (d.deleted || []).length && `deleted ${d.deleted.join(", ")}`].filter(Boolean);
+      const who = d.task == null ? "State copied from the fork's source" : `Tool ${d.tool} state`;
+      return wrap(item, { class: "ev-dim" }, `${who}: ${parts.join("; ") || "unchanged"}`);
+    }
+    case "steer.recorded":
+      return wrap(item, { class: "ev-you" }, ...label("You (steering):"), p("text", d.text));
+    case "steer.delivered":
+      return wrap(item, { class: "ev-dim" }, `Steering shown to the model in round ${d.round}`);
+    case "steer.dropped":
+      return wrap(item, { class: "ev-warn" }, `Steering dropped with its turn (${d.reason})`);
+    case "steer.requeued":
+      return wrap(item, { class: "ev-dim" }, `Steering arrived after its turn settled: queued as submission ${d.submission}`);
+    case "abort.requested":
+      return wrap(item, { class: "ev-warn" }, `⊘ Abort requested for ${(d.submissions || []).join(", ") || "nothing running"}`);
+    case "input.requested":
+      return question(timeline, item, actions);
+    case "input.answered":
+      return wrap(item, { class: "ev-dim" }, `Answered ${d.answer}${d.reason ? `: ${d.reason}` : ""}`);
+    case "turn_end":
+      return turnEnd(timeline, item);
+    default:
+      if (TOOL_SETTLED.has(item.type)) return toolSettled(item);
+      return wrap(item, { class: "ev-dim" }, `${item.type} ${fields(d)}`);
+  }
+}

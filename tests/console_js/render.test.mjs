@@ -1,0 +1,103 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { renderItem } from "../../fxdurable/console/static/render.js";
+import { Timeline } from "../../fxdurable/console/static/timeline.js";
+import { byTestId, findAll, textOf } from "../../fxdurable/console/static/vnode.js";
+import { crashTurn, progress, questionTurn } from "./lines.mjs";
+
+function timelineOf(lines) {
+  const t = new Timeline();
+  for (const line of lines) t.ingest(line);
+  return t;
+}
+
+const one = (node, id) => {
+  const found = findAll(node, byTestId(id));
+  assert.equal(found.length, 1, `one ${id}`);
+  return found[0];
+};
+
+test("every item is an `event` with its cursor and kind", () => {
+  const t = timelineOf([...crashTurn, ...questionTurn]);
+  for (const cursor of t.cursors()) {
+    const node = renderItem(t, cursor);
+    assert.equal(node.attrs["data-testid"], "event");
+    assert.equal(node.attrs["data-cursor"], cursor);
+    assert.equal(node.attrs["data-kind"], t.items.get(cursor).type);
+  }
+});
+
+test("a running tool call shows its status word, policy and progress", () => {
+  const t = timelineOf(crashTurn.slice(0, 11));
+  t.ingest(progress(11, "t2", "deploy", "uploading 40%"));
+  const call = one(renderItem(t, 11), "tool-call");
+  assert.equal(call.attrs["data-tool"], "deploy");
+  assert.equal(call.attrs["data-status"], "running");
+  assert.equal(call.attrs["data-policy"], "unsafe");
+  assert.match(textOf(call), /running/);
+  assert.match(textOf(call), /replay policy: unsafe/);
+  assert.equal(textOf(one(call, "tool-progress")), "uploading 40%");
+});
+
+test("outcome_unknown is unmistakable: words, an alert, no progress", () => {
+  const t = timelineOf(crashTurn);
+  const call = one(renderItem(t, 11), "tool-call");
+  assert.equal(call.attrs["data-status"], "outcome_unknown");
+  assert.equal(call.attrs.role, "alert");
+  assert.match(textOf(call), /OUTCOME UNKNOWN/);
+  assert.match(textOf(call), /Outcome unknown: this call may or may not have happened/);
+  assert.equal(findAll(call, byTestId("tool-progress")).length, 0);
+  assert.match(textOf(renderItem(t, 14)), /OUTCOME UNKNOWN/);
+});
+
+test("settled calls carry their word: completed", () => {
+  const t = timelineOf(crashTurn);
+  const call = one(renderItem(t, 8), "tool-call");
+  assert.equal(call.attrs["data-status"], "completed");
+  assert.match(textOf(call), /✓ completed/);
+  assert.match(textOf(call), /128 passed/);
+});
+
+test("partial text while streaming, hidden once recorded, kept and labelled when cut", () => {
+  const streaming = timelineOf(crashTurn.slice(0, 6));
+  assert.equal(textOf(one(renderItem(streaming, 5), "partial-text")), "I'll run the tests.");
+  assert.equal(renderItem(streaming, 6).attrs.hidden, true);
+  const recorded = timelineOf(crashTurn.slice(0, 7));
+  assert.equal(renderItem(recorded, 5).attrs.hidden, true);
+  const cut = timelineOf([...crashTurn.slice(0, 5), crashTurn[11]]);
+  assert.match(textOf(renderItem(cut, 5)), /cut off: I'll run +\(aborted partial\)/);
+});
+
+test("attempts and interruptions have their own lines", () => {
+  const t = timelineOf(crashTurn);
+  assert.match(textOf(one(renderItem(t, 4), "attempt")), /Attempt 1 started on host:1/);
+  assert.match(textOf(one(renderItem(t, 12), "interruption")), /INTERRUPTED: attempt 1 died/);
+});
+
+test("model replies with their calls and tokens; the turn's end with its totals", () => {
+  const t = timelineOf(crashTurn);
+  assert.match(textOf(renderItem(t, 10)), /Model: Deploying\. → calls deploy \[150 → 10 tokens, \$0\.0020\]/);
+  const end = renderItem(t, 20);
+  assert.match(textOf(end), /✓ Turn completed:/);
+  assert.equal(
+    textOf(one(end, "turn-totals")),
+    "Turn totals: 4 model calls · 670 input + 51 output tokens · $0.0060 · 2 attempts · 1 interruption",
+  );
+});
+
+test("a pending question has allow, deny and edit; once answered it says how", () => {
+  const t = timelineOf([...crashTurn, ...questionTurn.slice(0, 3)]);
+  const box = one(renderItem(t, 23), "question");
+  assert.match(textOf(box), /Deploy release 1\.4 to production\?/);
+  for (const id of ["answer-allow", "answer-deny", "answer-edit", "answer-input", "answer-submit"]) one(box, id);
+  t.ingest(questionTurn[3]);
+  const answered = renderItem(t, 23);
+  assert.equal(findAll(answered, byTestId("question")).length, 0);
+  assert.match(textOf(answered), /answered deny: not today/);
+});
+
+test("a line type this console does not know still shows, by name", () => {
+  const t = timelineOf([{ cursor: 1, type: "future.thing", sessionId: "s", turnId: null, at: 1, data: { x: 1 } }]);
+  assert.match(textOf(renderItem(t, 1)), /future\.thing \{"x":1\}/);
+});
