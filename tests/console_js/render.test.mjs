@@ -101,3 +101,12 @@ test("a line type this console does not know still shows, by name", () => {
   const t = timelineOf([{ cursor: 1, type: "future.thing", sessionId: "s", turnId: null, at: 1, data: { x: 1 } }]);
   assert.match(textOf(renderItem(t, 1)), /future\.thing \{"x":1\}/);
 });
+
+test("a call refused before it started is still a tool call, with its word", () => {
+  const refused = { cursor: 21, type: "tool.refused", sessionId: "ops-1", turnId: "sub-1", at: 2, data: { task: "t7", tool: "deploy", round: 5, index: 0, result: "Refused: a blind repeat" } };
+  const t = timelineOf([...crashTurn, refused]);
+  const call = one(renderItem(t, 21), "tool-call");
+  assert.equal(call.attrs["data-status"], "refused");
+  assert.equal(call.attrs["data-policy"], "unsafe");
+  assert.match(textOf(call), /⊗ refused/);
+});

@@ -111,9 +111,11 @@ export class Api {
   }
 
   /** POST /chat: a stream of the turn (200), or a receipt (202, Lambda). */
-  chat(id, prompt, idempotencyKey) {
+  chat(id, prompt, { idempotencyKey, agent } = {}) {
+    const body = { sessionId: id, prompt };
+    if (agent) body.agent = agent; // needed when the server has several agents
     return this.response("POST", "/chat", {
-      body: { sessionId: id, prompt },
+      body,
       headers: idempotencyKey ? { "Idempotency-Key": idempotencyKey } : {},
     });
   }

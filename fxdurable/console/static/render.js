@@ -20,7 +20,7 @@ const STATUS_ICON = {
   completed: "✓",
   failed: "✗",
   cancelled: "⊘",
-  refused: "⛔",
+  refused: "⊗",
   outcome_unknown: "⚠",
 };
 const OUTCOME_ICON = { completed: "✓", failed: "✗", aborted: "⊘" };
@@ -129,14 +129,16 @@ function toolStarted(timeline, item) {
   );
 }
 
-function toolSettled(item) {
+function toolSettled(timeline, item) {
   const data = item.line.data;
+  const tool = timeline.tools.get(data.task);
+  if (tool && tool.anchor === item.cursor) return wrap(item, { class: "ev-tool" }, toolCall(tool)); // never started
   const status = item.type.slice("tool.".length);
   const word = STATUS_WORD[status] || status;
   const text =
     status === "outcome_unknown"
       ? `Tool ${data.tool}: ${STATUS_ICON[status]} OUTCOME UNKNOWN (interrupted; not replayed automatically)`
-      : `Tool ${data.tool}: ${STATUS_ICON[status] || ""} ${word}: ${short(data.result, 200)}`;
+      : `Tool ${data.tool}: ${STATUS_ICON[status] || ""} ${word}`; // its result shows in the call
   return wrap(item, { class: `ev-tool-result status-${status}` }, h("span", { "data-testid": "tool-result" }, text));
 }
 
@@ -313,7 +315,7 @@ export function renderItem(timeline, cursor, actions) {
     case "turn_end":
       return turnEnd(timeline, item);
     default:
-      if (TOOL_SETTLED.has(item.type)) return toolSettled(item);
+      if (TOOL_SETTLED.has(item.type)) return toolSettled(timeline, item);
       return wrap(item, { class: "ev-dim" }, `${item.type} ${fields(d)}`);
   }
 }

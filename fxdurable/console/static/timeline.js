@@ -45,6 +45,7 @@ export class Timeline {
     this.questions = new Map(); // cursor of input.requested -> {data, turnId, answer, closed}
     this.unsettled = new Set(); // submissions admitted and not settled
     this.lastCursor = 0;
+    this.agent = null; // from session.created
   }
 
   /** Folds one line in. Returns the cursors of items to draw or redraw (new first). */
@@ -110,6 +111,9 @@ export class Timeline {
     const data = line.data || {};
     const turn = this.turn(line.turnId ?? data.submission);
     switch (line.type) {
+      case "session.created":
+        this.agent = data.agent ?? null;
+        return [];
       case "turn_start":
         this.unsettled.add(data.submission);
         return [];

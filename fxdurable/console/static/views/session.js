@@ -46,6 +46,12 @@ export function sessionView(root, api, id) {
         h("textarea", { id: "prompt", "data-testid": "prompt-input", rows: 3, "aria-describedby": "prompt-hint" }),
         h(
           "div",
+          { class: "agent-field" },
+          h("label", { for: "agent" }, "Agent (for a new session; leave empty when the server has one)"),
+          h("input", { id: "agent", "data-testid": "agent-input", type: "text", autocomplete: "off" }),
+        ),
+        h(
+          "div",
           { class: "buttons" },
           h("button", { type: "submit", "data-testid": "send-button" }, "Send"),
           h("button", { type: "button", "data-testid": "abort-button", class: "abort" }, "Abort (Esc)"),
@@ -91,6 +97,7 @@ export function sessionView(root, api, id) {
     sendButton.textContent = timeline.busy ? "Steer" : "Send";
     $("session-totals").textContent = sessionTotalsText(timeline.sessionTotals());
     empty.hidden = timeline.items.size > 0;
+    view.querySelector(".agent-field").hidden = timeline.agent !== null;
   }
 
   function onLine(line) {
@@ -123,7 +130,8 @@ export function sessionView(root, api, id) {
         const reply = await api.steer(id, text);
         note(reply.steered ? "Steering sent: the model reads it at its next call." : "Nothing was running: it became a new turn.");
       } else {
-        const response = await api.chat(id, text, newKey());
+        const agent = timeline.agent ?? view.querySelector("[data-testid=agent-input]").value.trim();
+        const response = await api.chat(id, text, { idempotencyKey: newKey(), agent });
         note("Sent.");
         if (response.status !== 202) {
           readLines(response, onLine).catch(() => {}); // the follower carries on if this drops
