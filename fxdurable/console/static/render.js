@@ -194,7 +194,7 @@ function question(timeline, item, actions) {
     h(
       "div",
       { "data-testid": "question", class: "question", role: "group", "aria-labelledby": `${id}-text` },
-      h("p", { id: `${id}-text` }, h("strong", {}, "❓ The agent asks you"), about, ": ", p("text", d.question)),
+      h("p", { id: `${id}-text` }, h("strong", {}, "(?) The agent asks you"), about, ": ", p("text", d.question)),
       h(
         "div",
         { class: "buttons" },
@@ -227,7 +227,7 @@ function turnEnd(timeline, item) {
   return wrap(
     item,
     { class: `ev-turn-end outcome-${outcome}` },
-    ...label(`${OUTCOME_ICON[outcome] || "•"} Turn ${outcome}:`),
+    ...label(`${OUTCOME_ICON[outcome] || "•"} Turn ${outcome}${detail ? ":" : "."}`),
     p("text", detail),
     turn && h("div", { "data-testid": "turn-totals", class: "totals" }, turnTotalsText(turn)),
   );

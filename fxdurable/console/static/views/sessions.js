@@ -8,7 +8,7 @@ const STATE_WORD = {
   idle: "○ idle",
   queued: "◔ queued",
   running: "▶ running",
-  waiting: "❓ waiting for an answer",
+  waiting: "(?) waiting for an answer",
 };
 
 export function when(epochSeconds, now = Date.now()) {
