@@ -31,6 +31,9 @@ export function clock(at) {
   return [d.getHours(), d.getMinutes(), d.getSeconds()].map((n) => String(n).padStart(2, "0")).join(":");
 }
 
+/** A field as text; "?" for one the line does not have (an older or newer server's). */
+const f = (value) => (value === undefined || value === null ? "?" : value);
+
 function plural(n, word) {
   return `${n} ${word}${n === 1 ? "" : "s"}`;
 }
@@ -98,7 +101,7 @@ export function toolCall(tool) {
     h(
       "div",
       { class: "tool-head" },
-      h("strong", {}, `Tool ${tool.tool}`),
+      h("strong", {}, `Tool ${f(tool.tool)}`),
       " ",
       h("span", { class: "status" }, `${STATUS_ICON[tool.status] || "•"} ${unknown ? word.toUpperCase() : word}`),
       " ",
@@ -125,7 +128,7 @@ function toolStarted(timeline, item) {
   return wrap(
     item,
     { class: "ev-tool ev-dim" },
-    `Tool ${data.tool} run ${data.run ?? 1} started (${data.policy}); it was run again later, see below`,
+    `Tool ${f(data.tool)} run ${data.run ?? 1} started (${f(data.policy)}); it was run again later, see below`,
   );
 }
 
@@ -137,8 +140,8 @@ function toolSettled(timeline, item) {
   const word = STATUS_WORD[status] || status;
   const text =
     status === "outcome_unknown"
-      ? `Tool ${data.tool}: ${STATUS_ICON[status]} OUTCOME UNKNOWN (interrupted; not replayed automatically)`
-      : `Tool ${data.tool}: ${STATUS_ICON[status] || ""} ${word}`; // its result shows in the call
+      ? `Tool ${f(data.tool)}: ${STATUS_ICON[status]} OUTCOME UNKNOWN (interrupted; not replayed automatically)`
+      : `Tool ${f(data.tool)}: ${STATUS_ICON[status] || ""} ${word}`; // its result shows in the call
   return wrap(item, { class: `ev-tool-result status-${status}` }, h("span", { "data-testid": "tool-result" }, text));
 }
 
@@ -164,7 +167,7 @@ function modelCompleted(item) {
   const d = item.line.data;
   const tools = Array.isArray(d.tools) && d.tools.length ? ` → calls ${d.tools.join(", ")}` : "";
   const cost = typeof d.cost_usd === "number" ? `, $${d.cost_usd.toFixed(4)}` : "";
-  const stop = d.truncated ? ` · TRUNCATED (${d.stop_reason})` : "";
+  const stop = d.truncated ? ` · TRUNCATED (${f(d.stop_reason)})` : "";
   return wrap(
     item,
     { class: "ev-model" },
@@ -181,7 +184,7 @@ function modelCompleted(item) {
 function question(timeline, item, actions) {
   const q = timeline.questions.get(item.cursor);
   const d = item.line.data;
-  const about = d.tool ? ` (about tool ${d.tool})` : " (its attempts ran out)";
+  const about = d.tool ? ` (about tool ${f(d.tool)})` : " (its attempts ran out)";
   if (!q || q.answer || q.closed) {
     const outcome = q && q.answer ? `answered ${q.answer.answer}${q.answer.reason ? `: ${q.answer.reason}` : ""}` : "not answered (the turn ended)";
     return wrap(item, { class: "ev-question" }, ...label("Question:"), p("text", d.question), about, ` — ${outcome}`);
@@ -208,7 +211,7 @@ function question(timeline, item, actions) {
         h(
           "div",
           { id: `${id}-edit`, class: "edit", hidden: true, "data-testid": "answer-edit-form" },
-          h("label", { for: `${id}-input` }, `The call's input, as JSON (edit, then submit to run ${d.tool} with it)`),
+          h("label", { for: `${id}-input` }, `The call's input, as JSON (edit, then submit to run ${f(d.tool)} with it)`),
           h("textarea", { id: `${id}-input`, "data-testid": "answer-input", rows: 6, spellcheck: "false" }),
           h("button", { type: "button", "data-testid": "answer-submit", onclick: act.submitEdit }, "Run with this input"),
         ),
@@ -249,34 +252,34 @@ export function renderItem(timeline, cursor, actions) {
   switch (item.type) {
     case "session.created":
       if (d.forked_from != null) {
-        return wrap(item, { class: "ev-dim" }, `Session forked from ${d.forked_from} after line ${d.after} (${d.messages} messages), agent ${d.agent}`);
+        return wrap(item, { class: "ev-dim" }, `Session forked from ${f(d.forked_from)} after line ${f(d.after)} (${f(d.messages)} messages), agent ${f(d.agent)}`);
       }
-      return wrap(item, { class: "ev-dim" }, `Session created for agent ${d.agent}`);
+      return wrap(item, { class: "ev-dim" }, `Session created for agent ${f(d.agent)}`);
     case "turn_start":
-      return wrap(item, { class: "ev-dim" }, `Turn admitted (submission ${d.submission})`);
+      return wrap(item, { class: "ev-dim" }, `Turn admitted (submission ${f(d.submission)})`);
     case "turn.started":
       return wrap(item, { class: "ev-you" }, ...label("You:"), p("text", d.prompt));
     case "attempt.started":
-      return wrap(item, { class: "ev-dim" }, h("span", { "data-testid": "attempt" }, `Attempt ${d.number} started on ${d.worker}`));
+      return wrap(item, { class: "ev-dim" }, h("span", { "data-testid": "attempt" }, `Attempt ${f(d.number)} started on ${f(d.worker)}`));
     case "attempt.yielded": {
       const text =
         d.reason === "needs input"
-          ? `Attempt ${d.number} ended: the turn waits for an answer`
-          : `Attempt ${d.number} paused (${d.reason}); a continuation follows`;
+          ? `Attempt ${f(d.number)} ended: the turn waits for an answer`
+          : `Attempt ${f(d.number)} paused (${f(d.reason)}); a continuation follows`;
       return wrap(item, { class: "ev-dim" }, h("span", { "data-testid": "attempt" }, text));
     }
     case "attempt.interrupted":
       return wrap(
         item,
         { class: "ev-warn" },
-        h("span", { "data-testid": "interruption" }, `⚠ INTERRUPTED: attempt ${d.number} died with its process (${d.worker}); resuming from the last committed step`),
+        h("span", { "data-testid": "interruption" }, `⚠ INTERRUPTED: attempt ${f(d.number)} died with its process (${f(d.worker)}); resuming from the last committed step`),
       );
     case "submission.interrupted": {
       const unknown = (d.unknown_calls || []).join(", ");
       return wrap(
         item,
         { class: "ev-warn" },
-        h("span", { "data-testid": "interruption" }, `⚠ INTERRUPTED ${d.interruptions} times (${d.reason}); ${unknown ? `outcome unknown for: ${unknown}` : "no call left unknown"}`),
+        h("span", { "data-testid": "interruption" }, `⚠ INTERRUPTED ${f(d.interruptions)} times (${f(d.reason)}); ${unknown ? `outcome unknown for: ${unknown}` : "no call left unknown"}`),
       );
     }
     case "model.partial":
@@ -284,38 +287,38 @@ export function renderItem(timeline, cursor, actions) {
     case "model.completed":
       return modelCompleted(item);
     case "model.error":
-      return wrap(item, { class: "ev-warn" }, `⚠ Model error ${d.errors} in round ${d.round}, retrying: ${short(d.message, 200)}`);
+      return wrap(item, { class: "ev-warn" }, `⚠ Model error ${f(d.errors)} in round ${f(d.round)}, retrying: ${short(d.message, 200)}`);
     case "model.interrupted":
-      return wrap(item, { class: "ev-warn" }, ...label("Model reply cut off"), `in round ${d.round} (its process died), kept as interrupted: `, p("text", d.text));
+      return wrap(item, { class: "ev-warn" }, ...label("Model reply cut off"), `in round ${f(d.round)} (its process died), kept as interrupted: `, p("text", d.text));
     case "context.compacted":
-      return wrap(item, { class: "ev-dim" }, `Context compacted: messages up to #${d.upto} summarised (${String(d.summary || "").length} characters)`);
+      return wrap(item, { class: "ev-dim" }, `Context compacted: messages up to #${f(d.upto)} summarised (${String(d.summary || "").length} characters)`);
     case "tool.started":
       return toolStarted(timeline, item);
     case "tool.step":
-      return wrap(item, { class: "ev-dim" }, `Tool ${d.tool} step ${d.step} recorded (replayed, not re-run, if the call runs again)`);
+      return wrap(item, { class: "ev-dim" }, `Tool ${f(d.tool)} step ${f(d.step)} recorded (replayed, not re-run, if the call runs again)`);
     case "state.changed": {
       const parts = [keys(d.set) && `set ${keys(d.set)}`, (d.deleted || []).length && `deleted ${d.deleted.join(", ")}`].filter(Boolean);
-      const who = d.task == null ? "State copied from the fork's source" : `Tool ${d.tool} state`;
+      const who = d.task == null ? "State copied from the fork's source" : `Tool ${f(d.tool)} state`;
       return wrap(item, { class: "ev-dim" }, `${who}: ${parts.join("; ") || "unchanged"}`);
     }
     case "steer.recorded":
       return wrap(item, { class: "ev-you" }, ...label("You (steering):"), p("text", d.text));
     case "steer.delivered":
-      return wrap(item, { class: "ev-dim" }, `Steering shown to the model in round ${d.round}`);
+      return wrap(item, { class: "ev-dim" }, `Steering shown to the model in round ${f(d.round)}`);
     case "steer.dropped":
-      return wrap(item, { class: "ev-warn" }, `Steering dropped with its turn (${d.reason})`);
+      return wrap(item, { class: "ev-warn" }, `Steering dropped with its turn (${f(d.reason)})`);
     case "steer.requeued":
-      return wrap(item, { class: "ev-dim" }, `Steering arrived after its turn settled: queued as submission ${d.submission}`);
+      return wrap(item, { class: "ev-dim" }, `Steering arrived after its turn settled: queued as submission ${f(d.submission)}`);
     case "abort.requested":
       return wrap(item, { class: "ev-warn" }, `⊘ Abort requested for ${(d.submissions || []).join(", ") || "nothing running"}`);
     case "input.requested":
       return question(timeline, item, actions);
     case "input.answered":
-      return wrap(item, { class: "ev-dim" }, `Answered ${d.answer}${d.reason ? `: ${d.reason}` : ""}`);
+      return wrap(item, { class: "ev-dim" }, `Answered ${f(d.answer)}${d.reason ? `: ${f(d.reason)}` : ""}`);
     case "turn_end":
       return turnEnd(timeline, item);
     default:
       if (TOOL_SETTLED.has(item.type)) return toolSettled(timeline, item);
-      return wrap(item, { class: "ev-dim" }, `${item.type} ${fields(d)}`);
+      return wrap(item, { class: "ev-dim ev-unknown" }, `${item.type} ${fields(d)}`); // a newer server's
   }
 }
