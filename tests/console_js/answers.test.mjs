@@ -3,7 +3,7 @@ import { test } from "node:test";
 
 import { AnswerInputError, answerBody, callArguments } from "../../fxdurable/console/static/answers.js";
 import { newSessionId, parseRoute } from "../../fxdurable/console/static/router.js";
-import { basePath } from "../../fxdurable/console/static/api.js";
+import { Api, ApiError, basePath } from "../../fxdurable/console/static/api.js";
 
 const history = [
   { role: "user", text: "Ship it", toolCalls: [] },
@@ -38,4 +38,29 @@ test("hash routes", () => {
 test("the API lives where the console's /console is mounted", () => {
   assert.equal(basePath("/console/"), "");
   assert.equal(basePath("/prod/console/"), "/prod");
+});
+
+test("a 401 asks for a token once for concurrent requests, keeps it, and repeats them", async () => {
+  const store = new Map();
+  const storage = { getItem: (k) => store.get(k) ?? null, setItem: (k, v) => store.set(k, v), removeItem: (k) => store.delete(k) };
+  const seen = [];
+  const fetch = async (url, init) => {
+    seen.push(init.headers.Authorization ?? null);
+    const ok = init.headers.Authorization === "Bearer right";
+    return new Response(JSON.stringify(ok ? { ok: true } : { code: "unauthorized", message: "no" }), { status: ok ? 200 : 401 });
+  };
+  const asked = [];
+  const answers = ["wrong", "right"];
+  const api = new Api({ fetch, storage, askToken: async (how) => (asked.push(how.refused), answers.shift()) });
+  const [a, b] = await Promise.all([api.json("GET", "/a"), api.json("GET", "/b")]);
+  assert.deepEqual([a, b], [{ ok: true }, { ok: true }]);
+  assert.deepEqual(asked, [false, true]); // the second time it says the first was refused
+  assert.equal(storage.getItem("fxdurable.token"), "right");
+  assert.equal(seen.filter((h) => h === "Bearer right").length, 2);
+});
+
+test("errors carry the API's code and message", async () => {
+  const fetch = async () => new Response(JSON.stringify({ code: "agent_busy", message: "busy" }), { status: 409 });
+  const api = new Api({ fetch, storage: null, askToken: null });
+  await assert.rejects(api.json("POST", "/chat", { body: {} }), (e) => e instanceof ApiError && e.status === 409 && e.code === "agent_busy" && e.message === "busy");
 });

@@ -51,7 +51,8 @@ export class Api {
   // One login form for every request that saw a 401 at the same time.
   async #newToken() {
     if (!this.#asking) {
-      this.#asking = Promise.resolve(this.askToken()).finally(() => {
+      const refused = this.token !== null; // we sent one, and the server said 401 to it
+      this.#asking = Promise.resolve(this.askToken({ refused })).finally(() => {
         this.#asking = null;
       });
     }

@@ -10,8 +10,11 @@ import { traceView } from "./views/trace.js";
 
 const main = document.getElementById("main");
 
-function askToken() {
+function askToken({ refused = false } = {}) {
   const section = document.getElementById("login");
+  document.getElementById("login-note").textContent = refused
+    ? "The server refused that token (401). Enter the right one."
+    : "The server answered 401: it needs your API token.";
   const form = document.getElementById("login-form");
   const input = document.getElementById("token");
   section.hidden = false;
