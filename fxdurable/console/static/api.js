@@ -112,11 +112,12 @@ export class Api {
   }
 
   /** POST /chat: a stream of the turn (200), or a receipt (202, Lambda). */
-  chat(id, prompt, { idempotencyKey, agent } = {}) {
+  chat(id, prompt, { idempotencyKey, agent, signal } = {}) {
     const body = { sessionId: id, prompt };
     if (agent) body.agent = agent; // needed when the server has several agents
     return this.response("POST", "/chat", {
       body,
+      signal,
       headers: idempotencyKey ? { "Idempotency-Key": idempotencyKey } : {},
     });
   }

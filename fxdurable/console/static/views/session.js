@@ -31,7 +31,14 @@ export function sessionView(root, api, id) {
       h(
         "p",
         { class: "bar" },
-        h("span", {}, "Connection: ", h("span", { "data-testid": "connection", role: "status", "aria-live": "polite" }, "idle")),
+        h(
+          "span",
+          {},
+          "Connection: ",
+          h("span", { "data-testid": "connection", role: "status", "aria-live": "polite" }, "idle"),
+          " ",
+          h("span", { class: "connection-detail note" }),
+        ),
         h("span", {}, "Agent: ", h("span", { "data-testid": "turn-state", "aria-live": "polite" }, "idle")),
         h("a", { href: traceHash(id), "data-testid": "trace-link" }, "Trace and fork"),
       ),
@@ -116,10 +123,12 @@ export function sessionView(root, api, id) {
     onLine,
     onStatus: (status, error) => {
       $("connection").textContent = status;
-      $("connection").title = error ? String(error.message || error) : "";
+      const detail = status === "idle" && timeline.items.size === 0 ? "(no session yet)" : "";
+      view.querySelector(".connection-detail").textContent = error ? `(${error.message || error})` : detail;
     },
   });
   follower.start(0);
+  const posts = new AbortController(); // POST /chat streams end with the view
 
   async function submit() {
     const text = input.value;
@@ -131,7 +140,7 @@ export function sessionView(root, api, id) {
         note(reply.steered ? "Steering sent: the model reads it at its next call." : "Nothing was running: it became a new turn.");
       } else {
         const agent = timeline.agent ?? view.querySelector("[data-testid=agent-input]").value.trim();
-        const response = await api.chat(id, text, { idempotencyKey: newKey(), agent });
+        const response = await api.chat(id, text, { idempotencyKey: newKey(), agent, signal: posts.signal });
         note("Sent.");
         if (response.status !== 202) {
           readLines(response, onLine).catch(() => {}); // the follower carries on if this drops
@@ -232,6 +241,7 @@ export function sessionView(root, api, id) {
     follower,
     destroy() {
       follower.stop();
+      posts.abort();
     },
   };
 }

@@ -82,7 +82,8 @@ export function traceView(root, api, id) {
   function openFork(after) {
     forkAfter = after;
     forks += 1;
-    dialog.querySelector(".fork-point").textContent = `From the conversation as it was after ${after}.`;
+    const point = typeof after === "number" ? `line #${after}` : `submission ${after} settled`;
+    dialog.querySelector(".fork-point").textContent = `From the conversation as it was after ${point}.`;
     idInput.value = `${id}-fork-${Date.now().toString(36)}${forks}`.slice(0, 128);
     error.textContent = "";
     dialog.showModal();
