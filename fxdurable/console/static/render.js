@@ -34,7 +34,7 @@ export function clock(at) {
 /** A field as text; "?" for one the line does not have (an older or newer server's). */
 const f = (value) => (value === undefined || value === null ? "?" : value);
 
-function plural(n, word) {
+export function plural(n, word) {
   return `${n} ${word}${n === 1 ? "" : "s"}`;
 }
 

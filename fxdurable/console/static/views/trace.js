@@ -1,13 +1,9 @@
 // The trace view: GET /sessions/{id}/trace (the `fxdurable trace` timeline) with a fork
 // button on every line that is a fork point.
 
-import { clock } from "../render.js";
+import { clock, plural } from "../render.js";
 import { sessionHash } from "../router.js";
 import { h, toElement } from "../vnode.js";
-
-function plural(n, word) {
-  return `${n} ${word}${n === 1 ? "" : "s"}`;
-}
 
 export function traceTotalsText(t) {
   const cost = t.costUsd == null ? "cost not reported" : `$${Number(t.costUsd).toFixed(4)}`;
