@@ -51,8 +51,9 @@ export function sessionsView(root, api, params) {
   const status = toElement(h("p", { role: "status", class: "note" }));
   const more = toElement(h("button", { type: "button", hidden: true }, "Show more"));
   const newButton = toElement(h("button", { type: "button", "data-testid": "new-session" }, "New session"));
+  const refresh = toElement(h("button", { type: "button", "data-testid": "sessions-refresh" }, "Refresh"));
   const toolbar = toElement(h("div", { class: "toolbar" }, h("label", { for: "state-filter" }, "Show sessions in state")));
-  toolbar.append(filter, newButton);
+  toolbar.append(filter, refresh, newButton);
   root.append(toElement(h("h1", { id: "sessions-title" }, "Sessions")), toolbar, list, more, status);
 
   let next = null;
@@ -80,6 +81,7 @@ export function sessionsView(root, api, params) {
     load(false);
   });
   more.addEventListener("click", () => load(true));
+  refresh.addEventListener("click", () => load(false));
   newButton.addEventListener("click", () => {
     location.hash = sessionHash(newSessionId());
   });
