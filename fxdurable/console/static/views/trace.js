@@ -25,7 +25,14 @@ export function traceLine(line, onFork) {
     forkable &&
       h(
         "button",
-        { type: "button", class: "fork", "data-testid": "fork-button", "data-after": String(line.forkAfter), onclick: () => onFork(line.forkAfter) },
+        {
+          type: "button",
+          class: "fork",
+          "data-testid": "fork-button",
+          "data-after": String(line.forkAfter),
+          "aria-label": `Fork after ${typeof line.forkAfter === "number" ? `line #${line.forkAfter}` : `submission ${line.forkAfter}`}`,
+          onclick: () => onFork(line.forkAfter),
+        },
         "Fork here",
       ),
   );
