@@ -22,6 +22,7 @@ from fxdurable.core.clock import Clock, IdSource, execution_id, tool_task_id
 from fxdurable.core.codec import JsonObject
 from fxdurable.core.crash import crash_point
 from fxdurable.core.events import (
+    SETTLED_OUTCOME,
     AbortRequested,
     AttemptRun,
     AttemptYielded,
@@ -234,7 +235,10 @@ class _SessionScope:
                 at=self.now,
             )
         )
-        self.session = replace(s, next_event_seq=s.next_event_seq + 1)
+        outcome = SETTLED_OUTCOME.get(type_, s.last_outcome)
+        self.session = replace(
+            s, next_event_seq=s.next_event_seq + 1, updated_at=self.now, last_outcome=outcome
+        )
 
     def append_message(
         self,

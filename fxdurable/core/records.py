@@ -70,6 +70,12 @@ class SessionRecord:
     parent_session: str | None = None
     parent_task: str | None = None
     created_at: float
+    # When its latest event was recorded, and how its latest settled submission ended
+    # ("completed", "failed", "aborted"): kept on the record so listing sessions
+    # (``GET /sessions``) reads one record per session, not its events or submissions. None
+    # on a record written before they existed (the list falls back to ``created_at``).
+    updated_at: float | None = None
+    last_outcome: str | None = None
     # The persisted key/value state (``ctx.state``, :mod:`fxdurable.core.session_state`):
     # changed only with the step that wrote it, each change a ``state.changed`` event.
     # Read-only: a change is a new record (the journal never mutates this mapping).

@@ -20,6 +20,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pydantic
@@ -45,6 +46,7 @@ from fxdurable.errors import (
     StoreFullError,
     StoreUnavailableError,
 )
+from fxdurable.http import console_static
 from fxdurable.http.auth import Authenticate
 from fxdurable.http.lines import Progress
 from fxdurable.http.openapi import openapi_document
@@ -74,9 +76,12 @@ from fxdurable.http.scoping import (
     public_session_id,
     session_key,
 )
+from fxdurable.http.sessions_list import SessionsQuery, list_sessions
 from fxdurable.http.settings import HttpSettings
 from fxdurable.http.signing import SIGNATURE_HEADER, SignatureError, verify_wake
 from fxdurable.http.stream import ReadEvents, ReadProgress, RunningProgress, long_poll, tail
+from fxdurable.http.trace_route import trace_reply
+from fxdurable.http.visibility import find_session
 from fxdurable.runtime import tracing
 from fxdurable.runtime.answers import answer_of, record_answer
 from fxdurable.runtime.crossing import durable
@@ -102,14 +107,20 @@ def create_app(
     authenticate: Authenticate,
     settings: HttpSettings | None = None,
     manage_runtime: bool = True,
+    extra_routes: Sequence[Route] = (),
+    console_dir: Path = console_static.STATIC_DIR,
 ) -> Starlette:
     """The fxdurable HTTP API over ``runtime``.
 
     ``authenticate(request)`` returns the caller's principal or None (401). With
     ``manage_runtime`` the app starts the runtime on startup and closes it on shutdown; pass
-    False when mounting it in an app that manages the runtime itself.
+    False when mounting it in an app that manages the runtime itself. ``extra_routes`` are
+    served beside the API's (``fxdurable serve --demo`` adds its own); ``console_dir`` holds
+    the web console's files (``GET /console``), the package's own by default.
     """
-    api = _Api(runtime, authenticate, settings or HttpSettings())
+    settings = settings or HttpSettings()
+    api = _Api(runtime, authenticate, settings)
+    console = console_static.ConsoleFiles(console_dir)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -123,17 +134,24 @@ def create_app(
 
     routes = [
         Route("/chat", api.chat, methods=["POST"]),
+        Route("/sessions", api.sessions, methods=["GET"]),
         Route("/chat", api.reconnect, methods=["GET"]),
         Route("/steer", api.steer, methods=["POST"]),
         Route("/abort", api.abort, methods=["POST"]),
         Route("/sessions/{session_id}", api.session, methods=["GET"]),
         Route("/sessions/{session_id}/history", api.history, methods=["GET"]),
+        Route("/sessions/{session_id}/trace", api.trace, methods=["GET"]),
         Route("/sessions/{session_id}/fork", api.fork, methods=["POST"]),
         Route("/sessions/{session_id}/answer", api.answer, methods=["POST"]),
         Route("/wake", api.wake, methods=["POST"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/healthz", api.healthz, methods=["GET"]),
+        Route("/console", console.index, methods=["GET", "HEAD"]),
+        Route("/console/{path:path}", console.asset, methods=["GET", "HEAD"]),
+        *extra_routes,
     ]
+    if settings.dev:
+        routes.append(Route("/", console_static.to_console, methods=["GET", "HEAD"]))
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
@@ -214,15 +232,16 @@ class _Api:
         retries included).
         """
         public = body.session_id
+        key, owner = (None, principal) if public is None else await self._target(principal, public)
         try:
             return await durable(
                 self._rt.journal.admit,
-                None if public is None else session_key(principal, public),
+                key,
                 agent=agent,
                 prompt=body.prompt,
                 request_id=request_id,
                 when_busy=body.when_busy,
-                owner=principal,
+                owner=owner,
                 new_session_prefix=namespace(principal),
                 trace_parent=trace_parent,
             )
@@ -271,9 +290,9 @@ class _Api:
         principal = await self._principal(request)
         body = await self._body(request, SteerRequest)
         self._check_length(body.text, "text")
-        key = session_key(principal, body.session_id)
+        key, owner = await self._target(principal, body.session_id)
         try:
-            steering = await durable(self._rt.journal.steer, key, body.text, owner=principal)
+            steering = await durable(self._rt.journal.steer, key, body.text, owner=owner)
         except SessionNotFoundError:
             raise session_not_found(body.session_id) from None
         except SteeringFullError as exc:
@@ -303,13 +322,10 @@ class _Api:
         public = _session_id(request.path_params["session_id"])
         body = await self._body(request, ForkRequest)
         new_key = session_key(principal, body.new_session_id)
+        source, owner = await self._target(principal, public)
         try:
             fork = await durable(
-                self._rt.journal.fork,
-                session_key(principal, public),
-                new_key,
-                after=body.after,
-                owner=principal,
+                self._rt.journal.fork, source, new_key, after=body.after, owner=owner
             )
         except SessionNotFoundError:
             raise session_not_found(public) from None
@@ -332,11 +348,11 @@ class _Api:
         principal = await self._principal(request)
         public = _session_id(request.path_params["session_id"])
         body = await self._body(request, AnswerRequest)
-        key = session_key(principal, public)
+        key, owner = await self._target(principal, public)
         try:
             answer = answer_of(body.answer, body.reason, body.input)
             record = await durable(
-                record_answer, self._rt.journal, self._rt.agents, key, answer, owner=principal
+                record_answer, self._rt.journal, self._rt.agents, key, answer, owner=owner
             )
         except SessionNotFoundError:
             raise session_not_found(public) from None
@@ -395,6 +411,24 @@ class _Api:
             parent_task=session.parent_task,
             state=dict(session.state),
         )
+        return _json(reply)
+
+    async def sessions(self, request: Request) -> Response:
+        principal = await self._principal(request)
+        query = SessionsQuery.parse(request.query_params)
+        show_unowned = self._settings.dev
+        reply = await durable(
+            self._rt.journal.read, lambda v: list_sessions(v, principal, query, show_unowned)
+        )
+        return _json(reply)
+
+    async def trace(self, request: Request) -> Response:
+        principal = await self._principal(request)
+        public = _session_id(request.path_params["session_id"])
+        session = await self._owned(principal, public)
+        reply = await durable(self._rt.journal.read, lambda v: trace_reply(v, session.id, public))
+        if reply is None:
+            raise session_not_found(public)
         return _json(reply)
 
     async def history(self, request: Request) -> Response:
@@ -456,16 +490,30 @@ class _Api:
         return principal
 
     async def _owned(self, principal: str, public_id: str) -> SessionRecord:
-        """``principal``'s session ``public_id`` (its ``id`` is the store key), else 404."""
-        key = session_key(principal, public_id)
+        """``principal``'s session ``public_id`` (its ``id`` is the store key), else 404
+        (:mod:`fxdurable.http.visibility`)."""
+        show_unowned = self._settings.dev
         session: SessionRecord | None = await durable(
-            self._rt.journal.read, lambda v: v.get_session(key)
+            self._rt.journal.read, lambda v: find_session(v, principal, public_id, show_unowned)
         )
-        # The key already scopes it; the owner check keeps an in-process session whose id
-        # looks like a key (``rt.session("alice/x")``, owner None) out of alice's reach.
-        if session is None or session.owner != principal:
+        if session is None:
             raise session_not_found(public_id)
         return session
+
+    async def _target(self, principal: str, public_id: str) -> tuple[str, str | None]:
+        """The key to write ``principal``'s session ``public_id`` at, and the owner to write
+        as: under ``--dev`` an in-process session (owner None) of that id is written without
+        an owner, as the code that made it would; otherwise the caller's own key."""
+        key = session_key(principal, public_id)
+        if not self._settings.dev:
+            return key, principal
+        show_unowned = True
+        found: SessionRecord | None = await durable(
+            self._rt.journal.read, lambda v: find_session(v, principal, public_id, show_unowned)
+        )
+        if found is not None and found.owner is None:
+            return found.id, None
+        return key, principal
 
     def _agent(self, name: str | None) -> str:
         agents = self._rt.agents

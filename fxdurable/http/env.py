@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
+from dataclasses import replace
 
 from starlette.applications import Starlette
+from starlette.routing import Route
 
 from fxdurable.errors import ConfigurationError
 from fxdurable.http.app import create_app
@@ -29,6 +32,7 @@ def app_from_env(
     queue: str | None = None,
     invocation_budget_s: float | None = None,
     settings: HttpSettings | None = None,
+    routes: Sequence[Route] = (),
 ) -> Starlette:
     """The app for ``FXD_AGENTS`` on ``FXD_STORE`` / ``FXD_QUEUE`` (default: the embedded
     SQLite store and the in-process queue).
@@ -36,7 +40,8 @@ def app_from_env(
     Authentication is bearer tokens from ``FXD_HTTP_TOKENS`` (``alice=<token>,bob=<token>``)
     or the file ``FXD_HTTP_TOKENS_FILE``. Without any, it refuses to start unless ``dev``
     (``--dev`` or ``FXD_HTTP_DEV=1``), which lets every caller in as the principal ``dev``.
-    ``settings`` replaces :meth:`HttpSettings.from_env` (the Lambda adapter's receipt mode).
+    ``settings`` replaces :meth:`HttpSettings.from_env` (the Lambda adapter's receipt mode);
+    ``routes`` are served beside the API's (demo mode's).
     """
     if dev is None:
         dev = os.environ.get("FXD_HTTP_DEV") == "1"
@@ -56,9 +61,11 @@ def app_from_env(
         settings=WorkerSettings.from_env(),
         invocation_budget_s=budget,
     )
-    return create_app(
-        runtime, authenticate=authenticate, settings=settings or HttpSettings.from_env()
-    )
+    settings = settings or HttpSettings.from_env()
+    if authenticate is dev_principal:
+        # --dev: / opens the console, which sees in-process sessions (make demo's) too.
+        settings = replace(settings, dev=True)
+    return create_app(runtime, authenticate=authenticate, settings=settings, extra_routes=routes)
 
 
 def _authenticator(dev: bool, tokens_file: str | None) -> Authenticate:

@@ -22,12 +22,15 @@ from fxdurable.http.schemas import (
     ForkRequest,
     HistoryReply,
     SessionReply,
+    SessionsReply,
     SteerReply,
     SteerRequest,
+    TraceReply,
     WakeReply,
     WakeRequest,
 )
 from fxdurable.http.scoping import SESSION_ID_PATTERN
+from fxdurable.http.sessions_list import MAX_LIMIT, SESSION_STATES
 
 __all__ = ["openapi_document"]
 
@@ -37,7 +40,9 @@ _REPLIES = (
     SteerReply,
     AbortReply,
     SessionReply,
+    SessionsReply,
     HistoryReply,
+    TraceReply,
     ForkReply,
     AnswerReply,
     WakeReply,
@@ -45,6 +50,7 @@ _REPLIES = (
 )
 _ERRORS = {
     "400": "malformed JSON, a bad cursor or a bad Idempotency-Key",
+    "400-list": "a state, limit or after that is not one this route takes",
     "401": "missing or invalid credentials",
     "404": "the caller has no session with this id (ids are per caller)",
     "408": "the body did not arrive within the body timeout (body_timeout)",
@@ -211,6 +217,46 @@ def openapi_document() -> dict[str, Any]:
                     },
                 }
             },
+            "/sessions": {
+                "get": {
+                    "summary": "The caller's sessions, newest updated first",
+                    "description": "Under --dev the list also holds sessions made in process "
+                    "(no owner), such as `fxdurable demo`'s `engineer`.",
+                    "security": secured,
+                    "parameters": [
+                        {
+                            "name": "state",
+                            "in": "query",
+                            "required": False,
+                            "description": "only sessions in these states (repeat it for "
+                            "several: ?state=running&state=waiting)",
+                            "schema": {
+                                "type": "array",
+                                "items": {"type": "string", "enum": list(SESSION_STATES)},
+                            },
+                            "style": "form",
+                            "explode": True,
+                        },
+                        {
+                            "name": "limit",
+                            "in": "query",
+                            "required": False,
+                            "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+                        },
+                        {
+                            "name": "after",
+                            "in": "query",
+                            "required": False,
+                            "description": "the `next` of the previous page",
+                            "schema": {"type": "string"},
+                        },
+                    ],
+                    "responses": {
+                        "200": _reply(SessionsReply, "A page of sessions."),
+                        **_errors("400-list", "401"),
+                    },
+                }
+            },
             "/sessions/{session_id}": {
                 "get": {
                     "summary": "A session's state and latest submissions",
@@ -229,6 +275,21 @@ def openapi_document() -> dict[str, Any]:
                     "parameters": [_SESSION_PATH],
                     "responses": {
                         "200": _reply(HistoryReply, "Every message, oldest first."),
+                        **_errors("401", "404", "422"),
+                    },
+                }
+            },
+            "/sessions/{session_id}/trace": {
+                "get": {
+                    "summary": "The session's timeline, as `fxdurable trace` prints it",
+                    "security": secured,
+                    "parameters": [_SESSION_PATH],
+                    "responses": {
+                        "200": _reply(
+                            TraceReply,
+                            "One line per step a person reads, each turn's summary and the "
+                            "token total; `forkAfter` is a fork point.",
+                        ),
                         **_errors("401", "404", "422"),
                     },
                 }

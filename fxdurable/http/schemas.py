@@ -26,8 +26,13 @@ __all__ = [
     "HistoryReply",
     "RunningTask",
     "SessionReply",
+    "SessionSummary",
+    "SessionsReply",
     "SteerReply",
     "SteerRequest",
+    "TraceLine",
+    "TraceReply",
+    "TraceTotals",
     "WakeReply",
     "WakeRequest",
 ]
@@ -202,6 +207,60 @@ class ForkReply(_Body):
     after: int = Field(description="the source's line cursor the fork was copied as of")
     messages: int = Field(description="how many messages the fork took")
     created: bool = Field(description="False: this fork existed already (a retry)")
+
+
+class SessionSummary(_Body):
+    """One row of ``GET /sessions``."""
+
+    id: str
+    agent: str
+    state: Literal["idle", "queued", "running", "waiting"] = Field(
+        description="idle: nothing unsettled; waiting: a question waits for an answer "
+        "(POST /sessions/{id}/answer); running: a turn runs; queued: work waits for a worker"
+    )
+    last_outcome: Literal["completed", "failed", "aborted"] | None = Field(
+        description="how the latest settled submission ended; null before any settled"
+    )
+    unsettled: int = Field(description="queued and running submissions")
+    question: str | None = Field(description="the question waiting for an answer, or null")
+    created_at: float = Field(description="unix seconds")
+    updated_at: float = Field(description="when its latest line was recorded (unix seconds)")
+
+
+class SessionsReply(_Body):
+    sessions: list[SessionSummary] = Field(description="newest updated first")
+    next: str | None = Field(description="pass as `after` for the next page; null on the last page")
+
+
+class TraceLine(_Body):
+    at: float
+    kind: str = Field(
+        description="an event type (model.completed, tool.outcome_unknown, ...), or "
+        "'session' (the header), 'submission' (a turn's summary), 'total' (the token total)"
+    )
+    text: str = Field(description="the line as `fxdurable trace` prints it, without colour")
+    cursor: int | None = Field(
+        description="the event's cursor (GET /chat from it); null on the header and summary lines"
+    )
+    fork_after: int | str | None = Field(
+        description="pass as `after` to POST /sessions/{id}/fork to fork at this line: an "
+        "event cursor after a recorded step, a settled submission's id; null where none is"
+    )
+
+
+class TraceTotals(_Body):
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    turns: int = Field(description="submissions")
+    attempts: int
+    interruptions: int = Field(description="attempts a crash ended")
+
+
+class TraceReply(_Body):
+    session_id: str
+    lines: list[TraceLine]
+    totals: TraceTotals
 
 
 class WakeReply(_Body):

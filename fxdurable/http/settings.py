@@ -45,6 +45,11 @@ class HttpSettings:
     # cursor, answering as soon as there are some or after ``long_poll_s``.
     mode: Literal["stream", "receipt"] = "stream"
     long_poll_s: float = 20.0
+    # ``--dev`` (no authentication, on one's own machine): ``GET /`` redirects to the console,
+    # and the caller also sees sessions made in process (owner None), such as ``make demo``'s
+    # ``engineer``, by their plain id. Never with real principals: an unowned session would
+    # be everybody's.
+    dev: bool = False
 
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "max_prompt_chars"):

@@ -53,7 +53,11 @@ REQUEST_TIMEOUT_S = 15.0  # a POST /chat that streams a whole turn takes well un
 POST_ROUTES = ("/chat", "/steer", "/abort", "/wake", "/sessions/fuzz-alice/fork")
 # Operations whose one parameter is the session id in the path: schemathesis finds no negative
 # value for it (Hypothesis reports Unsatisfiable), so test_regressions sends bad ones itself.
-PATH_ONLY = ("GET /sessions/{session_id}", "GET /sessions/{session_id}/history")
+PATH_ONLY = (
+    "GET /sessions/{session_id}",
+    "GET /sessions/{session_id}/history",
+    "GET /sessions/{session_id}/trace",
+)
 
 # Positive data may still be refused for reasons the document cannot express (no such agent or
 # session, busy): positive_data_acceptance is left out, everything else must hold.
@@ -180,8 +184,10 @@ def test_the_published_document_holds_under_fuzzing(served):
         "GET /chat",
         "POST /steer",
         "POST /abort",
+        "GET /sessions",
         "GET /sessions/{session_id}",
         "GET /sessions/{session_id}/history",
+        "GET /sessions/{session_id}/trace",
         "POST /sessions/{session_id}/fork",
         "POST /wake",
     }
@@ -189,6 +195,8 @@ def test_the_published_document_holds_under_fuzzing(served):
     # The fuzzing reached the routes, not only their validation.
     assert 200 in statuses["POST /chat"] and 200 in statuses["GET /chat"], statuses
     assert 200 in statuses["POST /steer"] and 200 in statuses["POST /abort"], statuses
+    assert 200 in statuses["GET /sessions"], statuses
+    assert 200 in statuses["GET /sessions/{session_id}/trace"], statuses
 
 
 def test_receipt_mode_holds_the_document_under_fuzzing(served):
