@@ -4,8 +4,9 @@
 (stream a turn as JSON lines), ``GET /chat`` (reconnect from a cursor), ``POST /steer``,
 ``POST /abort``, ``GET /sessions`` (the caller's sessions), ``GET /sessions/{id}``,
 ``GET /sessions/{id}/history``, ``GET /sessions/{id}/trace``, ``POST /wake`` (HMAC-signed, for
-schedulers), ``GET /openapi.json`` and the web console's files under ``/console``. ``app_from_env()`` builds one from
-``FXD_AGENTS``, ``FXD_STORE``, ``FXD_QUEUE``, ``FXD_HTTP_TOKENS`` and ``FXD_WAKE_SECRET``.
+schedulers), ``GET /openapi.json`` and the web console's files under ``/console``.
+``app_from_env()`` builds one from ``FXD_AGENTS``, ``FXD_STORE``, ``FXD_QUEUE``,
+``FXD_HTTP_TOKENS`` and ``FXD_WAKE_SECRET``.
 
 Why Starlette and not FastAPI: measured on the development machine (2 cores, Python 3.11,
 best of 7 fresh interpreters, starlette 1.10, fastapi 0.165, pydantic 2.14), importing the
