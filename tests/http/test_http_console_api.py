@@ -288,6 +288,17 @@ def test_the_console_files_are_served_with_their_types_and_nothing_else(
     assert client.get("/").status_code == 404
 
 
+def test_the_packages_own_console_is_served(journal, tmp_path):
+    url, _ = journal
+    client = _client(url, tmp_path, dev=False)
+    page = client.get("/console/")
+    assert page.status_code == 200 and "<html" in page.text.lower()
+    assert "not installed" not in page.text
+    module = client.get("/console/app.js")
+    assert module.status_code == 200
+    assert module.headers["content-type"] == "text/javascript; charset=utf-8"
+
+
 def test_under_dev_the_root_redirects_to_the_console(journal, tmp_path):
     url, _ = journal
     client = _client(url, tmp_path, dev=True)
