@@ -45,19 +45,12 @@ from fxdurable.testing.net import stop_process
 REDIS_SERVER = "redis-server"
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """The run's browser screenshots replace the last run's (in the controller only: xdist's
-    workers start after it and write there)."""
-    if not hasattr(session.config, "workerinput"):
-        shutil.rmtree(artifacts_dir(), ignore_errors=True)
-
-
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Say once where the browser tests' screenshots are (tests/console/conftest.py)."""
-    directory = artifacts_dir()
-    shots = sorted(directory.glob("*.png")) if directory.is_dir() else []
-    if shots:
-        terminalreporter.write_line(f"browser screenshots ({len(shots)}): {directory}")
+    """Say once where the browser tests' screenshots are (tests/console/conftest.py), when
+    any ran. A run overwrites the files of the tests it runs and leaves the rest."""
+    reports = (r for reports in terminalreporter.stats.values() for r in reports)
+    if any(getattr(r, "nodeid", "").startswith("tests/console/") for r in reports):
+        terminalreporter.write_line(f"browser screenshots: {artifacts_dir()}")
 
 
 def _ping(url: str, timeout: float) -> str | None:

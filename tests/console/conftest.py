@@ -22,12 +22,13 @@ if HERE not in sys.path:  # whatever pytest's import mode, the tests import cons
 
 from browser_support import MissingBrowserError, artifacts_dir, chromium_path  # noqa: E402
 from console_server import ConsoleServer  # noqa: E402
-from playwright.sync_api import Browser, Page, Playwright, sync_playwright  # noqa: E402
-from shots import Shots, safe_name  # noqa: E402
+from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright  # noqa: E402
+from shots import Shots, clear_shots, safe_name  # noqa: E402
 
 # How long a Playwright wait or expect may take before the test fails: generous, since a
 # wait ends as soon as its condition holds (a turn of the test agent takes well under 1 s).
 WAIT_MS = 20_000
+expect.set_options(timeout=WAIT_MS)
 
 
 @pytest.fixture(scope="session")
@@ -63,6 +64,9 @@ def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(WAIT_MS)
     page = context.new_page()
+    script_errors: list[str] = []
+    page.on("pageerror", lambda error: script_errors.append(str(error)))
+    clear_shots(request.node.name)
     yield page
     if request.node.stash.get(_FAILED, False):
         directory = artifacts_dir()
@@ -71,6 +75,7 @@ def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
             path=directory / f"{safe_name(request.node.name)}-failed.png", full_page=True
         )
     context.close()
+    assert not script_errors, f"the page threw: {script_errors}"
 
 
 @pytest.fixture
@@ -95,3 +100,13 @@ def serve(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[.
         server.kill()
         if request.node.stash.get(_FAILED, False):
             print(f"--- {server.log} ---\n{server.output()}")
+
+
+@pytest.fixture(scope="module")
+def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleServer]:
+    """One ``serve --dev`` of the test agent for a module's tests (each uses its own
+    session ids): a server start saved per test."""
+    server = ConsoleServer(tmp_path_factory.mktemp("dev-server"))
+    server.start()
+    yield server
+    server.kill()

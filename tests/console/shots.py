@@ -14,6 +14,13 @@ def safe_name(test: str) -> str:
     return re.sub(r"[^\w.-]+", "_", test)
 
 
+def clear_shots(test: str) -> None:
+    """Remove a test's pictures of an earlier run (``<test>-*.png``), so what is there after
+    it ran is its own."""
+    for old in artifacts_dir().glob(f"{safe_name(test)}-*.png"):
+        old.unlink(missing_ok=True)
+
+
 class Shots:
     """Numbered screenshots of one test: ``take("streaming")`` writes
     ``<test>-01-streaming.png``."""

@@ -1,0 +1,58 @@
+"""What the browser tests do on the console's pages, by the data-testids its contract names
+(/console/, issue 14)."""
+
+from __future__ import annotations
+
+from console_server import ConsoleServer
+from playwright.sync_api import Locator, Page, expect
+
+__all__ = [
+    "event_cursors",
+    "open_session",
+    "send",
+    "start_gated_turn",
+    "tool_call",
+    "turn_end",
+]
+
+
+def open_session(page: Page, server: ConsoleServer, session_id: str) -> None:
+    page.goto(f"{server.console_url}#/sessions/{session_id}")
+    expect(page.get_by_test_id("session-view")).to_be_visible()
+
+
+def send(page: Page, text: str) -> None:
+    """Type into the prompt box and press Enter: a submission when idle, steering when busy."""
+    prompt = page.get_by_test_id("prompt-input")
+    prompt.fill(text)
+    prompt.press("Enter")
+
+
+def start_gated_turn(page: Page, server: ConsoleServer, session_id: str, gate: str) -> None:
+    """Open the session and start a turn of the test agent that waits, running, at ``gate``
+    until ``server.open_gate(gate)``."""
+    open_session(page, server, session_id)
+    send(page, f"Wait at gate {gate}")
+    expect(tool_call(page, "wait_for_gate", "running")).to_be_visible()
+
+
+def tool_call(page: Page, tool: str, status: str | None = None) -> Locator:
+    selector = f'[data-testid="tool-call"][data-tool="{tool}"]'
+    if status is not None:
+        selector += f'[data-status="{status}"]'
+    return page.locator(selector)
+
+
+def turn_end(page: Page, outcome: str) -> Locator:
+    """The ``turn_end`` lines that say ``Turn <outcome>`` in words (readable without colour)."""
+    return page.locator('[data-testid="event"][data-kind="turn_end"]').filter(
+        has_text=f"Turn {outcome}"
+    )
+
+
+def event_cursors(page: Page) -> list[int]:
+    """The ``data-cursor`` of every rendered line in the event log, in page order."""
+    cursors = page.locator('[data-testid="event-log"] [data-testid="event"]').evaluate_all(
+        "els => els.map(e => Number(e.dataset.cursor))"
+    )
+    return [int(c) for c in cursors]
