@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shlex
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -99,7 +100,17 @@ async def _demo(
             reason = sub.error.message if sub.error else sub.status.value
             print(style.red(f"Outcome: {sub.status} — {reason}"))
     print(style.dim(f"Trace: fxdurable trace {SESSION} {where}    Audit: fxdurable check {where}"))
+    print(style.bold("See it in the web console (kill -9 its worker there, watch it recover):"))
+    print(f"  {_command_name()} serve --dev --demo {where}")
+    print(f"  then open http://127.0.0.1:8000/console/#/sessions/{SESSION}")
     return 0 if all(s.status == SubmissionStatus.COMPLETED for s in final) else 1
+
+
+def _command_name() -> str:
+    """How the user ran this command (``make demo``: ``.venv/bin/fxdurable``), so the line
+    it prints runs as it is."""
+    ran = sys.argv[0] if sys.argv else ""
+    return shlex.quote(ran) if Path(ran).name == "fxdurable" else "fxdurable"
 
 
 @contextlib.contextmanager

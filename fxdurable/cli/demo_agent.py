@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pydantic
 
+from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.models.base import Model, ModelRequest, ModelResponse
 from fxdurable.runtime.models.scripted import ScriptedModel, call, reply, turn_messages
@@ -34,15 +35,15 @@ class DeployInput(pydantic.BaseModel):
     version: str = pydantic.Field(description="the release to deploy, e.g. 1.4")
 
 
-def _tools(workdir: Path) -> list[Tool]:
+def _tools(workdir: Path, pace_s: float) -> list[Tool]:
     log = workdir / "deployments.log"
 
     def run_tests(_: NoInput, ctx: ToolContext) -> str:
-        time.sleep(0.2)
+        time.sleep(pace_s)
         return "128 passed, 0 failed"
 
     def deploy(inp: DeployInput, ctx: ToolContext) -> str:
-        time.sleep(0.2)
+        time.sleep(pace_s)
         with log.open("a") as f:
             f.write(
                 f"{time.strftime('%Y-%m-%dT%H:%M:%S')} release={inp.version} "
@@ -120,22 +121,30 @@ def _policy(request: ModelRequest) -> ModelResponse:
     return reply("I am not sure what happened; please check the trace.")
 
 
-def engineer(workdir: Path, model: Model | None = None) -> Agent:
-    """The demo agent; ``model`` defaults to the in-process scripted model."""
+def engineer(workdir: Path, model: Model | None = None, *, pace_s: float = 0.2) -> Agent:
+    """The demo agent; ``model`` defaults to the in-process scripted model. ``run_tests`` and
+    ``deploy`` each take ``pace_s``."""
     return Agent(
         "engineer",
         model or ScriptedModel(_policy, name="scripted/release-engineer"),
         instructions="You are a careful release engineer.",
-        tools=_tools(workdir),
+        tools=_tools(workdir, pace_s),
     )
 
 
 def agents() -> list[Agent]:
     """For workers: ``FXD_AGENTS=fxdurable.cli.demo_agent:agents``. The demo's files live in
-    ``$FXD_DEMO_DIR`` (default ``.fxd-demo``, relative to the worker's directory)."""
+    ``$FXD_DEMO_DIR`` (default ``.fxd-demo``, relative to the worker's directory);
+    ``$FXD_DEMO_PACE_S`` is how long ``run_tests`` and ``deploy`` each take (default 0.2;
+    ``fxdurable serve --demo`` sets a human pace, so a crash button lands mid-turn)."""
     workdir = Path(os.environ.get("FXD_DEMO_DIR", ".fxd-demo"))
     workdir.mkdir(parents=True, exist_ok=True)  # where the deploy tool writes its log
-    return [engineer(workdir)]
+    pace = os.environ.get("FXD_DEMO_PACE_S")
+    try:
+        pace_s = 0.2 if not pace else float(pace)
+    except ValueError:
+        raise ConfigurationError(f"FXD_DEMO_PACE_S is seconds, not {pace!r}") from None
+    return [engineer(workdir, pace_s=pace_s)]
 
 
 def policy() -> Callable[[ModelRequest], ModelResponse]:

@@ -138,7 +138,11 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="module:attribute naming the agents (default: $FXD_AGENTS, else the demo agent)",
     )
-    serve.add_argument("--store", default=None, help="store URL (default: $FXD_STORE or SQLite)")
+    serve_store = serve.add_mutually_exclusive_group()
+    serve_store.add_argument(
+        "--store", default=None, help="store URL (default: $FXD_STORE or SQLite)"
+    )
+    serve_store.add_argument("--db", default=None, help="path of a SQLite store file")
     serve.add_argument("--queue", default=None, help="queue URL (default: $FXD_QUEUE or local)")
     serve.add_argument(
         "--dev",
@@ -148,6 +152,13 @@ def _parser() -> argparse.ArgumentParser:
         "machine",
     )
     serve.add_argument("--tokens-file", help="principal=token lines (or $FXD_HTTP_TOKENS)")
+    serve.add_argument(
+        "--demo",
+        action="store_true",
+        help="with --dev: run the turns in a separate worker process, which the console's "
+        "crash button (POST /demo/crash) SIGKILLs and replaces; the demo agent's tools run at "
+        "a human pace",
+    )
     serve.add_argument(
         "--invocation-budget",
         type=float,
@@ -309,6 +320,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 tokens_file=args.tokens_file,
                 invocation_budget_s=args.invocation_budget,
                 verbose=args.verbose,
+                demo=args.demo,
+                db=args.db,
             )
         if args.command in ("worker", "scan"):
             return _run_worker_command(args)

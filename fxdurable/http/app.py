@@ -48,6 +48,7 @@ from fxdurable.errors import (
 )
 from fxdurable.http import console_static
 from fxdurable.http.auth import Authenticate
+from fxdurable.http.demo_mode import DemoWorker, demo_routes
 from fxdurable.http.lines import Progress
 from fxdurable.http.openapi import openapi_document
 from fxdurable.http.problems import ApiError, invalid, session_not_found, unauthorized
@@ -107,16 +108,17 @@ def create_app(
     authenticate: Authenticate,
     settings: HttpSettings | None = None,
     manage_runtime: bool = True,
-    extra_routes: Sequence[Route] = (),
     console_dir: Path = console_static.STATIC_DIR,
+    demo: DemoWorker | None = None,
 ) -> Starlette:
     """The fxdurable HTTP API over ``runtime``.
 
     ``authenticate(request)`` returns the caller's principal or None (401). With
     ``manage_runtime`` the app starts the runtime on startup and closes it on shutdown; pass
-    False when mounting it in an app that manages the runtime itself. ``extra_routes`` are
-    served beside the API's (``fxdurable serve --demo`` adds its own); ``console_dir`` holds
-    the web console's files (``GET /console``), the package's own by default.
+    False when mounting it in an app that manages the runtime itself. ``console_dir`` holds
+    the web console's files (``GET /console``), the package's own by default. ``demo`` (demo
+    mode: the runtime runs no turns, that worker process does) adds ``GET /demo`` and
+    ``POST /demo/crash``.
     """
     settings = settings or HttpSettings()
     api = _Api(runtime, authenticate, settings)
@@ -148,7 +150,7 @@ def create_app(
         Route("/healthz", api.healthz, methods=["GET"]),
         Route("/console", console.index, methods=["GET", "HEAD"]),
         Route("/console/{path:path}", console.asset, methods=["GET", "HEAD"]),
-        *extra_routes,
+        *([] if demo is None else demo_routes(demo, api.principal)),
     ]
     if settings.dev:
         routes.append(Route("/", console_static.to_console, methods=["GET", "HEAD"]))
@@ -178,7 +180,7 @@ class _Api:
     # -- chat ------------------------------------------------------------------------------
 
     async def chat(self, request: Request) -> Response:
-        principal = await self._principal(request)
+        principal = await self.principal(request)
         body = await self._body(request, ChatRequest)
         self._check_length(body.prompt, "prompt")
         request_id = _request_id(principal, request.headers.get("idempotency-key"))
@@ -267,7 +269,7 @@ class _Api:
             ) from None
 
     async def reconnect(self, request: Request) -> Response:
-        principal = await self._principal(request)
+        principal = await self.principal(request)
         public = _session_id(request.query_params.get("sessionId"))
         session = await self._owned(principal, public)
         cursor = _cursor(request.query_params.get("cursor"), session)
@@ -287,7 +289,7 @@ class _Api:
     # -- steering and abort ----------------------------------------------------------------
 
     async def steer(self, request: Request) -> Response:
-        principal = await self._principal(request)
+        principal = await self.principal(request)
         body = await self._body(request, SteerRequest)
         self._check_length(body.text, "text")
         key, owner = await self._target(principal, body.session_id)
@@ -308,7 +310,7 @@ class _Api:
         return _json(reply)
 
     async def abort(self, request: Request) -> Response:
-        principal = await self._principal(request)
+        principal = await self.principal(request)
         body = await self._body(request, AbortRequest)
         session = await self._owned(principal, body.session_id)
         marked = await durable(self._rt.journal.request_abort, session.id)
@@ -318,7 +320,7 @@ class _Api:
     async def fork(self, request: Request) -> Response:
         """A new session of the caller's from this one's conversation: 201, or 200 when the
         same fork existed already. No wake: a fork starts at rest, with no work."""
-        principal = await self._principal(request)
+        principal = await self.principal(request)
         public = _session_id(request.path_params["session_id"])
         body = await self._body(request, ForkRequest)
         new_key = session_key(principal, body.new_session_id)
@@ -345,7 +347,7 @@ class _Api:
 
     async def answer(self, request: Request) -> Response:
         """The answer to the question the caller's session waits on: durable, then a wake."""
-        principal = await self._principal(request)
+        principal = await self.principal(request)
         public = _session_id(request.path_params["session_id"])
         body = await self._body(request, AnswerRequest)
         key, owner = await self._target(principal, public)
@@ -374,7 +376,7 @@ class _Api:
     # -- reads -----------------------------------------------------------------------------
 
     async def session(self, request: Request) -> Response:
-        principal = await self._principal(request)
+        principal = await self.principal(request)
         public = _session_id(request.path_params["session_id"])
         session = await self._owned(principal, public)
         subs, running = await durable(
@@ -414,7 +416,7 @@ class _Api:
         return _json(reply)
 
     async def sessions(self, request: Request) -> Response:
-        principal = await self._principal(request)
+        principal = await self.principal(request)
         query = SessionsQuery.parse(request.query_params)
         show_unowned = self._settings.dev
         reply = await durable(
@@ -423,7 +425,7 @@ class _Api:
         return _json(reply)
 
     async def trace(self, request: Request) -> Response:
-        principal = await self._principal(request)
+        principal = await self.principal(request)
         public = _session_id(request.path_params["session_id"])
         session = await self._owned(principal, public)
         reply = await durable(self._rt.journal.read, lambda v: trace_reply(v, session.id, public))
@@ -432,7 +434,7 @@ class _Api:
         return _json(reply)
 
     async def history(self, request: Request) -> Response:
-        principal = await self._principal(request)
+        principal = await self.principal(request)
         public = _session_id(request.path_params["session_id"])
         session = await self._owned(principal, public)
         messages = await durable(self._rt.journal.read, lambda v: conversation(v, session.id))
@@ -483,7 +485,8 @@ class _Api:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    async def _principal(self, request: Request) -> str:
+    async def principal(self, request: Request) -> str:
+        """The caller's principal; 401 without valid credentials."""
         principal = await self._authenticate(request)
         if not principal:
             raise unauthorized()

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
 from dataclasses import replace
 
 from starlette.applications import Starlette
-from starlette.routing import Route
 
 from fxdurable.errors import ConfigurationError
 from fxdurable.http.app import create_app
 from fxdurable.http.auth import Authenticate, BearerTokens, dev_principal, tokens_from_env
+from fxdurable.http.demo_mode import DemoWorker
 from fxdurable.http.settings import HttpSettings
 from fxdurable.runtime.agent_spec import load_agents
 from fxdurable.runtime.runtime import Runtime
@@ -32,7 +31,7 @@ def app_from_env(
     queue: str | None = None,
     invocation_budget_s: float | None = None,
     settings: HttpSettings | None = None,
-    routes: Sequence[Route] = (),
+    demo: DemoWorker | None = None,
 ) -> Starlette:
     """The app for ``FXD_AGENTS`` on ``FXD_STORE`` / ``FXD_QUEUE`` (default: the embedded
     SQLite store and the in-process queue).
@@ -41,7 +40,8 @@ def app_from_env(
     or the file ``FXD_HTTP_TOKENS_FILE``. Without any, it refuses to start unless ``dev``
     (``--dev`` or ``FXD_HTTP_DEV=1``), which lets every caller in as the principal ``dev``.
     ``settings`` replaces :meth:`HttpSettings.from_env` (the Lambda adapter's receipt mode);
-    ``routes`` are served beside the API's (demo mode's).
+    With ``demo`` (``fxdurable serve --demo``) this
+    process runs no turn: that worker process does (:mod:`fxdurable.http.demo_mode`).
     """
     if dev is None:
         dev = os.environ.get("FXD_HTTP_DEV") == "1"
@@ -60,12 +60,13 @@ def app_from_env(
         queue=queue,
         settings=WorkerSettings.from_env(),
         invocation_budget_s=budget,
+        concurrency=0 if demo is not None else 4,
     )
     settings = settings or HttpSettings.from_env()
     if authenticate is dev_principal:
         # --dev: / opens the console, which sees in-process sessions (make demo's) too.
         settings = replace(settings, dev=True)
-    return create_app(runtime, authenticate=authenticate, settings=settings, extra_routes=routes)
+    return create_app(runtime, authenticate=authenticate, settings=settings, demo=demo)
 
 
 def _authenticator(dev: bool, tokens_file: str | None) -> Authenticate:

@@ -17,6 +17,8 @@ from fxdurable.http.schemas import (
     AnswerRequest,
     ChatReceipt,
     ChatRequest,
+    CrashReply,
+    DemoReply,
     ErrorReply,
     ForkReply,
     ForkRequest,
@@ -46,6 +48,8 @@ _REPLIES = (
     ForkReply,
     AnswerReply,
     WakeReply,
+    DemoReply,
+    CrashReply,
     ErrorReply,
 )
 _ERRORS = {
@@ -66,6 +70,7 @@ _ERRORS = {
     "question: a rewrite whose input does not validate against the tool, or of a question "
     "that is not about a call (invalid_answer)",
     "429": "too much steering already waiting for the turn's next model call",
+    "404-demo": "not in demo mode (fxdurable serve --dev --demo)",
 }
 
 
@@ -317,6 +322,27 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {
                         "200": _reply(AnswerReply, "The answer is durable; the turn is woken."),
                         **_errors("400", "401", "404", "408", "409-answer", "413", "422-answer"),
+                    },
+                }
+            },
+            "/demo": {
+                "get": {
+                    "summary": "Demo mode only: the worker process that runs the turns",
+                    "security": secured,
+                    "responses": {
+                        "200": _reply(DemoReply, "Demo mode is on."),
+                        **_errors("401", "404-demo"),
+                    },
+                }
+            },
+            "/demo/crash": {
+                "post": {
+                    "summary": "Demo mode only: SIGKILL the worker process (kill -9) and start "
+                    "another, which recovers the turns in flight",
+                    "security": secured,
+                    "responses": {
+                        "200": _reply(CrashReply, "Killed and replaced."),
+                        **_errors("401", "404-demo"),
                     },
                 }
             },

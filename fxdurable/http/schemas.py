@@ -20,6 +20,8 @@ __all__ = [
     "AnswerRequest",
     "ChatReceipt",
     "ChatRequest",
+    "CrashReply",
+    "DemoReply",
     "ErrorReply",
     "ForkReply",
     "ForkRequest",
@@ -261,6 +263,18 @@ class TraceReply(_Body):
     session_id: str
     lines: list[TraceLine]
     totals: TraceTotals
+
+
+class DemoReply(_Body):
+    """``GET /demo``, answered in demo mode only (``fxdurable serve --dev --demo``)."""
+
+    demo: Literal[True] = True
+    worker: int = Field(description="the pid of the worker process that runs the turns")
+
+
+class CrashReply(_Body):
+    killed: int = Field(description="the worker process SIGKILLed")
+    worker: int = Field(description="its replacement, which recovers the turns in flight")
 
 
 class WakeReply(_Body):

@@ -109,6 +109,8 @@ def test_built_wheel_works_in_a_fresh_venv(tmp_path: Path, wheel: Path) -> None:
         assert f"fxdurable/stores/lua/{script}" in names, "the Redis store's Lua scripts must ship"
     assert "fxdurable/testing/invariants.py" in names
     assert "fxdurable/http/app.py" in names
+    for asset in ("index.html", "app.js", "style.css"):
+        assert f"fxdurable/console/static/{asset}" in names, "the web console must ship"
     assert not any(n.startswith(("tests/", "bench/")) for n in names), sorted(names)
 
     venv = tmp_path / "venv"
@@ -134,6 +136,7 @@ def test_built_wheel_works_in_a_fresh_venv(tmp_path: Path, wheel: Path) -> None:
         [str(fxd), "demo", "--dir", "D"], cwd=work, timeout=120, what="fxdurable demo (wheel)"
     )
     assert "Outcome: completed" in demo, demo
+    assert "serve --dev --demo --db D/demo.db" in demo.splitlines()[-2], demo
     assert (work / "D" / "demo.db").is_file()
     check = _run(
         [str(fxd), "check", "--db", "D/demo.db", "--at-rest"],
@@ -158,7 +161,7 @@ def test_wheel_with_the_http_extra_serves_a_turn(tmp_path: Path, wheel: Path) ->
     work.mkdir()
 
     usage = _run([str(fxd), "serve", "--help"], cwd=work, timeout=60, what="serve --help")
-    assert "--dev" in usage and "--tokens-file" in usage, usage
+    assert "--dev" in usage and "--tokens-file" in usage and "--demo" in usage, usage
 
     # No tokens and no --dev: refuse to start, and say both ways out.
     port = free_port()
@@ -198,6 +201,16 @@ def test_wheel_with_the_http_extra_serves_a_turn(tmp_path: Path, wheel: Path) ->
         assert lines[0]["type"] == "turn_start", lines
         assert lines[-1]["type"] == "turn_end", lines
         assert lines[-1]["data"]["outcome"] == "completed", lines[-1]
+
+        # The web console, from the installed package's files.
+        page = httpx.get(f"{url}/console/", timeout=10)
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        assert "not installed" not in page.text, "the console's files did not ship"
+        module = httpx.get(f"{url}/console/app.js", timeout=10)
+        assert module.headers["content-type"] == "text/javascript; charset=utf-8"
+        shipped = REPO / "fxdurable" / "console" / "static" / "app.js"
+        assert module.text == shipped.read_text()
+        assert httpx.get(f"{url}/", timeout=10).status_code == 307  # --dev: to the console
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)

@@ -51,12 +51,15 @@ PROMPT = "Read the state, charge order 42 and deploy release 2.0."
 EXAMPLES = 20  # per operation, generation mode and pinning: 7 x 2 x 2 x 20 = 560 requests
 REQUEST_TIMEOUT_S = 15.0  # a POST /chat that streams a whole turn takes well under a second
 POST_ROUTES = ("/chat", "/steer", "/abort", "/wake", "/sessions/fuzz-alice/fork")
-# Operations whose one parameter is the session id in the path: schemathesis finds no negative
-# value for it (Hypothesis reports Unsatisfiable), so test_regressions sends bad ones itself.
+# Operations whose one parameter is the session id in the path, or that take none (demo
+# mode's): schemathesis finds no negative value for them (Hypothesis reports Unsatisfiable),
+# so test_regressions sends bad session ids itself.
 PATH_ONLY = (
     "GET /sessions/{session_id}",
     "GET /sessions/{session_id}/history",
     "GET /sessions/{session_id}/trace",
+    "GET /demo",
+    "POST /demo/crash",
 )
 
 # Positive data may still be refused for reasons the document cannot express (no such agent or
