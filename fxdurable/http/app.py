@@ -590,7 +590,7 @@ class _Api:
 
         async def read(after: int) -> Sequence[EventRecord]:
             events = await durable(journal.read, lambda v: v.events(key, after, _EVENTS_PER_READ))
-            return [replace(e, session_id=public) for e in events]
+            return [_public_event(e, public) for e in events]
 
         return read
 
@@ -771,3 +771,16 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
         {"code": "internal", "message": "internal error; the server log has the details"},
         status_code=500,
     )
+
+
+# Event fields that name another session by its store key: shown as its public id, as every
+# id on the wire is (a fork's source and a subagent's parent are the caller's own sessions).
+_SESSION_FIELDS = ("forked_from", "parent_session")
+
+
+def _public_event(event: EventRecord, public: str) -> EventRecord:
+    keys = {f: v for f in _SESSION_FIELDS if isinstance(v := event.data.get(f), str)}
+    if not keys:
+        return replace(event, session_id=public)
+    data = {**event.data, **{f: public_session_id(key) for f, key in keys.items()}}
+    return replace(event, session_id=public, data=data)

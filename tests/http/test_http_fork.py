@@ -68,6 +68,12 @@ def test_a_fork_over_http_is_the_callers_and_takes_a_next_message(served):
         assert (bad.status_code, bad.json()["code"]) == (422, "bad_fork_point"), bad.text
     assert _fork(app, {"newSessionId": "g", "after": 0}).status_code == 422
 
+    # Its stream names its source by the public id, never by alice's store key.
+    with HTTP.stream("GET", f"{app.url}/chat?sessionId=f&cursor=0", headers=ALICE) as r:
+        created = httpx.Response(200, content=next(r.iter_lines())).json()
+    assert created["type"] == "session.created", created
+    assert created["data"]["forked_from"] == "s" and created["sessionId"] == "f", created
+
     # The fork is alice's, at rest, and goes on from its point.
     assert _chat(app, "f", FOLLOW_UP) == "completed"
     assert HTTP.get(f"{app.url}/sessions/f", headers=BOB).status_code == 404
