@@ -35,12 +35,14 @@ class ConsoleServer:
         demo: bool = False,
         agents: str | None = TEST_AGENTS,
         token: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.workdir = workdir.resolve()
         self.gates = self.workdir / "gates"
         self.gates.mkdir(parents=True, exist_ok=True)
         self.store_url = f"sqlite:///{self.workdir}/console.db"
         self.dev, self.demo, self.agents, self.token = dev, demo, agents, token
+        self.extra_env = env or {}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.console_url = f"{self.url}/console/"
@@ -72,6 +74,7 @@ class ConsoleServer:
         env["FXD_LEASE_TTL_S"] = "3"
         env["FXD_HEARTBEAT_S"] = "0.5"
         env["FXD_SCAN_INTERVAL_S"] = "0.5"
+        env.update(self.extra_env)
         return env
 
     def start(self) -> None:

@@ -192,3 +192,38 @@ def test_no_horizontal_scroll_at_360_px(
             assert widths[0] <= widths[1], f"{state}: scrolls sideways at 360 px ({widths})"
     finally:
         context.close()
+
+
+def test_the_model_s_text_shows_while_it_streams(
+    page: Page, dev_server: ConsoleServer, shots: Shots
+) -> None:
+    open_session(page, dev_server, "think-1")
+    send(page, "Please think at t1")
+    partial = page.get_by_test_id("partial-text")
+    expect(partial).to_contain_text("Let me think")
+    shots.take("model-text-streaming")
+
+    dev_server.open_gate("t1")
+    expect(turn_end(page, "completed")).to_contain_text("one step at a time.")
+    expect(partial).to_have_count(0)  # the recorded reply took its place
+    shots.take("model-text-recorded")
+
+
+def test_the_sessions_list_filters_by_state(
+    page: Page, dev_server: ConsoleServer, shots: Shots
+) -> None:
+    open_session(page, dev_server, "filter-waits")
+    send(page, "Please deploy")
+    expect(page.get_by_test_id("question")).to_be_visible()
+
+    page.goto(dev_server.console_url)
+    row = page.locator('[data-testid="session-row"][data-session-id="filter-waits"]')
+    expect(row).to_contain_text("waiting")
+    page.get_by_test_id("state-filter").select_option("waiting")
+    expect(row).to_be_visible()
+    for text in page.get_by_test_id("session-row").all_inner_texts():
+        assert "waiting" in text, text
+    shots.take("filtered-waiting")
+    page.get_by_test_id("state-filter").select_option("idle")
+    expect(row).to_have_count(0)
+    shots.take("filtered-idle")
