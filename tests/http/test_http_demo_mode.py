@@ -173,3 +173,16 @@ def test_make_demo_ends_with_the_command_that_opens_its_session_in_the_console(t
     listed = httpx.get(f"{base}/sessions").json()["sessions"]
     assert [s["id"] for s in listed] == ["engineer"] and listed[0]["lastOutcome"] == "completed"
     assert json.loads(httpx.get(f"{base}/demo").text)["demo"] is True
+    # The console may go on with it: a follow-up prompt runs in the demo's worker, without an
+    # owner as the demo's own turns, and deploys nothing more.
+    with httpx.stream(
+        "POST",
+        f"{base}/chat",
+        json={"sessionId": session, "prompt": "Is release 1.4 live in production?"},
+        timeout=TIMEOUT,
+    ) as stream:
+        lines = list(parsed(stream))
+    assert lines[-1]["type"] == "turn_end" and lines[-1]["data"]["outcome"] == "completed"
+    assert "production runs release 1.4" in lines[-1]["data"]["text"]
+    assert [s["id"] for s in httpx.get(f"{base}/sessions").json()["sessions"]] == ["engineer"]
+    assert len((tmp_path / ".fxd-demo" / "deployments.log").read_text().splitlines()) == 1
