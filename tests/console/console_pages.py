@@ -8,6 +8,7 @@ from playwright.sync_api import Locator, Page, expect
 
 __all__ = [
     "event_cursors",
+    "open_gate_and_finish",
     "open_session",
     "send",
     "start_gated_turn",
@@ -34,6 +35,12 @@ def start_gated_turn(page: Page, server: ConsoleServer, session_id: str, gate: s
     open_session(page, server, session_id)
     send(page, f"Wait at gate {gate}")
     expect(tool_call(page, "wait_for_gate", "running")).to_be_visible()
+
+
+def open_gate_and_finish(page: Page, server: ConsoleServer, gate: str, says: str) -> None:
+    """Let the turn waiting at ``gate`` go on, and wait until it completed saying ``says``."""
+    server.open_gate(gate)
+    expect(turn_end(page, "completed")).to_contain_text(says)
 
 
 def tool_call(page: Page, tool: str, status: str | None = None) -> Locator:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from console_pages import event_cursors, start_gated_turn, turn_end
+from console_pages import event_cursors, open_gate_and_finish, start_gated_turn
 from console_server import ConsoleServer
 from playwright.sync_api import Page, expect
 from shots import Shots
@@ -27,8 +27,7 @@ def test_a_turn_streams_in_receipt_mode(
     expect(page.get_by_test_id("connection")).to_have_text("live")
     shots.take("running")
 
-    server.open_gate("r1")
-    expect(turn_end(page, "completed")).to_contain_text("Done: gate r1 opened.")
+    open_gate_and_finish(page, server, "r1", "Done: gate r1 opened.")
     shots.take("completed")
     cursors = event_cursors(page)
     assert len(cursors) == len(set(cursors)), cursors

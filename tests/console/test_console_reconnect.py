@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 
 import httpx
-from console_pages import event_cursors, start_gated_turn, turn_end
+from console_pages import event_cursors, open_gate_and_finish, start_gated_turn
 from console_server import ConsoleServer
 from playwright.sync_api import Page, expect
 from shots import Shots
@@ -49,8 +49,7 @@ def test_the_stream_resumes_after_the_server_restarts_without_gap_or_duplicate(
     expect(page.get_by_test_id("interruption").first).to_be_visible()
     shots.take("live-again")
 
-    server.open_gate("d1")
-    expect(turn_end(page, "completed")).to_contain_text("Done: gate d1 opened.")
+    open_gate_and_finish(page, server, "d1", "Done: gate d1 opened.")
     shots.take("completed-after-restart")
 
     shown = event_cursors(page)

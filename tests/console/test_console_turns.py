@@ -13,6 +13,7 @@ import json
 
 from console_pages import (
     event_cursors,
+    open_gate_and_finish,
     open_session,
     send,
     start_gated_turn,
@@ -59,8 +60,7 @@ def test_keyboard_only_submission_streams_a_turn_to_completion(
     expect(page.get_by_test_id("connection")).to_have_text("live")
     shots.take("tool-running-with-progress")
 
-    dev_server.open_gate("k1")
-    expect(turn_end(page, "completed")).to_contain_text("Done: gate k1 opened.")
+    open_gate_and_finish(page, dev_server, "k1", "Done: gate k1 opened.")
     expect(tool_call(page, "wait_for_gate", "completed")).to_contain_text("completed")
     expect(page.get_by_test_id("turn-totals")).to_contain_text("token")
     expect(page.get_by_test_id("session-totals")).to_contain_text("token")
@@ -86,8 +86,7 @@ def test_typing_while_the_agent_works_steers_it(
     expect(steer).to_contain_text("Also say banana")
     shots.take("steering-recorded")
 
-    dev_server.open_gate("s1")
-    expect(turn_end(page, "completed")).to_contain_text("Noted: Also say banana")
+    open_gate_and_finish(page, dev_server, "s1", "Noted: Also say banana")
     expect(page.locator('[data-testid="event"][data-kind="steer.delivered"]')).to_have_count(1)
     expect(page.locator('[data-testid="event"][data-kind="turn_end"]')).to_have_count(1)
     shots.take("steered-turn-completed")
@@ -203,8 +202,7 @@ def test_the_model_s_text_shows_while_it_streams(
     expect(partial).to_contain_text("Let me think")
     shots.take("model-text-streaming")
 
-    dev_server.open_gate("t1")
-    expect(turn_end(page, "completed")).to_contain_text("one step at a time.")
+    open_gate_and_finish(page, dev_server, "t1", "one step at a time.")
     expect(partial).to_have_count(0)  # the recorded reply took its place
     shots.take("model-text-recorded")
 
