@@ -1,7 +1,7 @@
 """The session view in headless Chromium against one ``fxdurable serve --dev`` of the test
 agent (tests/console/console_agents.py): a turn streamed from submission to completion,
-keyboard only; steering mid-turn; Esc aborting; a permission prompt answered (allow, and
-edit input); a fork from the trace view; no horizontal scroll at 360 px.
+keyboard only; steering mid-turn; Esc aborting; a permission prompt answered (allow, edit
+input, deny with a reason); a fork from the trace view; no horizontal scroll at 360 px.
 
 A running turn waits at a gate (a file) that the test opens, so each state is on screen for
 as long as the test looks at it, without sleeps.
@@ -104,7 +104,7 @@ def test_escape_aborts_the_running_turn(
     shots.take("aborted")
 
 
-def test_a_permission_prompt_is_answered_inline(
+def test_a_permission_prompt_is_answered_inline_allow_edit_deny(
     page: Page, dev_server: ConsoleServer, shots: Shots
 ) -> None:
     deployments = dev_server.gates / "deployments.log"
@@ -133,8 +133,17 @@ def test_a_permission_prompt_is_answered_inline(
     expect(turn_end(page, "completed")).to_have_count(2)
     expect(turn_end(page, "completed").last).to_contain_text("release 2.1 deployed")
     shots.take("edited-and-completed")
+
+    send(page, "Please deploy a third time")
+    expect(question).to_contain_text("May I deploy")
+    page.get_by_test_id("answer-reason").fill("not on a Friday")
+    page.get_by_test_id("answer-deny").click()
+    expect(turn_end(page, "completed")).to_have_count(3)
+    expect(turn_end(page, "completed").last).to_contain_text("denied: not on a Friday")
+    expect(tool_call(page, "deploy", "failed")).to_contain_text("denied")
+    shots.take("denied-and-completed")
     releases = [line.split()[0] for line in deployments.read_text().splitlines()]
-    assert releases == ["release=2.0", "release=2.1"]
+    assert releases == ["release=2.0", "release=2.1"]  # the denied call never ran
 
 
 def test_fork_from_the_trace_view_into_a_new_session(
