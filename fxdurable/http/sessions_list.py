@@ -53,12 +53,13 @@ class SessionsQuery:
                 f"state is one of {', '.join(SESSION_STATES)}, not {unknown[0][:40]!r}",
             )
         raw_limit = params.get("limit", str(DEFAULT_LIMIT))  # "limit=" is no number either
-        if not (raw_limit.isascii() and raw_limit.isdigit()) or not (
-            1 <= int(raw_limit[:6]) <= MAX_LIMIT
-        ):
+        # isdigit() alone accepts '²', which int() refuses; the length bounds int()'s work.
+        digits = raw_limit.isascii() and raw_limit.isdigit() and len(raw_limit) <= 6
+        limit = int(raw_limit) if digits else 0
+        if not 1 <= limit <= MAX_LIMIT:
             raise ApiError(400, "bad_limit", f"limit is a whole number from 1 to {MAX_LIMIT}")
         after = params.get("after")
-        return cls(frozenset(states), int(raw_limit), None if after is None else _decode(after))
+        return cls(frozenset(states), limit, None if after is None else _decode(after))
 
 
 def _encode(updated: float, session_id: str) -> str:

@@ -146,7 +146,7 @@ def test_the_list_shows_the_callers_sessions_with_state_outcome_and_question(jou
 
     bad = client.get("/sessions", params={"state": "sleeping"}, headers=ALICE)
     assert bad.status_code == 400 and bad.json()["code"] == "bad_state"
-    for limit in ("0", "201", "x", ""):
+    for limit in ("0", "201", "x", "", "²", "0000050"):
         bad = client.get("/sessions", params={"limit": limit}, headers=ALICE)
         assert bad.status_code == 400 and bad.json()["code"] == "bad_limit"
     bad = client.get("/sessions", params={"after": "not-a-page"}, headers=ALICE)
