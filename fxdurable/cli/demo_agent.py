@@ -35,7 +35,7 @@ class DeployInput(pydantic.BaseModel):
     version: str = pydantic.Field(description="the release to deploy, e.g. 1.4")
 
 
-def _tools(workdir: Path, pace_s: float) -> list[Tool]:
+def _tools(workdir: Path, pace_s: float = 0.2) -> list[Tool]:
     log = workdir / "deployments.log"
 
     def run_tests(_: NoInput, ctx: ToolContext) -> str:
