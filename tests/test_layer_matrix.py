@@ -35,8 +35,20 @@ ALLOWED: dict[str, frozenset[str]] = {
     "workers": frozenset({"core", "errors", "backends", "queues", "runtime"}),
     # The Lambda functions: the HTTP app, the runtime's wake handler and scan, the SQS queue.
     "aws_lambda": frozenset({"core", "errors", "backends", "queues", "runtime", "http"}),
+    # The web console's static files (served by http, which finds them as package data).
+    "console": frozenset(),
     "cli": frozenset(
-        {"core", "errors", "backends", "runtime", "testing", "http", "workers", "fxdurable"}
+        {
+            "core",
+            "errors",
+            "backends",
+            "runtime",
+            "testing",
+            "http",
+            "workers",
+            "fxdurable",
+            "tools",
+        }
     ),
     "__main__": frozenset({"cli"}),
 }
