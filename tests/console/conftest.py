@@ -1,4 +1,4 @@
-"""Fixtures of the browser tests: one headless Chromium per test process (Debian's, driven by
+"""Fixtures of the browser tests: one headless Chromium per test file (Debian's, driven by
 Playwright for Python), a fresh browser context and page per test, real ``fxdurable serve``
 subprocesses (``console_server.py``), and screenshots of each state a test checks.
 
@@ -31,13 +31,16 @@ WAIT_MS = 20_000
 expect.set_options(timeout=WAIT_MS)
 
 
-@pytest.fixture(scope="session")
+# Module-scoped, not session-scoped: Playwright's sync API runs an asyncio loop in this thread
+# while it is started, and a later test of the same process calling asyncio.run() would fail
+# ("cannot be called from a running event loop"). It stops at the end of each test file.
+@pytest.fixture(scope="module")
 def playwright() -> Iterator[Playwright]:
     with sync_playwright() as p:
         yield p
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     try:
         executable = chromium_path()
