@@ -57,7 +57,7 @@ def _gone(pid: int) -> bool:
     ],
     ids=["SIGKILL", "SIGTERM"],
 )
-def test_stopped_while_the_shell_runs_the_tests_the_rerun_runs_them_again(
+def test_stopped_while_the_shell_runs_the_tests_the_next_run_runs_them_again(
     tmp_path: Path, sig: signal.Signals, exit_code: int
 ) -> None:
     where = tmp_path / ".fxd-coding"

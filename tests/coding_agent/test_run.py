@@ -72,7 +72,7 @@ def test_yes_fixes_the_tests_past_a_refusal_and_the_permission_prompts(tmp_path:
     ],
     ids=["after-intent", "after-execute"],
 )
-def test_killed_mid_edit_the_rerun_finishes_with_each_fix_applied_once(
+def test_killed_mid_edit_the_next_run_finishes_with_each_fix_applied_once(
     tmp_path: Path, point: str, applied_before_the_crash: int, recovered: str
 ) -> None:
     where = tmp_path / ".fxd-coding"
