@@ -20,6 +20,7 @@ from fxdurable.backends import open_rq_queue
 from fxdurable.errors import StoreError
 from fxdurable.queues.rq import RqQueue
 from fxdurable.runtime.agent_spec import load_agents
+from fxdurable.runtime.models.announce import announce_model_endpoints
 from fxdurable.runtime.worker import WorkerSettings
 from fxdurable.workers import scan
 from fxdurable.workers.config import WorkerConfig
@@ -72,7 +73,7 @@ def run_worker(
     ``fork=False`` runs each job in this process (``--no-fork``), in one warm context
     (:mod:`fxdurable.workers.warm`) closed when the worker exits."""
     # Fail fast, before any job, on a bad FXD_AGENTS, lease setting or Redis address.
-    load_agents(config.agents_spec)
+    announce_model_endpoints(load_agents(config.agents_spec), process="fxdurable worker")
     settings = WorkerSettings.from_env()
     config.export()  # forked job processes read their configuration from the environment
     queue = open_rq_queue(config.queue_url)
