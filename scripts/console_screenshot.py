@@ -83,7 +83,8 @@ def main() -> int:
                 browser.close()
         finally:
             stop_process(server)
-        deploys = (Path(workdir) / ".fxd-demo" / "deployments.log").read_text().splitlines()
+        # The ledger of demo.db, next to it (fxdurable.cli.demo_ledger).
+        deploys = (Path(workdir) / "deployments.log").read_text().splitlines()
     print(f"wrote {OUTPUT.relative_to(REPO)} (the deploy ran {len(deploys)} time(s))")
     return 0 if len(deploys) == 1 else 1
 

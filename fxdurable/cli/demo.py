@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from fxdurable.cli.demo_agent import FOLLOW_UP, PROMPT, engineer, policy
+from fxdurable.cli.demo_ledger import ledger_path
 from fxdurable.cli.follow import (
     arm_crash,
     event_cursor,
@@ -46,9 +47,11 @@ async def _demo(
     db = str(workdir / "demo.db")
     where = f"--store {store_url}" if store_url else f"--db {db}"
     settings = WorkerSettings(lease_ttl_s=10.0, heartbeat_s=2.0, scan_interval_s=1.0)
+    store = store_url or f"sqlite:///{(workdir / 'demo.db').resolve()}"
+    ledger = ledger_path(workdir, store)
     async with Runtime(
         [agent],
-        store=store_url or f"sqlite:///{(workdir / 'demo.db').resolve()}",
+        store=store,
         queue=queue_url,
         settings=settings,
         invocation_budget_s=budget_s,
@@ -99,11 +102,20 @@ async def _demo(
         else:
             reason = sub.error.message if sub.error else sub.status.value
             print(style.red(f"Outcome: {sub.status} — {reason}"))
+    print(style.dim(f"Deploys on record (the outside world): {_shown(ledger)}"))
     print(style.dim(f"Trace: fxdurable trace {SESSION} {where}    Audit: fxdurable check {where}"))
     print(style.bold("See it in the web console (kill -9 its worker there, watch it recover):"))
     print(f"  {_command_name()} serve --dev --demo {where}")
     print(f"  then open http://127.0.0.1:8000/console/#/sessions/{SESSION}")
     return 0 if all(s.status == SubmissionStatus.COMPLETED for s in final) else 1
+
+
+def _shown(path: Path) -> Path:
+    """``path`` relative to the current directory when it is under it."""
+    try:
+        return path.resolve().relative_to(Path.cwd())
+    except ValueError:
+        return path
 
 
 def _command_name() -> str:

@@ -1,8 +1,10 @@
 """The demo's agent: a release engineer with a safe test run, an UNSAFE deploy, and a check.
 
-``deploy`` appends one line per deploy to ``deployments.log`` (the outside world);
-``check_deployment`` reads it. The scripted model reacts to what it is told: after an unknown
-deploy it inspects production instead of deploying again.
+``deploy`` appends one line per deploy, with its execution id, to the store's ledger (the
+outside world, :mod:`fxdurable.cli.demo_ledger`); ``check_deployment`` reads it and, after an
+interrupted deploy, says whether that very call is on record. The scripted model's words
+follow the check: after an unknown deploy it inspects production, and deploys again only if
+the interrupted call never ran.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from pathlib import Path
 
 import pydantic
 
+from fxdurable.cli.demo_ledger import LedgerEntry, append_deploy, ledger_path, read_ledger
+from fxdurable.core.states import ToolTaskStatus
 from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.models.base import Model, ModelRequest, ModelResponse
@@ -25,6 +29,9 @@ __all__ = ["FOLLOW_UP", "PROMPT", "RELEASE", "agents", "engineer", "policy"]
 RELEASE = "1.4"
 PROMPT = f"Ship release {RELEASE} to production."
 FOLLOW_UP = f"Is release {RELEASE} live in production?"
+# What check_deployment says of an interrupted deploy; the scripted model's words follow it.
+RAN = "is in the deployments ledger"
+NEVER_RAN = "is not in the deployments ledger: it never ran"
 
 
 class NoInput(pydantic.BaseModel):
@@ -36,7 +43,8 @@ class DeployInput(pydantic.BaseModel):
 
 
 def _tools(workdir: Path, pace_s: float = 0.2) -> list[Tool]:
-    log = workdir / "deployments.log"
+    def ledger(ctx: ToolContext) -> Path:
+        return ledger_path(workdir, ctx.store.url if ctx.store is not None else None)
 
     def run_tests(_: NoInput, ctx: ToolContext) -> str:
         time.sleep(pace_s)
@@ -44,23 +52,11 @@ def _tools(workdir: Path, pace_s: float = 0.2) -> list[Tool]:
 
     def deploy(inp: DeployInput, ctx: ToolContext) -> str:
         time.sleep(pace_s)
-        with log.open("a") as f:
-            f.write(
-                f"{time.strftime('%Y-%m-%dT%H:%M:%S')} release={inp.version} "
-                f"execution={ctx.execution_id}\n"
-            )
+        append_deploy(ledger(ctx), release=inp.version, execution_id=ctx.execution_id)
         return f"release {inp.version} deployed to production"
 
     def check_deployment(_: NoInput, ctx: ToolContext) -> str:
-        lines = log.read_text().splitlines() if log.exists() else []
-        if not lines:
-            return "production runs release 1.3; no deploy on record"
-        last = lines[-1].split()
-        version = last[1].removeprefix("release=")
-        return (
-            f"production runs release {version} (deployed {last[0]}; "
-            f"{len(lines)} deploy(s) on record)"
-        )
+        return _check(read_ledger(ledger(ctx)), _interrupted_deploy(ctx))
 
     return [
         define_tool(
@@ -81,6 +77,43 @@ def _tools(workdir: Path, pace_s: float = 0.2) -> list[Tool]:
             reuse=False,
         ),
     ]
+
+
+def _interrupted_deploy(ctx: ToolContext) -> str | None:
+    """The execution id of this turn's latest deploy whose outcome is unknown, if any: the
+    call a check after a crash is about (read from the store, as the runtime recorded it)."""
+    if ctx.store is None:
+        return None
+    turn_id = ctx.turn_id
+    tasks = ctx.store.read(lambda view: view.tool_tasks(turn_id))  # by (round, index)
+    unknown = [
+        task.execution_id
+        for task in tasks
+        if task.tool == "deploy" and task.status == ToolTaskStatus.OUTCOME_UNKNOWN
+    ]
+    return unknown[-1] if unknown else None
+
+
+def _check(entries: list[LedgerEntry], interrupted: str | None) -> str:
+    """What production runs, by this store's ledger; and, after an interrupted deploy,
+    whether that very call (its execution id) is on record."""
+    if entries:
+        last = entries[-1]
+        live = (
+            f"production runs release {last.release} (deployed {last.at}; "
+            f"{len(entries)} deploy(s) on record)"
+        )
+    else:
+        live = "production runs release 1.3; no deploy on record"
+    if interrupted is None:
+        return live
+    mine = [e for e in entries if e.execution == interrupted]
+    if mine:
+        return (
+            f"the interrupted deploy (execution {interrupted}) {RAN}: release {mine[-1].release} "
+            f"at {mine[-1].at}; {live}"
+        )
+    return f"the interrupted deploy (execution {interrupted}) {NEVER_RAN}; {live}"
 
 
 def _policy(request: ModelRequest) -> ModelResponse:
@@ -105,15 +138,27 @@ def _policy(request: ModelRequest) -> ModelResponse:
             )
         if last.text.startswith("Refused"):
             return reply(
-                "I checked: it is not live. Deploying deliberately.",
+                "I checked: the interrupted deploy never ran. Deploying deliberately.",
                 call("deploy", version=RELEASE),
             )
         return reply(f"Release {RELEASE} is live in production.")
     if last.tool_name == "check_deployment":
-        if f"release {RELEASE}" in last.text:
+        # After an interruption the check says whether that call ran: the words follow it.
+        if NEVER_RAN in last.text:
+            return reply(
+                "The interrupted deploy never ran: it is not in the deployments ledger. "
+                f"Deploying release {RELEASE}.",
+                call("deploy", version=RELEASE),
+            )
+        if RAN in last.text:
             return reply(
                 f"Release {RELEASE} is live in production. The interrupted deploy did "
                 "complete, so I did not deploy again."
+            )
+        if f"release {RELEASE}" in last.text:  # a check that knows nothing of the call
+            return reply(
+                f"Release {RELEASE} is live in production; the check cannot tell whether the "
+                "interrupted deploy itself ran, so I did not deploy again."
             )
         return reply(
             f"Release {RELEASE} is not live yet; deploying it.", call("deploy", version=RELEASE)

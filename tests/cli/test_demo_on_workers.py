@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from fxdurable.cli.demo_ledger import ledger_path
+
 pytestmark = [pytest.mark.redis, pytest.mark.crash]
 
 
@@ -58,7 +60,7 @@ def test_demo_story_on_redis_and_rq_survives_a_worker_crash(redis_url: str, tmp_
         stderr=subprocess.STDOUT,
         text=True,
     )
-    log = tmp_path / ".fxd-demo" / "deployments.log"
+    log = ledger_path(tmp_path / ".fxd-demo", redis_url)  # the Redis store's own ledger
     deadline = time.monotonic() + 30
     while not log.exists() and time.monotonic() < deadline:
         time.sleep(0.05)

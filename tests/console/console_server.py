@@ -2,9 +2,9 @@
 
 ``ConsoleServer.start()`` runs ``python -m fxdurable.cli.main serve`` on a free port (kept
 across restarts) with a SQLite store in its own directory, which is also its working
-directory (the demo agent's ``.fxd-demo/deployments.log`` lands there) and holds the test
-agent's gates (``tests/console/console_agents.py``). It runs in a process group of its own,
-so ``kill()`` takes a ``--demo`` server's worker process down with it.
+directory (the demo agent's ledger of that store, ``console.deployments.log``, lands there)
+and holds the test agent's gates (``tests/console/console_agents.py``). It runs in a process
+group of its own, so ``kill()`` takes a ``--demo`` server's worker process down with it.
 """
 
 from __future__ import annotations

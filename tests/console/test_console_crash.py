@@ -1,7 +1,7 @@
 """Demo mode (``fxdurable serve --dev --demo``): the red button SIGKILLs the worker process
 mid-deploy, and the session view shows the recovery: the interruption, the deploy's outcome
 unknown, the model checking production before acting again, the turn completing. The deploy
-happened once (the demo agent's deployments.log, in the server's working directory).
+happened once (the demo agent's ledger of the server's store, console.deployments.log).
 
 The story is ``scripts/console_screenshot.py``'s, which makes the README's picture of it."""
 
@@ -22,7 +22,7 @@ def test_crash_button_kills_the_worker_and_the_turn_recovers(
     server = serve(dev=True, demo=True, agents=None)
     crash_and_recover(page, server.console_url, shots.take)
 
-    deployments = server.workdir / ".fxd-demo" / "deployments.log"
+    deployments = server.workdir / "console.deployments.log"  # the ledger of its console.db
     assert len(deployments.read_text().splitlines()) == 1, deployments.read_text()
 
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -109,7 +110,7 @@ def test_a_crash_of_the_worker_mid_deploy_is_recovered_and_deploys_once(tmp_path
     assert tools[:2] == ["run_tests", "deploy"] and "check_deployment" in tools, tools
     cursors = [line["cursor"] for line in seen]
     assert cursors == sorted(set(cursors)), "a line came twice or out of order"
-    deploys = (tmp_path / ".fxd-demo" / "deployments.log").read_text().splitlines()
+    deploys = (tmp_path / "deployments.log").read_text().splitlines()  # demo.db's ledger
     assert len(deploys) == 1, deploys
     # The worker that ran the first attempt is the one that was killed.
     attempts = [line["data"]["worker"] for line in seen if line["type"] == "attempt.started"]
@@ -186,3 +187,130 @@ def test_make_demo_ends_with_the_command_that_opens_its_session_in_the_console(t
     assert "production runs release 1.4" in lines[-1]["data"]["text"]
     assert [s["id"] for s in httpx.get(f"{base}/sessions").json()["sessions"]] == ["engineer"]
     assert len((tmp_path / ".fxd-demo" / "deployments.log").read_text().splitlines()) == 1
+
+
+# -- the demo tells the truth in any order (issue 21 §5) --------------------------------------
+
+
+def _demo(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(FXDURABLE), "demo", *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+
+
+def _crash_walkthrough(cwd: Path) -> None:
+    """The README's kill -9 walkthrough: crash right after the deploy ran, then recover."""
+    crashed = _demo(cwd, "--crash-at", "tool.after-execute:deploy")
+    assert crashed.returncode == -9, crashed.stdout + crashed.stderr  # SIGKILL
+    recovered = _demo(cwd)
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+
+
+def _console_crash_mid_deploy(cwd: Path, servers: list[_Server], session: str) -> None:
+    """``serve --dev --demo`` on the demo's store (the command make demo prints), the crash
+    button pressed while the deploy runs, the turn followed to its end."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [str(FXDURABLE), "serve", "--dev", "--demo", "--db", ".fxd-demo/demo.db"]
+    server = _Server([*command, "--port", str(port)], cwd, _env(FXD_DEMO_PACE_S="2"))
+    servers.append(server)
+    server.wait_ready(url)
+    with httpx.Client(base_url=url, timeout=TIMEOUT) as client:
+        body = {"sessionId": session, "prompt": PROMPT}
+        with client.stream("POST", "/chat", json=body) as stream:
+            lines = parsed(stream)
+            for line in lines:
+                if line["type"] == "tool.started" and line["data"]["tool"] == "deploy":
+                    break
+            assert client.post("/demo/crash").status_code == 200
+            last = list(lines)[-1]
+    assert last["type"] == "turn_end" and last["data"]["outcome"] == "completed", last
+    server.kill()
+
+
+def _assert_claims_follow_the_ledger(cwd: Path) -> dict[str, bool]:
+    """For each session with an interrupted deploy: the model says it completed exactly when
+    the ledger holds that call's execution id, and that it never ran exactly when it does not.
+    Returns, per session, whether the interrupted deploy had run."""
+    from fxdurable.cli.demo_ledger import read_ledger
+    from fxdurable.core.states import ToolTaskStatus
+    from fxdurable.stores.sqlite import SqliteStore
+
+    ledger = read_ledger(cwd / ".fxd-demo" / "deployments.log")
+    on_record = [entry.execution for entry in ledger]
+    store = SqliteStore(f"sqlite:///{cwd / '.fxd-demo' / 'demo.db'}", create=False)
+
+    def read(view: Any) -> dict[str, tuple[list[Any], str]]:
+        return {
+            session.id: (
+                [t for t in view.session_tool_tasks(session.id) if t.tool == "deploy"],
+                " ".join(m.text for m in view.messages(session.id) if m.role == "assistant"),
+            )
+            for session in view.list_sessions()
+        }
+
+    try:
+        sessions = store.read(read)
+    finally:
+        store.close()
+    ran: dict[str, bool] = {}
+    for session_id, (tasks, said) in sessions.items():
+        (interrupted,) = [t for t in tasks if t.status == ToolTaskStatus.OUTCOME_UNKNOWN]
+        ran[session_id] = interrupted.execution_id in on_record
+        if ran[session_id]:
+            assert "The interrupted deploy did complete" in said, said
+            assert "never ran" not in said, said
+        else:
+            assert "never ran" in said, said
+            assert "did complete" not in said, said
+    # Every line is one deploy call that really ran, once; no line without its call.
+    executions = {t.execution_id for tasks, _ in sessions.values() for t in tasks}
+    assert sorted(on_record) == sorted(set(on_record)), ledger
+    assert set(on_record) <= executions, (on_record, executions)
+    return ran
+
+
+@pytest.mark.slow
+def test_demo_then_console_crash_the_model_claims_what_the_ledger_says(tmp_path, servers):
+    """make demo's walkthrough, then the console's crash button on the same store: the second
+    deploy never ran, and the model says so (it said 'did complete' before, from the ledger
+    of the demo's first deploy)."""
+    _crash_walkthrough(tmp_path)
+    _console_crash_mid_deploy(tmp_path, servers, "ship")
+    ran = _assert_claims_follow_the_ledger(tmp_path)
+    assert ran == {"engineer": True, "dev/ship": False}, ran
+    lines = (tmp_path / ".fxd-demo" / "deployments.log").read_text().splitlines()
+    assert len(lines) == 2, "the walkthrough's deploy and the console's deliberate redeploy"
+
+
+@pytest.mark.slow
+def test_console_crash_then_demo_the_model_claims_what_the_ledger_says(tmp_path, servers):
+    _console_crash_mid_deploy(tmp_path, servers, "ship")
+    _crash_walkthrough(tmp_path)
+    ran = _assert_claims_follow_the_ledger(tmp_path)
+    assert ran == {"dev/ship": False, "engineer": True}, ran
+    assert len((tmp_path / ".fxd-demo" / "deployments.log").read_text().splitlines()) == 2
+
+
+def test_each_store_keeps_its_own_ledger(tmp_path: Path) -> None:
+    from fxdurable.cli.demo_ledger import ledger_path
+
+    demo = tmp_path / ".fxd-demo"
+    assert ledger_path(demo, f"sqlite:///{demo}/demo.db") == demo / "deployments.log"
+    assert ledger_path(demo, "sqlite:///other/x.db?synchronous=NORMAL") == Path(
+        "other/x.deployments.log"
+    )
+    redis = ledger_path(demo, "redis://:pw@127.0.0.1:6379/0")
+    assert redis.parent == demo and redis.name.startswith("deployments-redis-127.0.0.1-6379-0-")
+    assert "pw" not in redis.name
+    assert ledger_path(demo, "redis://127.0.0.1:6379/1") != ledger_path(
+        demo, "redis://127.0.0.1:6379/0"
+    )
+    assert ledger_path(demo, "dynamodb://t?endpoint_url=http://a") != ledger_path(
+        demo, "dynamodb://t?endpoint_url=http://b"
+    )

@@ -108,7 +108,7 @@ def test_demo_story_runs_end_to_end_through_a_model_string_with_every_stream_qui
     # The same story: tests, one deploy, the answer; then a check of production.
     assert answers[0] == expected_answers[0] == f"Release {RELEASE} is live in production."
     assert answers[1].startswith(f"Production says: production runs release {RELEASE}")
-    deploys = (remote / "deployments.log").read_text().splitlines()
+    deploys = (remote / "fx.deployments.log").read_text().splitlines()  # the ledger of fx.db
     assert len(deploys) == 1, f"deployed {len(deploys)} times: {deploys}"
     assert f"release={RELEASE}" in deploys[0]
 
