@@ -1,5 +1,8 @@
 PYTHON ?= python3
 VENV := .venv
+# What make demo's environment installs: the extras the README's commands use (`fxdurable
+# serve`, the Redis/RQ workers, SQS and DynamoDB), so each runs in the venv make demo made.
+DEMO_EXTRAS := http,redis,aws
 BIN := $(VENV)/bin
 # The bench's own environment: fxdurable plus the peers it is measured against (DBOS,
 # LangGraph), pinned in bench/requirements-peers.txt. Never the project's dependencies.
@@ -9,16 +12,24 @@ BENCH_BIN := $(BENCH_VENV)/bin
 # Directories that are linted; ones that do not exist yet (e.g. bench/) are skipped.
 LINT_PATHS := $(wildcard fxdurable tests bench workers handlers examples)
 
-.PHONY: demo coding-demo lint test browser bench bench-venv wheel clean deploy localstack-test
+.PHONY: demo coding-demo venv-python lint test browser bench bench-venv wheel clean deploy \
+	localstack-test
+
+# Before a venv is built or used: $(PYTHON) must be 3.11+, and a $(VENV) made by another
+# Python version (or broken) is removed to be rebuilt (scripts/check-venv says which).
+venv-python:
+	@scripts/check-venv "$(PYTHON)" "$(VENV)"
 
 # Full dev/test environment: the package in editable mode plus the test extras.
 $(VENV)/.installed: pyproject.toml
+	@scripts/check-venv "$(PYTHON)" "$(VENV)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
 
-# Runtime-only environment for the demo; reuses the test environment when it is current.
+# Runtime environment for the demo (DEMO_EXTRAS); reuses the test environment when it is
+# current (the test extras include all of them).
 $(VENV)/.installed-demo: pyproject.toml
 	@if [ -f $(VENV)/.installed ] && [ $(VENV)/.installed -nt pyproject.toml ]; then \
 		echo "reusing $(VENV) (test environment already installed)"; \
@@ -26,16 +37,20 @@ $(VENV)/.installed-demo: pyproject.toml
 		set -e; \
 		$(PYTHON) -m venv $(VENV); \
 		$(BIN)/python -m pip install -q --upgrade pip; \
-		$(BIN)/python -m pip install -q -e '.[http]'; \
+		$(BIN)/python -m pip install -q -e '.[$(DEMO_EXTRAS)]'; \
 	fi
 	touch $@
 
-demo: $(VENV)/.installed-demo
+# The check runs first, then a make of its own decides whether the (maybe removed) venv needs
+# building: its stamps are looked at only after the check.
+demo: venv-python
+	@$(MAKE) --no-print-directory $(VENV)/.installed-demo
 	$(BIN)/fxdurable demo $(ARGS)
 
 # The coding agent (examples/coding_agent/): fixes a small project's failing tests, durably, in
 # ./.fxd-coding/. ARGS go to run.py, e.g. ARGS="--crash-at tool.after-execute:edit_file".
-coding-demo: $(VENV)/.installed-demo
+coding-demo: venv-python
+	@$(MAKE) --no-print-directory $(VENV)/.installed-demo
 	$(BIN)/python examples/coding_agent/run.py $(ARGS)
 
 lint: $(VENV)/.installed

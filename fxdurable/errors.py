@@ -23,8 +23,9 @@ FxDurableError
  │         └── StoreFullError  out of space (a full disk): free some, then retry
  ├── BlobTooLargeError         a blob past ``MAX_BLOB_BYTES`` (``store.put_blob``): nothing stored
  ├── QueueError                a wake could not be sent, or a received one cannot be read
- │    └── QueueUnavailableError  the queue did not answer (unreachable, timed out, throttled):
- │                              nothing was sent; the store still holds the work
+ │    ├── QueueUnavailableError  the queue did not answer (unreachable, timed out, throttled):
+ │    │                         nothing was sent; the store still holds the work
+ │    └── WakeNotSentError      a prompt admitted whose wake was not queued: the scan runs it
  ├── ToolInputError            tool arguments that do not validate (the model reads it)
  ├── WorkspaceError            a workspace tool could not do it (the model reads it)
  │    ├── PathRefusedError     a path that would leave the workspace, or names a special file
@@ -86,6 +87,7 @@ __all__ = [
     "Suspend",
     "ToolInputError",
     "UnknownAgentError",
+    "WakeNotSentError",
     "WorkspaceError",
 ]
 
@@ -327,6 +329,21 @@ class QueueUnavailableError(QueueError):
     def __init__(self, message: str, *, url: str) -> None:
         self.url = url
         super().__init__(message)
+
+
+class WakeNotSentError(QueueError):
+    """A prompt was admitted (durably: ``submission_id`` is in the store) but its wake could
+    not be queued. Nothing is lost: a worker's reconciliation scan, or ``fxdurable scan``,
+    finds the submission and runs it. Do not submit it again (the same ``request_id`` would
+    only find it admitted)."""
+
+    def __init__(self, submission_id: str, cause: str) -> None:
+        self.submission_id = submission_id
+        super().__init__(
+            f"the prompt was admitted (submission {submission_id}) but its wake could not be "
+            f"queued ({cause}); nothing is lost: a running `fxdurable worker` (its "
+            "reconciliation scan) or `fxdurable scan` will run it once the queue is reachable"
+        )
 
 
 class ToolInputError(FxDurableError):

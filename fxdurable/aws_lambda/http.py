@@ -33,6 +33,7 @@ from mangum import Mangum
 from fxdurable.aws_lambda.config import require_remote_queue
 from fxdurable.aws_lambda.sandbox import LambdaContext, warm_handler
 from fxdurable.aws_lambda.secrets import secrets_from_env
+from fxdurable.core.crash import check_crash_at
 from fxdurable.errors import ConfigurationError
 from fxdurable.http.env import app_from_env
 from fxdurable.http.settings import HttpSettings
@@ -57,6 +58,7 @@ class HttpFunction:
 
     @classmethod
     def from_env(cls) -> HttpFunction:
+        check_crash_at()  # at cold start, not in the request that reaches the point
         secrets_from_env()
         return cls()
 

@@ -25,6 +25,7 @@ from typing import Any
 from fxdurable.aws_lambda.config import LambdaConfig
 from fxdurable.aws_lambda.sandbox import LambdaContext, warm_handler
 from fxdurable.backends import open_queue, open_store
+from fxdurable.core.crash import check_crash_at
 from fxdurable.errors import QueueUnavailableError
 from fxdurable.runtime.reconcile import orphaned_sessions
 from fxdurable.runtime.worker import WorkerSettings
@@ -50,6 +51,7 @@ class ScanFunction:
 
     @classmethod
     def from_env(cls) -> ScanFunction:
+        check_crash_at()  # at cold start
         return cls(LambdaConfig.from_env(), quiet_s=WorkerSettings.from_env().scan_quiet_s)
 
     def __call__(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, int]:

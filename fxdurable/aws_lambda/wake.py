@@ -41,6 +41,7 @@ from fxdurable.aws_lambda.secrets import secrets_from_env
 from fxdurable.backends import open_queue, open_store
 from fxdurable.core import tracecontext
 from fxdurable.core.clock import RandomIds, SystemClock
+from fxdurable.core.crash import check_crash_at
 from fxdurable.core.journal import Journal
 from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.agent import Agent
@@ -85,6 +86,7 @@ class WakeFunction:
 
     @classmethod
     def from_env(cls) -> WakeFunction:
+        check_crash_at()  # at cold start, not in the invocation that reaches the point
         secrets_from_env()  # before the agents load: their model clients read the keys
         config = LambdaConfig.from_env()
         spec = os.environ.get("FXD_AGENTS")

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from fxdurable.cli.demo_agent import FOLLOW_UP, PROMPT, engineer, policy
+from fxdurable.cli.demo_agent import FOLLOW_UP, PROMPT, TOOL_NAMES, engineer, policy
 from fxdurable.cli.demo_ledger import ledger_path
 from fxdurable.cli.follow import (
     arm_crash,
@@ -25,6 +25,7 @@ from fxdurable.cli.follow import (
     unfinished,
 )
 from fxdurable.cli.render import Style
+from fxdurable.core.crash import check_crash_at, check_crash_tool
 from fxdurable.core.states import SubmissionStatus
 from fxdurable.runtime.models.base import Model
 from fxdurable.runtime.runtime import Runtime
@@ -158,6 +159,10 @@ def run_demo(
     store_url: str | None = None,
     queue_url: str = "local",
 ) -> int:
+    # Before anything is admitted: a crash point that does not exist, or names no tool of the
+    # demo agent, would let the story run to its end instead of crashing where asked.
+    source = "--crash-at" if crash_at else "FXD_CRASH_AT"
+    check_crash_tool(check_crash_at(crash_at, source=source), TOOL_NAMES, source=source)
     arm_crash(crash_at)
     line_buffered_stdout()
     workdir = Path(directory)

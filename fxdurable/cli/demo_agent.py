@@ -24,13 +24,14 @@ from fxdurable.runtime.models.base import Model, ModelRequest, ModelResponse
 from fxdurable.runtime.models.scripted import ScriptedModel, call, reply, turn_messages
 from fxdurable.runtime.tools import Tool, ToolContext, define_tool
 
-__all__ = ["FOLLOW_UP", "PROMPT", "RELEASE", "agents", "engineer", "policy"]
+__all__ = ["FOLLOW_UP", "PROMPT", "RELEASE", "TOOL_NAMES", "agents", "engineer", "policy"]
 
 RELEASE = "1.4"
 PROMPT = f"Ship release {RELEASE} to production."
 FOLLOW_UP = f"Is release {RELEASE} live in production?"
 # What check_deployment says of an interrupted deploy; the scripted model's words follow it.
 RAN = "is in the deployments ledger"
+TOOL_NAMES = ("run_tests", "deploy", "check_deployment")
 NEVER_RAN = "is not in the deployments ledger: it never ran"
 
 

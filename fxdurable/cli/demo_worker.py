@@ -17,6 +17,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from fxdurable.core.crash import check_crash_at
 from fxdurable.runtime.agent_spec import load_agents
 from fxdurable.runtime.models.announce import announce_model_endpoints
 from fxdurable.runtime.runtime import Runtime
@@ -59,6 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--agents", required=True, help="module:attribute naming the agents")
     args = parser.parse_args(argv)
     _die_with_parent()
+    check_crash_at()
     logging.basicConfig(level=logging.INFO, format="demo worker %(process)d: %(message)s")
     logging.getLogger("fxdurable").info("running turns from %s", args.store)
     asyncio.run(_run(args.store, args.agents))

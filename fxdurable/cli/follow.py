@@ -12,9 +12,8 @@ import sys
 from collections.abc import Awaitable, Callable
 
 from fxdurable.cli.render import Style, describe
-from fxdurable.core.crash import CRASH_POINTS
+from fxdurable.core.crash import check_crash_at
 from fxdurable.core.records import SubmissionRecord
-from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.answers import Question
 from fxdurable.runtime.hooks import Answer
 from fxdurable.runtime.runtime import Runtime, SessionHandle
@@ -29,7 +28,6 @@ __all__ = [
     "line_buffered_stdout",
     "submissions",
     "unfinished",
-    "validate_crash_spec",
 ]
 
 # How often a follower reads the session for new events. Each read is a few milliseconds of
@@ -41,19 +39,10 @@ FOLLOW_POLL_S = 0.01
 Answerer = Callable[[Question], Awaitable[Answer]]
 
 
-def validate_crash_spec(spec: str) -> str:
-    point = spec.partition(":")[0]
-    if point not in CRASH_POINTS:
-        raise ConfigurationError(
-            f"unknown crash point {point!r}; choose one of: {', '.join(sorted(CRASH_POINTS))}"
-        )
-    return spec
-
-
 def arm_crash(spec: str | None) -> None:
     """Kill this process with SIGKILL at ``spec`` (``point[:tool]``), if given."""
     if spec:
-        os.environ["FXD_CRASH_AT"] = validate_crash_spec(spec)
+        os.environ["FXD_CRASH_AT"] = check_crash_at(spec, source="--crash-at") or spec
 
 
 def line_buffered_stdout() -> None:

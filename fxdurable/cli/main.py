@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fxdurable import __version__
+from fxdurable.core.crash import check_crash_at
 from fxdurable.errors import (
     ConfigurationError,
     FxDurableError,
@@ -310,6 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             from fxdurable.cli.serve import run_serve
 
+            check_crash_at()
             return run_serve(
                 host=args.host,
                 port=args.port,
@@ -324,6 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 db=args.db,
             )
         if args.command in ("worker", "scan"):
+            check_crash_at()  # a typo fails here, not in a job later
             return _run_worker_command(args)
         store = _open_existing(args.db, args.store)
         try:

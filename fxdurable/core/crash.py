@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Collection
 
-__all__ = ["CRASH_POINTS", "crash_point"]
+from fxdurable.errors import ConfigurationError
+
+__all__ = ["CRASH_POINTS", "check_crash_at", "check_crash_tool", "crash_point"]
 
 CRASH_POINTS: frozenset[str] = frozenset(
     {
@@ -50,6 +53,36 @@ CRASH_POINTS: frozenset[str] = frozenset(
         "store.after-offload",
     }
 )
+
+
+def check_crash_at(spec: str | None = None, *, source: str = "FXD_CRASH_AT") -> str | None:
+    """Refuse a crash spec (``spec``, else ``$FXD_CRASH_AT``) that names no crash point, with
+    the list of valid ones: every entry point calls this at process start, so a typo fails
+    there, before anything is admitted, instead of in a job later. Returns the spec."""
+    if spec is None:
+        spec = os.environ.get("FXD_CRASH_AT", "").strip() or None
+    if spec is None:
+        return None
+    point = spec.partition(":")[0]
+    if point not in CRASH_POINTS:
+        raise ConfigurationError(
+            f"{source} names no crash point {point!r}; valid points: "
+            + ", ".join(sorted(CRASH_POINTS))
+        )
+    return spec
+
+
+def check_crash_tool(spec: str | None, tools: Collection[str], *, source: str) -> None:
+    """Refuse ``point:TOOL`` when no tool of the agent is called TOOL (``--crash-at
+    tool.after-execute:deply`` would never fire), listing the tools."""
+    if spec is None:
+        return
+    tool = spec.partition(":")[2]
+    if tool and tool not in tools:
+        raise ConfigurationError(
+            f"{source} {spec!r}: no tool of the agent is called {tool!r}; its tools: "
+            + ", ".join(sorted(tools))
+        )
 
 
 def _target() -> tuple[str, str | None] | None:

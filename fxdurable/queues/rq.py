@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from fxdurable.core import tracecontext
-from fxdurable.errors import ConfigurationError
+from fxdurable.errors import ConfigurationError, QueueUnavailableError
 
 __all__ = ["RqQueue", "RqSettings", "parse_rq_url"]
 
@@ -68,6 +68,9 @@ class RqQueue:
         redis, rq = _import_rq()
         self._redis = redis.Redis.from_url(self.settings.redis_url)
         self.queue: Any = rq.Queue(self.settings.queue, connection=self._redis)
+        # redis-py's ConnectionError and TimeoutError derive from its RedisError; OSError for
+        # what the socket raises before redis-py wraps it.
+        self._redis_down: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
 
     def check(self) -> None:
         """Raise ConfigurationError, with the address and without a password, if Redis does
@@ -82,7 +85,20 @@ class RqQueue:
             ) from None
 
     def enqueue_now(self, session_id: str, *, reason: str) -> None:
-        """Synchronous enqueue (for callers outside an event loop)."""
+        """Synchronous enqueue (for callers outside an event loop). An unreachable or failing
+        Redis raises :class:`~fxdurable.errors.QueueUnavailableError` (address, no password)."""
+        try:
+            self._enqueue(session_id, reason)
+        except self._redis_down as exc:
+            where = urlparse(self.settings.redis_url)
+            address = f"{where.hostname}:{where.port or 6379}"
+            raise QueueUnavailableError(
+                f"the RQ Redis at {address} did not take the wake ({type(exc).__name__}); "
+                "is redis-server running?",
+                url=f"rq://{address}{where.path}",
+            ) from None
+
+    def _enqueue(self, session_id: str, reason: str) -> None:
         trace_parent = tracecontext.current_traceparent()
         self.queue.enqueue_call(
             JOB_FUNCTION,

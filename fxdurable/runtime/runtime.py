@@ -29,9 +29,11 @@ from fxdurable.core.states import SubmissionStatus
 from fxdurable.core.store import Store
 from fxdurable.errors import (
     ConfigurationError,
+    FxDurableError,
     StoreError,
     SubmissionFailedError,
     UnknownAgentError,
+    WakeNotSentError,
 )
 from fxdurable.runtime import tracing
 from fxdurable.runtime.agent import Agent
@@ -304,7 +306,9 @@ class SessionHandle:
         request_id: str | None = None,
         when_busy: Literal["queue", "reject"] = "queue",
     ) -> Submission:
-        """Admit ``prompt`` durably and wake a worker. Idempotent on ``request_id``."""
+        """Admit ``prompt`` durably and wake a worker. Idempotent on ``request_id``. A wake
+        the queue did not take raises :class:`~fxdurable.errors.WakeNotSentError` (the prompt
+        is admitted all the same; the reconciliation scan runs it)."""
         with tracing.turn(self.agent) as span:
             admission = await durable(
                 self._rt.journal.admit,
@@ -316,7 +320,14 @@ class SessionHandle:
                 trace_parent=span.trace_parent,
             )
             span.admitted(admission.submission, created=admission.created)
-            await self._rt.queue.enqueue(self.id, reason="submitted")
+            try:
+                await self._rt.queue.enqueue(self.id, reason="submitted")
+            except Exception as exc:
+                # The admission is committed: say so, rather than let a queue's traceback
+                # read as a lost prompt. Our own errors carry no credentials; others are
+                # named by type only (a client library's text may quote a URL).
+                cause = str(exc) if isinstance(exc, FxDurableError) else type(exc).__name__
+                raise WakeNotSentError(admission.submission.id, cause) from exc
         return Submission.of(admission.submission)
 
     async def wait(

@@ -388,6 +388,14 @@ class SqliteStore:
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         parsed = urlparse(url)
+        if url.startswith("sqlite:") and not url.startswith("sqlite://"):
+            # RFC 3986, as SQLAlchemy reads it: three slashes then the path, so a fourth
+            # makes it absolute. sqlite:/x.db would silently mean ./x.db: refused instead.
+            rest = url.removeprefix("sqlite:").lstrip("/")
+            raise ConfigurationError(
+                f"ambiguous SQLite URL {url!r}: write sqlite:///{rest} for the relative path "
+                f"{rest} or sqlite:////{rest} for /{rest}"
+            )
         if (
             parsed.scheme != "sqlite"
             or parsed.netloc
