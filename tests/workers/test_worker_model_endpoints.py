@@ -40,3 +40,39 @@ def test_the_rq_workers_first_line_names_each_endpoint_and_variable(rq_harness: 
         "ANTHROPIC_API_KEY: missing)"
     ), err
     assert SECRET not in out + err
+
+
+def test_serves_first_line_names_each_endpoint(tmp_path):
+    """``fxdurable serve`` says it too, before the --dev warning and uvicorn's lines."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from fxdurable.testing.net import free_port, wait_healthy
+
+    (tmp_path / "endpoint_agents.py").write_text(AGENTS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FXD_", "OPENAI_"))}
+    env.pop("ANTHROPIC_BASE_URL", None)
+    env.update(PYTHONPATH=str(tmp_path), OPENAI_BASE_URL="http://vllm.test:8000/v1/")
+    env["ANTHROPIC_API_KEY"] = SECRET
+    port = free_port()
+    log = tmp_path / "serve.log"
+    command = [sys.executable, "-m", "fxdurable", "serve", "--dev", "--db", "s.db"]
+    command += ["--agents", "endpoint_agents:agents", "--port", str(port)]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            command, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}/healthz", proc, timeout_s=20, output=log.read_text)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+    text = log.read_text()
+    assert text.splitlines()[0] == (
+        "INFO fxdurable.startup: fxdurable HTTP app: model endpoints: "
+        "openai http://vllm.test:8000/v1 (from OPENAI_BASE_URL; key from OPENAI_API_KEY: "
+        "missing); anthropic https://api.anthropic.com (default; key from ANTHROPIC_API_KEY: set)"
+    ), text
+    assert SECRET not in text
