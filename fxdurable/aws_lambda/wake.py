@@ -47,6 +47,7 @@ from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.agent_spec import load_agents
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.models import aclose_loaded_clients
+from fxdurable.runtime.models.announce import announce_model_endpoints
 from fxdurable.runtime.worker import WakeHandler, WorkerSettings
 
 __all__ = ["WakeFunction", "handler"]
@@ -92,7 +93,9 @@ class WakeFunction:
                 "the wake function needs FXD_AGENTS (module:attribute naming your agents) in "
                 "its environment (infra/template.yaml sets it)"
             )
-        return cls(config, load_agents(spec, app_dir=app_dir()))
+        agents = load_agents(spec, app_dir=app_dir())
+        announce_model_endpoints(agents, process="fxdurable wake function (cold start)")
+        return cls(config, agents)
 
     def __call__(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
         return self.loop.run_until_complete(self.handle(event, remaining_s(context)))

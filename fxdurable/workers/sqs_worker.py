@@ -68,8 +68,10 @@ from collections.abc import Callable, Iterator
 from fxdurable.errors import ConfigurationError, FxDurableError, QueueError
 from fxdurable.queues.sqs import SqsQueue, decode_wake
 from fxdurable.runtime import tracing
+from fxdurable.runtime.agent_spec import load_agents
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
+from fxdurable.runtime.models.announce import announce_model_endpoints
 from fxdurable.runtime.reconcile import orphaned_sessions
 from fxdurable.workers.config import WorkerConfig, job_budget
 from fxdurable.workers.sqs_consumer import SqsConsumer, SqsMessage
@@ -356,6 +358,8 @@ def run_sqs_worker(
     settings = SqsWorkerSettings.from_env(concurrency=concurrency)
     if scan_interval_s < 0:
         raise ConfigurationError("--scan-interval must be 0 (off) or a number of seconds")
+    # The first line of the log; importing the agents' module again is free, it is loaded.
+    announce_model_endpoints(load_agents(config.agents_spec), process="fxdurable worker (SQS)")
     context = WarmContext(config)
     consumer: SqsConsumer | None = None
     try:
