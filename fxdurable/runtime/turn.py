@@ -67,6 +67,7 @@ from fxdurable.runtime.decide import (
     unknown_message,
 )
 from fxdurable.runtime.hooks import Ask, run_after_tool, run_before_tool
+from fxdurable.runtime.leases import current_lease
 from fxdurable.runtime.model_step import Failed, ModelStep, Prepared, Recorded, Sleep
 from fxdurable.runtime.progress import ProgressPump
 from fxdurable.runtime.state import ToolState
@@ -506,6 +507,7 @@ class TurnDriver:
             store=self._journal.store,
             turn_id=task.turn_id,
             round=task.round,
+            lease=current_lease(),
         )
         progress.start()
         running = asyncio.ensure_future(tool.run(arguments, ctx))
