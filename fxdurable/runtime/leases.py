@@ -32,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, ParamSpec, TypeAlias, TypeVar
 
+from fxdurable.errors import LeaseLostError
+
 __all__ = [
     "LOST_LEASE_EXIT_STATUS",
     "LeaseView",
@@ -145,10 +147,11 @@ class GuardedRun:
             return tuple(self._executing.values())
 
     def still_executing(self) -> tuple[str, ...]:
-        """What of the run still runs: its sync executions, and ``"(the run)"`` while its task
-        has not ended (an async tool that has not returned from its cancellation)."""
+        """What of the run still runs: its sync executions, and ``"the turn's task"`` while
+        that task has not ended (an async tool that has not returned from its cancellation,
+        or an event loop that is blocked)."""
         running = self.executing()
-        return running if self.work_done else (*running, "(the run)")
+        return running if self.work_done else (*running, "the turn's task")
 
     def _begin(self, name: str) -> int | None:
         with self._lock:
@@ -186,10 +189,6 @@ def current_lease() -> LeaseView:
     return run.view if run is not None else LeaseView()
 
 
-class LeaseExpiredError(RuntimeError):
-    """A sync execution was due to start after its run's stop deadline (never ran)."""
-
-
 async def run_sync(fn: Callable[P, R], name: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
     """Run a tool's blocking code (``fn``) in a thread, as ``asyncio.to_thread`` does, and
     track it in the current run so that the guard knows it is still executing. A call the
@@ -202,7 +201,7 @@ async def run_sync(fn: Callable[P, R], name: str, /, *args: P.args, **kwargs: P.
     def execute() -> R:
         key = run._begin(name)
         if key is None:
-            raise LeaseExpiredError(f"{name}: its run's lease could not be renewed")
+            raise LeaseLostError(f"{name} did not start: its run's lease could not be renewed")
         try:
             return context.run(fn, *args, **kwargs)
         finally:
@@ -258,9 +257,14 @@ def _at_deadline(run: GuardedRun) -> None:
     expires_in = run.view._stop_at + run.view._margin_s / 2 - time.monotonic()
     lost = LostLease(run.session_id, executing, expires_in)
     if run.on_lost_lease == "exit":
+        when = (
+            f"{expires_in:.2f}s before it expires"
+            if expires_in >= 0
+            else f"{-expires_in:.2f}s after it expired (this process was stalled or frozen)"
+        )
         line = (
             f"fxdurable: the lease on session {run.session_id} could not be renewed and "
-            f"{', '.join(executing)} still executes {expires_in:.2f}s before it expires: "
+            f"its run still executes ({', '.join(executing)}) {when}: "
             f"exiting this process (status {LOST_LEASE_EXIT_STATUS}) so that no effect of it "
             "lands after another worker takes the session over\n"
         )
