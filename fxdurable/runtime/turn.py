@@ -522,6 +522,7 @@ class TurnDriver:
             status, result = self._interrupted(tool, f"timed out after {tool.timeout_s:g}s")
         except asyncio.CancelledError:
             if not self._abort_seen:
+                ctx.cancelled.set()  # a lost lease, a hard shutdown: a sync tool can see it
                 progress.cancel()
                 raise  # the worker itself is being torn down: leave the task running
             ctx.cancelled.set()

@@ -66,11 +66,13 @@ def test_a_watching_sync_tool_sees_its_lease_lost_and_stops_before_anything_esca
     seen: list[tuple[bool, float | None, float]] = []
     started, stopped = threading.Event(), threading.Event()
     lost_calls: list[LostLease] = []
+    signals: list[asyncio.Event] = []
 
     @fx.tool(replay="unsafe")
     def migrate(inp: Step, ctx: fx.ToolContext) -> str:
         "A long batch job that stops at a safe point once its lease is going."
         seen.append((ctx.lease.held, ctx.lease.expires_at, ctx.lease.remaining_s()))
+        signals.append(ctx.cancelled)
         started.set()
         deadline = time.monotonic() + 30
         while ctx.lease.held and time.monotonic() < deadline:
@@ -104,6 +106,7 @@ def test_a_watching_sync_tool_sees_its_lease_lost_and_stops_before_anything_esca
     # Stopped once the heartbeat gave up (the TTL minus the margin), before the stop deadline.
     assert stopped_after < SETTINGS.lease_ttl_s - MARGIN_S / 2
     assert lost_calls == []
+    assert signals[0].is_set(), "ctx.cancelled is set too when the run is cancelled"
 
 
 def test_on_lost_lease_is_called_before_the_lease_expires_for_a_tool_still_running(locked):
