@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import functools
 import logging
 import math
 import os
@@ -175,10 +174,6 @@ _current: contextvars.ContextVar[GuardedRun | None] = contextvars.ContextVar(
 )
 
 
-def current_run() -> GuardedRun | None:
-    return _current.get()
-
-
 def enter_run(run: GuardedRun) -> None:
     """Called at the start of the run's task: tasks it creates (tool calls) inherit it."""
     _current.set(run)
@@ -208,7 +203,7 @@ async def run_sync(fn: Callable[P, R], name: str, /, *args: P.args, **kwargs: P.
             run._end(key)
 
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(None, functools.partial(execute))
+    return await loop.run_in_executor(None, execute)
 
 
 # -- the watchdog ------------------------------------------------------------------------------
@@ -300,6 +295,8 @@ def guard(run: GuardedRun) -> None:
 
 
 def unguard(run: GuardedRun) -> None:
-    """The run let go of its lease (released it, with nothing left executing)."""
+    """The run let go of its lease (released it): a call still running (one an abort or its
+    timeout left behind) sees the lease no longer held."""
+    run.view._lost()
     if _guard is not None and _guard.pid == os.getpid():
         _guard.discard(run)

@@ -51,8 +51,8 @@ class WorkerSettings:
     by its *stop deadline*, half the margin before expiry, nothing of it may still execute: a
     sync tool's thread still running then ends the process (``on_lost_lease``), so a store
     outage never leaves an effect in flight once another worker can take the session over.
-    ``lease_margin_s`` defaults to a fifth of the TTL or half a heartbeat, whichever is
-    longer (3 s with the defaults), and must leave room for a heartbeat:
+    ``lease_margin_s`` defaults to half a heartbeat (2.5 s with the defaults), and must leave
+    room for a heartbeat:
     ``heartbeat_s + lease_margin_s < lease_ttl_s``."""
 
     lease_ttl_s: float = 15.0
@@ -68,7 +68,7 @@ class WorkerSettings:
         """The margin in effect: ``lease_margin_s``, or its default (see the class)."""
         if self.lease_margin_s is not None:
             return self.lease_margin_s
-        margin = max(self.heartbeat_s / 2, self.lease_ttl_s / 5)
+        margin = self.heartbeat_s / 2  # where the heartbeat always gave up
         if self.heartbeat_s + margin >= self.lease_ttl_s:  # a heartbeat close to the TTL
             margin = (self.lease_ttl_s - self.heartbeat_s) / 2
         return margin

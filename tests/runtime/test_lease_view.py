@@ -26,8 +26,10 @@ import fxdurable as fx
 from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.leases import LeaseView, LostLease
 
-SETTINGS = fx.WorkerSettings(heartbeat_s=0.2, lease_ttl_s=2.0, scan_interval_s=0.2)
-MARGIN_S = SETTINGS.margin_s  # 0.4: a fifth of the TTL
+SETTINGS = fx.WorkerSettings(
+    heartbeat_s=0.2, lease_ttl_s=2.0, lease_margin_s=0.4, scan_interval_s=0.2
+)
+MARGIN_S = SETTINGS.margin_s
 
 
 class Step(pydantic.BaseModel):
@@ -167,8 +169,8 @@ def test_timings_that_cannot_keep_the_promise_are_refused_at_start(ttl, beat, ma
         fx.Runtime([fx.Agent("a", fx.ScriptedModel(lambda r: fx.reply("x")))], settings=settings)
 
 
-def test_the_margin_defaults_to_a_fifth_of_the_ttl_or_half_a_heartbeat(monkeypatch):
-    assert fx.WorkerSettings().margin_s == 3.0
+def test_the_margin_defaults_to_half_a_heartbeat_where_that_fits(monkeypatch):
+    assert fx.WorkerSettings().margin_s == 2.5
     assert fx.WorkerSettings(lease_ttl_s=10, heartbeat_s=4).margin_s == 2.0
     assert fx.WorkerSettings(lease_ttl_s=1, heartbeat_s=0.9).margin_s == pytest.approx(0.05)
     monkeypatch.setenv("FXD_LEASE_MARGIN_S", "1.25")
