@@ -18,6 +18,11 @@ wake that arrives while the lease is still live is dropped, as everywhere (the h
 release re-checks for work); if the holder was killed, the scan function wakes the session
 once its lease has expired.
 
+A store away for longer than a session's lease stops its run before the lease expires; a sync
+tool still inside its call at the run's stop deadline ends the sandbox's runtime (status 75,
+docs/leases.md), so its effect cannot land after another invocation takes the session over;
+the invocation fails and SQS delivers its batch again.
+
 The warm state (event loop, store, SQS client, agents, the
 :class:`~fxdurable.runtime.worker.WakeHandler` and its conversation cache) lives in a module
 global for the life of the sandbox: a warm invocation opens nothing. Cold start, measured on

@@ -31,6 +31,12 @@ its submission settle ``failed`` (``attempts_exhausted``) once the agent's ``max
 are spent, and the session rests, even if SQS had moved the message to the dead-letter queue
 first: the reconciliation scan below wakes the session again.
 
+**Store outages.** A store away for longer than a session's lease stops that session's run
+before the lease expires; if a tool's code is still executing at the run's stop deadline (a
+sync tool's thread), the worker exits with status 75 (docs/leases.md): a thread cannot be
+stopped otherwise, and its effect must not land after another worker takes the session over.
+Run the worker under a supervisor that restarts it.
+
 **Reconciliation.** At start and every ``--scan-interval`` seconds (5; 0 turns it off) the
 worker wakes every session with unsettled work and no live owner (:mod:`fxdurable.runtime.
 reconcile`), as the RQ worker does. SQS redelivery covers a killed worker whose message still
