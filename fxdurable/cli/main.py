@@ -113,6 +113,14 @@ def _parser() -> argparse.ArgumentParser:
         "worker then kills the turn in progress; its lease and recovery handle that as any "
         "crash (another worker, or this one restarted, takes the session over)",
     )
+    worker.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="RQ only: give up (exit status 2) when Redis does not answer within SECONDS of "
+        "starting; by default a worker started while Redis is down waits for it",
+    )
     scan.add_argument(
         "--every", type=float, default=None, metavar="SECONDS", help="repeat until stopped"
     )
@@ -258,6 +266,7 @@ def _run_worker_command(args: argparse.Namespace) -> int:
             scan_interval_s=args.scan_interval,
             name=args.name,
             fork=not args.no_fork,
+            connect_timeout_s=args.connect_timeout,
         )
     return _scan(args, config)
 
@@ -294,11 +303,16 @@ def _scan(args: argparse.Namespace, config: WorkerConfig) -> int:
 
 
 def _run_sqs_worker(args: argparse.Namespace, config: WorkerConfig) -> int:
-    given = (("--name", args.name), ("--no-fork", args.no_fork))
+    given = (
+        ("--name", args.name),
+        ("--no-fork", args.no_fork),
+        ("--connect-timeout", args.connect_timeout is not None),
+    )
     rq_only = [flag for flag, value in given if value]
     if rq_only:
         raise ConfigurationError(
-            f"{' and '.join(rq_only)} apply to RQ workers only (an SQS worker never forks)"
+            f"{' and '.join(rq_only)} apply to RQ workers only (an SQS worker never forks, "
+            "and has no Redis to wait for)"
         )
     from fxdurable.workers.sqs_worker import run_sqs_worker
 
