@@ -74,7 +74,6 @@ from collections.abc import Callable, Iterator
 from fxdurable.errors import ConfigurationError, ConflictError, FxDurableError, QueueError
 from fxdurable.queues.sqs import SqsQueue, decode_wake
 from fxdurable.runtime import tracing
-from fxdurable.runtime.agent_spec import load_agents
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.models.announce import announce_model_endpoints
@@ -380,8 +379,6 @@ def run_sqs_worker(
     settings = SqsWorkerSettings.from_env(concurrency=concurrency)
     if scan_interval_s < 0:
         raise ConfigurationError("--scan-interval must be 0 (off) or a number of seconds")
-    # The first line of the log; importing the agents' module again is free, it is loaded.
-    announce_model_endpoints(load_agents(config.agents_spec), process="fxdurable worker (SQS)")
     context = WarmContext(config)
     consumer: SqsConsumer | None = None
     try:
@@ -389,6 +386,8 @@ def run_sqs_worker(
         if not isinstance(queue, SqsQueue):
             raise ConfigurationError(f"an SQS worker needs an sqs:// queue: {config.queue_url}")
         consumer = SqsConsumer(queue, wait_s=settings.wait_s)
+        # The first line of the log at the default level, once the configuration has passed.
+        announce_model_endpoints(context.agents.values(), process="fxdurable worker (SQS)")
         max_receives = consumer.redrive_max_receives()
         if max_receives is None:
             log.warning(
