@@ -129,30 +129,43 @@ def test_readme_names_the_two_commands_and_the_python_to_use() -> None:
 
 def _quickstart() -> str:
     (block,) = section_blocks(README, "## Quickstart: your agent, a real model", PYTHON)
-    assert len(block.splitlines()) <= 35, "the quickstart is a screen, not a program"
+    assert len(block.splitlines()) <= 30, "the quickstart is a screen, not a program"
     return block
 
 
-def _quickstart_shell() -> list[str]:
-    (block,) = section_blocks(README, "## Quickstart: your agent, a real model", SHELL)
-    return [line.split("#", 1)[0].strip() for line in block.splitlines()]
+def _quickstart_shell() -> list[list[str]]:
+    """The quickstart's shell blocks, each as its command lines (comments dropped)."""
+    return [
+        [line.split("  #", 1)[0].strip() for line in block.splitlines()]
+        for block in section_blocks(README, "## Quickstart: your agent, a real model", SHELL)
+    ]
 
 
 def test_quickstart_runs_on_a_provider_and_offline(tmp_path: Path) -> None:
-    """The quickstart as written: ``python agent.py`` with the base URL and key exported (a
-    scripted model served in OpenAI's wire format stands in for the provider), then
-    ``python agent.py --offline`` with no model server at all."""
+    """The quickstart as written, each command of its shell blocks run in one directory:
+    ``python agent.py`` with the base URL and key exported (a scripted model served in
+    OpenAI's wire format stands in for the provider), ``python agent.py --offline`` with no
+    model server at all; then killed mid-deploy and run again: the deploy ran once and is
+    recorded outcome_unknown."""
     from fxdurable import call, reply
     from fxdurable.testing import ScriptedModelServer
 
-    commands = _quickstart_shell()
-    assert "python agent.py" in commands and "python agent.py --offline" in commands
-    assert any(c.startswith("export OPENAI_BASE_URL=") for c in commands)
-    assert any(c.startswith("export OPENAI_API_KEY=") for c in commands)
-    online, offline = tmp_path / "online", tmp_path / "offline"
-    for where in (online, offline):
-        where.mkdir()
-        (where / "agent.py").write_text(_quickstart())
+    (tmp_path / "agent.py").write_text(_quickstart())
+    provider, crash = _quickstart_shell()
+    exports = [line for line in provider if line.startswith("export ")]
+    assert [e.split("=", 1)[0] for e in exports] == [
+        "export OPENAI_BASE_URL",
+        "export OPENAI_API_KEY",
+    ]
+    assert [line for line in provider if line not in exports] == [
+        "python agent.py",
+        "python agent.py --offline",
+    ]
+
+    def sh(line: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
 
     policy = [reply("", call("deploy", version="1.4")), reply("Release 1.4 is deployed.")]
     with ScriptedModelServer(policy) as server:
@@ -163,26 +176,27 @@ def test_quickstart_runs_on_a_provider_and_offline(tmp_path: Path) -> None:
             "FXD_OPENAI_BASE_URL": server.openai_base_url,
             "OPENAI_API_KEY": "sk-test-quickstart-0123456789",
         }
-        done = subprocess.run(
-            [sys.executable, "agent.py"], cwd=online, env=env, capture_output=True, text=True
-        )
-        assert done.returncode == 0, done.stderr
-        assert done.stdout == "Release 1.4 is deployed.\n"
+        online = sh("python agent.py", env)
+        assert (online.returncode, online.stdout) == (0, "Release 1.4 is deployed.\n"), online
         assert [r.body["model"] for r in server.requests] == ["gpt-4o-mini"] * 2
         assert all(r.headers["authorization"] == "[REDACTED]" for r in server.requests)
-    assert (online / "deployments.log").read_text().startswith("1.4 x")  # one deploy
+        again = sh("python agent.py", env)  # the same request id: answered from the record
+        assert (again.returncode, again.stdout) == (0, online.stdout), again
+        assert len(server.requests) == 2
 
     env = _block_env(tmp_path)  # no base URL, no key: nothing to reach
-    done = subprocess.run(
-        [sys.executable, "agent.py", "--offline"],
-        cwd=offline,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == "Done.\n"
-    assert len((offline / "deployments.log").read_text().splitlines()) == 1
+    offline = sh("python agent.py --offline", env)
+    assert (offline.returncode, offline.stdout) == (0, "Done.\n"), offline
+    assert len((tmp_path / "deployments.log").read_text().splitlines()) == 2  # one each
+
+    assert crash[0] == "rm -rf .fxd deployments.log"
+    done = [sh(line, env) for line in crash]
+    assert done[1].returncode == -signal.SIGKILL or done[1].returncode == 137, done[1]
+    assert "crash injected at tool.after-execute:deploy" in done[1].stderr
+    assert (done[2].returncode, done[2].stdout) == (0, "Done.\n"), done[2]
+    assert done[3].stdout.split() == ["1", "deployments.log"]
+    trace = sh("fxdurable trace offline --db .fxd/ops.db", env).stdout
+    assert "tool deploy r0.t0 outcome_unknown" in trace, trace
 
 
 def _documented_commands() -> list[tuple[str, set[str]]]:
