@@ -6,7 +6,8 @@ A block run verbatim runs in a temporary directory (one per page, the page's blo
 so a walkthrough's later steps see its earlier ones) with the test venv's ``fxdurable`` and
 ``python`` on PATH and ``.venv`` linking to that venv. A shell block passes when it exits 0 and
 every line of it that starts with ``#`` (the output it shows) appears in what it printed:
-each piece between ``...``/``…`` in order."""
+each piece between ``...``/``…`` in order. A Python block whose first line is ``# name.py``
+is saved under that name, for the shell blocks after it to run."""
 
 from __future__ import annotations
 
@@ -63,7 +64,8 @@ def _run_verbatim(block: Block, cwd: Path) -> None:
     if block.lang in SHELL:
         command = ["bash", "-c", block.body]
     else:
-        script = cwd / f"block_{block.line}.py"
+        named = re.fullmatch(r"# ([\w-]+\.py)", block.body.partition("\n")[0])
+        script = cwd / (named[1] if named else f"block_{block.line}.py")
         script.write_text(block.body)
         command = [sys.executable, str(script)]
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
