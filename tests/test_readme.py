@@ -386,3 +386,17 @@ def test_workspace_tools_example_runs(tmp_path: Path) -> None:
     assert lines[4].startswith("read_file -> PathRefusedError: path refused: '../../etc/passwd'")
     assert lines[5:] == ["def add(a, b):", "    return a + b", ""]
     assert (tmp_path / "project" / "calc.py").read_text().endswith("a - b\n")  # the template
+
+
+@pytest.mark.parametrize("module", ["fxdurable", "fxdurable.tools", "fxdurable.http"])
+def test_the_api_reference_shows_every_public_name(module: str) -> None:
+    """docs/reference.md renders each name of the module's ``__all__`` (the errors
+    ``fxdurable.tools`` re-exports are shown once, under ``fxdurable``)."""
+    import importlib
+
+    text = (ROOT / "docs" / "reference.md").read_text()
+    shown = set(re.findall(rf"^::: {re.escape(module)}\.(\w+)$", text, flags=re.M))
+    public = set(importlib.import_module(module).__all__) - {"__version__"}
+    if module == "fxdurable.tools":
+        public -= {"EditError", "PathRefusedError", "WorkspaceError"}
+    assert shown == public, f"add to docs/reference.md: {public - shown}; gone: {shown - public}"
