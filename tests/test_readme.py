@@ -396,6 +396,7 @@ def test_the_api_reference_shows_every_public_name(module: str) -> None:
 
     text = (ROOT / "docs" / "reference.md").read_text()
     shown = set(re.findall(rf"^::: {re.escape(module)}\.(\w+)$", text, flags=re.M))
+    shown -= {"backends", "tools", "http", "testing"}  # modules rendered whole
     public = set(importlib.import_module(module).__all__) - {"__version__"}
     if module == "fxdurable.tools":
         public -= {"EditError", "PathRefusedError", "WorkspaceError"}
