@@ -173,9 +173,6 @@ def test_quickstart_runs_on_a_provider_and_offline(tmp_path: Path) -> None:
     with ScriptedModelServer(policy) as server:
         env = _block_env(tmp_path) | {
             "OPENAI_BASE_URL": server.openai_base_url,
-            # TEMPORARY until OPENAI_BASE_URL support (cfg helper) is on main: the FXD_ name
-            # is the only one read before it. Remove this line after the merge.
-            "FXD_OPENAI_BASE_URL": server.openai_base_url,
             "OPENAI_API_KEY": "sk-test-quickstart-0123456789",
         }
         online = sh("python agent.py", env)
