@@ -6,6 +6,7 @@ describe another API than the code's; the document itself is published beside it
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from mkdocs.structure.files import File, Files
@@ -13,6 +14,9 @@ from mkdocs.structure.files import File, Files
 from fxdurable.http.openapi import openapi_document
 
 MARKER = "<!-- openapi:document -->"
+# The docstrings cross-reference in Sphinx's roles (:class:`Workspace`, :mod:`~x.y`), which
+# mkdocstrings renders as the role's text before the code: keep the code, drop the role.
+_SPHINX_ROLE = re.compile(r":(?:attr|class|data|exc|func|meth|mod|obj):<code>~?")
 _METHODS = ("get", "post", "put", "patch", "delete")
 
 
@@ -97,3 +101,7 @@ def on_files(files: Files, config: Any, **_: Any) -> Files:
     document = json.dumps(openapi_document(), indent=2) + "\n"
     files.append(File.generated(config, "openapi.json", content=document))
     return files
+
+
+def on_page_content(html: str, page: Any, **_: Any) -> str:
+    return _SPHINX_ROLE.sub("<code>", html)
