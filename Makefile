@@ -114,8 +114,20 @@ localstack-test: $(VENV)/.installed
 	FXD_TEST_AWS_ENDPOINT=http://127.0.0.1:4566 scripts/run-tests $(AWS_TESTS) $(PYTEST_ARGS); \
 		rc=$$?; $(LOCALSTACK) down; exit $$rc
 
-wheel: $(VENV)/.installed
-	$(BIN)/python -m build --wheel --outdir dist/
+# The wheel and the sdist in $(DIST)/, checked by twine as an index would. Its own small venv
+# (build, twine), not the test environment; the build itself runs in build's isolated env.
+BUILD_VENV ?= .venv-build
+DIST ?= dist
+$(BUILD_VENV)/.installed:
+	$(PYTHON) -m venv $(BUILD_VENV)
+	$(BUILD_VENV)/bin/python -m pip install -q --upgrade pip
+	$(BUILD_VENV)/bin/python -m pip install -q 'build>=1.2' 'twine>=6.1'
+	touch $@
+
+wheel: $(BUILD_VENV)/.installed
+	rm -f $(DIST)/fxdurable-*.whl $(DIST)/fxdurable-*.tar.gz
+	$(BUILD_VENV)/bin/python -m build --wheel --sdist --outdir $(DIST)
+	$(BUILD_VENV)/bin/python -m twine check --strict $(DIST)/fxdurable-*.whl $(DIST)/fxdurable-*.tar.gz
 
 clean:
-	rm -rf .venv .venv-bench dist build .pytest_cache .mypy_cache .ruff_cache .fxd-demo .fxd-coding
+	rm -rf .venv .venv-bench .venv-build dist build .pytest_cache .mypy_cache .ruff_cache .fxd-demo .fxd-coding
