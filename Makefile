@@ -13,7 +13,7 @@ BENCH_BIN := $(BENCH_VENV)/bin
 LINT_PATHS := $(wildcard fxdurable tests bench workers handlers examples)
 
 .PHONY: demo coding-demo venv-python lint test browser bench bench-venv wheel clean deploy \
-	localstack-test
+	localstack-test docs
 
 # Before a venv is built or used: $(PYTHON) must be 3.11+, and a $(VENV) made by another
 # Python version (or broken) is removed to be rebuilt (scripts/check-venv says which).
@@ -58,6 +58,12 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff format --check $(LINT_PATHS)
 	$(BIN)/mypy fxdurable
 
+# The docs site (mkdocs.yml, docs/) into site/, strictly: a broken link, a missing page or a
+# docstring the API reference cannot render fails it. Uses the test environment (the test
+# extra has mkdocs-material and mkdocstrings); ~15 s.
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 # The browser tests (tests/console/) drive Debian's chromium with Playwright for Python (never
 # Playwright's own browser downloads). As root, a missing chromium is installed; otherwise this
 # says what to install, and fails in CI (CI=true): the browser tests never skip.
@@ -84,6 +90,7 @@ test: $(VENV)/.installed browser
 		fi; \
 	fi
 	$(MAKE) --no-print-directory lint
+	$(MAKE) --no-print-directory docs
 	scripts/run-tests $(PYTEST_ARGS)
 
 $(BENCH_VENV)/.installed: pyproject.toml bench/requirements-peers.txt

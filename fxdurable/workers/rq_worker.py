@@ -145,8 +145,7 @@ def run_worker(
     settings = WorkerSettings.from_env()
     config.export()  # forked job processes read their configuration from the environment
     queue = open_rq_queue(config.queue_url)
-    # The first line of the log, once the configuration has passed its checks (a bad one is
-    # a one-line error alone).
+    # After every check: a bad setting is the first line a user reads, not an INFO line.
     announce_model_endpoints(agents, process="fxdurable worker")
     found = _startup_scan(config, queue, settings.scan_quiet_s, connect_timeout_s)
     if found is None:

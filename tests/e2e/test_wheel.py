@@ -165,7 +165,7 @@ def test_wheel_with_the_http_extra_serves_a_turn(tmp_path: Path) -> None:
 def test_wheel_with_the_aws_extra_runs_a_turn_on_sqs_and_dynamodb(
     tmp_path: Path, moto_server: str, serial_moto_server: str
 ) -> None:
-    """``pip install 'fxdurable[aws]'``, then the README's local AWS walkthrough with the
+    """``pip install 'fxdurable[aws]'``, then the deployment page's local AWS walkthrough with the
     installed commands: a worker on an SQS queue runs the demo's turn on a DynamoDB table."""
     from aws_support import REGION, aws_environment, aws_session
 
