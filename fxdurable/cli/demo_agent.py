@@ -111,10 +111,10 @@ def _check(entries: list[LedgerEntry], interrupted: str | None) -> str:
     mine = [e for e in entries if e.execution == interrupted]
     if mine:
         return (
-            f"the interrupted deploy (execution {interrupted}) {RAN}: release {mine[-1].release} "
-            f"at {mine[-1].at}; {live}"
+            f"{live}; the interrupted deploy (execution {interrupted}) {RAN}: release "
+            f"{mine[-1].release} at {mine[-1].at}"
         )
-    return f"the interrupted deploy (execution {interrupted}) {NEVER_RAN}; {live}"
+    return f"{live}; the interrupted deploy (execution {interrupted}) {NEVER_RAN}"
 
 
 def _policy(request: ModelRequest) -> ModelResponse:
