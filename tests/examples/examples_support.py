@@ -26,8 +26,10 @@ __all__ = [
     "Ran",
     "copy_example",
     "docs_blocks",
+    "exported",
     "ok",
     "readme_block",
+    "readme_blocks",
     "run_line",
     "user_env",
 ]
@@ -38,24 +40,46 @@ _MARKED_BLOCK = re.compile(
 )
 
 
-def _blocks(text: str) -> dict[str, str]:
-    """``{test id: the sh block marked as tested by it}``."""
-    return {what: body for kind, what, body in _MARKED_BLOCK.findall(text) if kind == "tested"}
+def _blocks(text: str) -> dict[str, list[str]]:
+    """``{test id: the sh blocks marked as tested by it, in order}``."""
+    blocks: dict[str, list[str]] = {}
+    for kind, what, body in _MARKED_BLOCK.findall(text):
+        if kind == "tested":
+            blocks.setdefault(what, []).append(body)
+    return blocks
 
 
 def readme_block(example: str, test_id: str) -> list[str]:
-    """The command lines of the README block of ``examples/<example>`` marked as tested by
-    ``test_id`` (``tests/examples/<file>.py::<test>``); comments and blank lines dropped."""
+    """The command lines of the README blocks of ``examples/<example>`` marked as tested by
+    ``test_id`` (``tests/examples/<file>.py::<test>``), in order; comments and blank lines
+    dropped."""
     readme = REPO / "examples" / example / "README.md"
     blocks = _blocks(readme.read_text())
     assert test_id in blocks, f"{readme.relative_to(REPO)} has no block marked tested: {test_id}"
-    lines = [line.strip() for line in blocks[test_id].splitlines()]
+    lines = [line.strip() for body in blocks[test_id] for line in body.splitlines()]
     return [line for line in lines if line and not line.startswith("#")]
 
 
-def docs_blocks() -> dict[str, str]:
+def readme_blocks(example: str) -> dict[str, list[str]]:
+    """Every block of ``examples/<example>/README.md`` marked as tested, by test id."""
+    return _blocks((REPO / "examples" / example / "README.md").read_text())
+
+
+def docs_blocks() -> dict[str, list[str]]:
     """The blocks of ``docs/examples.md`` marked as tested, by test id."""
     return _blocks(DOCS_PAGE.read_text())
+
+
+def exported(lines: list[str], *, cwd: Path, env: dict[str, str]) -> dict[str, str]:
+    """The environment after a shell ran ``lines`` (``export X=...`` lines, as a user types
+    them before the next commands), for the lines that follow."""
+    script = "\n".join([*lines, "env -0"])
+    proc = subprocess.run(
+        ["bash", "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 0, f"{lines} failed:\n{proc.stderr}"
+    pairs = (entry.partition("=") for entry in proc.stdout.split("\0") if entry)
+    return {name: value for name, _, value in pairs if name not in ("_", "SHLVL", "PWD")}
 
 
 def copy_example(example: str, into: Path) -> Path:
