@@ -22,6 +22,7 @@ import pytest
 from wheel_support import REPO, Venv, clean_env
 
 __all__ = [
+    "DOCS_PAGE",
     "REPO",
     "Ran",
     "copy_example",
