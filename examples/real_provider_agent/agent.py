@@ -102,7 +102,13 @@ async def main(prompt: str, session_id: str) -> int:
     async with fx.Runtime([billing], store=STORE) as runtime:
         session = runtime.session(session_id)
         submission = await session.submit(prompt, request_id=request_id(session_id, prompt))
-        if submission.attempts:
+        if submission.settled:
+            print(
+                f"this prompt was sent to session {session_id!r} before and its submission "
+                f"{submission.id} is {submission.status}; to send it again, use another "
+                "--session or other words"
+            )
+        elif submission.attempts:
             print(f"submission {submission.id} was admitted before: continuing it")
         cursor = submission.cursor - 1
         while True:
@@ -115,7 +121,10 @@ async def main(prompt: str, session_id: str) -> int:
             if submission.settled:
                 break
             await asyncio.sleep(0.1)
-    print(f"{submission.status}: {submission.result or submission.error}")
+    if submission.error is not None:
+        print(f"{submission.status}: {submission.error.code}: {submission.error.message}")
+    else:
+        print(f"{submission.status}: {submission.result}")
     print(f"trace: fxdurable trace {session_id} --db .fxd/invoices.db")
     return 0 if submission.status == fx.SubmissionStatus.COMPLETED else 1
 

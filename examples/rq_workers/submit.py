@@ -52,7 +52,10 @@ async def main(args: argparse.Namespace) -> int:
             if submission.settled:
                 break
             await asyncio.sleep(0.2)
-    print(f"{submission.status}: {submission.result or submission.error}")
+    if submission.error is not None:
+        print(f"{submission.status}: {submission.error.code}: {submission.error.message}")
+    else:
+        print(f"{submission.status}: {submission.result}")
     return 0 if submission.status == fx.SubmissionStatus.COMPLETED else 1
 
 

@@ -134,3 +134,22 @@ def test_killed_after_sending_the_next_run_checks_instead_of_sending_again(
     timeline = ok(run_line(trace, cwd=project, env=env))
     assert "outcome_unknown" in timeline and "list_invoices" in timeline
     assert "every invariant holds" in ok(run_line(check, cwd=project, env=env))
+
+
+def test_a_wrong_key_fails_the_turn_with_one_line_and_the_same_prompt_says_it_was_sent(
+    tmp_path: Path,
+) -> None:
+    project = copy_example(EXAMPLE, tmp_path)
+    send, _ = readme_block(EXAMPLE, f"{HERE}::test_an_invoice_is_sent_once")
+    with ScriptedModelServer(invoicing_policy, quirks=Quirks(require_api_key=KEY)) as server:
+        env = user_env(wheel_venv(), **provider_env(server)) | {"OPENAI_API_KEY": "sk-wrong-0"}
+        first = run_line(send, cwd=project, env=env)
+        again = run_line(send, cwd=project, env=env)
+    for ran in (first, again):
+        assert ran.returncode == 1, (ran.stdout, ran.stderr)
+        assert "Traceback" not in ran.stdout + ran.stderr
+        assert "sk-wrong-0" not in ran.stdout + ran.stderr
+        assert "failed: model_error:" in ran.stdout and "HTTP 401" in ran.stdout
+    assert "was sent to session 'billing' before" in again.stdout
+    assert ledger(project) == []
+    assert [r.status for r in server.requests] == [401]  # a 401 is not retried, nor re-sent
