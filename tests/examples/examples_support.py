@@ -21,8 +21,14 @@ from pathlib import Path
 import pytest
 from wheel_support import REPO, Venv, clean_env
 
+# One venv for every example test (and the other wheel tests of the same process that ask
+# for these extras): each venv costs 20-50 s to make. The real-provider agent needs no
+# extra; the extras only add packages it does not import.
+EXTRAS = "http,redis"
+
 __all__ = [
     "DOCS_PAGE",
+    "EXTRAS",
     "REPO",
     "Ran",
     "copy_example",

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from examples_support import copy_example, ok, readme_block, run_line, user_env
+from examples_support import EXTRAS, copy_example, ok, readme_block, run_line, user_env
 from wheel_support import wheel_venv
 
 from fxdurable.backends import open_store
@@ -76,7 +76,7 @@ def assert_every_request_was_authorised(server: ScriptedModelServer) -> None:
 
 def test_an_invoice_is_sent_once(tmp_path: Path) -> None:
     project = copy_example(EXAMPLE, tmp_path)
-    venv = wheel_venv()
+    venv = wheel_venv(EXTRAS)
     quirks = Quirks(require_api_key=KEY, pretty_arguments=True)
     with ScriptedModelServer(invoicing_policy, quirks=quirks) as server:
         env = user_env(venv, **provider_env(server))
@@ -97,7 +97,7 @@ def test_killed_after_sending_the_next_run_checks_instead_of_sending_again(
     tmp_path: Path,
 ) -> None:
     project = copy_example(EXAMPLE, tmp_path)
-    venv = wheel_venv()
+    venv = wheel_venv(EXTRAS)
     test_id = f"{HERE}::test_killed_after_sending_the_next_run_checks_instead_of_sending_again"
     crash, again, show, trace, check = readme_block(EXAMPLE, test_id)
     with ScriptedModelServer(invoicing_policy, quirks=Quirks(require_api_key=KEY)) as server:
@@ -142,7 +142,8 @@ def test_a_wrong_key_fails_the_turn_with_one_line_and_the_same_prompt_says_it_wa
     project = copy_example(EXAMPLE, tmp_path)
     send, _ = readme_block(EXAMPLE, f"{HERE}::test_an_invoice_is_sent_once")
     with ScriptedModelServer(invoicing_policy, quirks=Quirks(require_api_key=KEY)) as server:
-        env = user_env(wheel_venv(), **provider_env(server)) | {"OPENAI_API_KEY": "sk-wrong-0"}
+        wrong_key = provider_env(server) | {"OPENAI_API_KEY": "sk-wrong-0"}
+        env = user_env(wheel_venv(EXTRAS), **wrong_key)
         first = run_line(send, cwd=project, env=env)
         again = run_line(send, cwd=project, env=env)
     for ran in (first, again):

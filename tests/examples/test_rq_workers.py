@@ -16,7 +16,16 @@ from pathlib import Path
 from urllib.parse import parse_qs
 
 import pytest
-from examples_support import Ran, copy_example, exported, ok, readme_block, run_line, user_env
+from examples_support import (
+    EXTRAS,
+    Ran,
+    copy_example,
+    exported,
+    ok,
+    readme_block,
+    run_line,
+    user_env,
+)
 from wheel_support import wheel_venv
 
 from fxdurable.runtime.models.base import ModelRequest, ModelResponse
@@ -133,7 +142,7 @@ def shell_env(project: Path, redis_url: str, provider: dict[str, str]) -> dict[s
     [export, *_] = readme_block(EXAMPLE, TWO_WORKERS)
     assert README_STORE in export and README_QUEUE in export, export
     export = export.replace(README_STORE, redis_url).replace(README_QUEUE, queue)
-    venv = wheel_venv("redis")
+    venv = wheel_venv(EXTRAS)
     return exported([export], cwd=project, env=user_env(venv, **provider))
 
 

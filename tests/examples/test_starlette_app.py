@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from examples_support import copy_example, exported, ok, readme_block, run_line, user_env
+from examples_support import EXTRAS, copy_example, exported, ok, readme_block, run_line, user_env
 from redis_support import free_port
 from wheel_support import wheel_venv
 
@@ -72,7 +72,7 @@ def test_the_app_serves_its_keys_principals_and_nobody_else(
     tmp_path: Path, scripted_provider: ScriptedModelServer
 ) -> None:
     project = copy_example(EXAMPLE, tmp_path)
-    venv = wheel_venv("http")
+    venv = wheel_venv(EXTRAS)
     port = str(free_port())
     lines = [line.replace(README_PORT, port) for line in readme_block(EXAMPLE, TEST_ID)]
     exports = [line for line in lines if line.startswith("export ")]
