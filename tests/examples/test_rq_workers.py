@@ -122,8 +122,6 @@ def provider() -> Iterator[dict[str, str]]:
             "AGENT_MODEL": "openai/scripted-reporter",
             # TEMPORARY until OPENAI_BASE_URL is read
             "FXD_OPENAI_BASE_URL": server.openai_base_url,
-            # TEMPORARY until fxdurable worker imports FXD_AGENTS from its directory (pkg)
-            "PYTHONPATH": ".",
         }
 
 
