@@ -59,7 +59,6 @@ def provider_env(server: ScriptedModelServer) -> dict[str, str]:
         "OPENAI_BASE_URL": server.openai_base_url,
         "OPENAI_API_KEY": KEY,
         "AGENT_MODEL": f"openai/{MODEL}",
-        "FXD_OPENAI_BASE_URL": server.openai_base_url,  # TEMPORARY until OPENAI_BASE_URL is read
     }
 
 
@@ -146,11 +145,16 @@ def test_a_wrong_key_fails_the_turn_with_one_line_and_the_same_prompt_says_it_wa
         env = user_env(wheel_venv(EXTRAS), **wrong_key)
         first = run_line(send, cwd=project, env=env)
         again = run_line(send, cwd=project, env=env)
+        host = server.url.removeprefix("http://")
     for ran in (first, again):
         assert ran.returncode == 1, (ran.stdout, ran.stderr)
         assert "Traceback" not in ran.stdout + ran.stderr
         assert "sk-wrong-0" not in ran.stdout + ran.stderr
         assert "failed: model_error:" in ran.stdout and "HTTP 401" in ran.stdout
+        # It names the endpoint that refused (OPENAI_BASE_URL's, not "OpenAI") and the key's
+        # variable.
+        assert f"{host} rejected the credentials" in ran.stdout
+        assert "environment variable OPENAI_API_KEY" in ran.stdout
     assert "was sent to session 'billing' before" in again.stdout
     assert ledger(project) == []
     assert [r.status for r in server.requests] == [401]  # a 401 is not retried, nor re-sent

@@ -120,8 +120,6 @@ def provider() -> Iterator[dict[str, str]]:
             "OPENAI_BASE_URL": server.openai_base_url,
             "OPENAI_API_KEY": KEY,
             "AGENT_MODEL": "openai/scripted-reporter",
-            # TEMPORARY until OPENAI_BASE_URL is read
-            "FXD_OPENAI_BASE_URL": server.openai_base_url,
         }
 
 

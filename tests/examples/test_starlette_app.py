@@ -82,8 +82,6 @@ def test_the_app_serves_its_keys_principals_and_nobody_else(
         "OPENAI_BASE_URL": scripted_provider.openai_base_url,
         "OPENAI_API_KEY": KEY,
         "AGENT_MODEL": "openai/scripted-support",
-        # TEMPORARY until OPENAI_BASE_URL is read
-        "FXD_OPENAI_BASE_URL": scripted_provider.openai_base_url,
     }
     env = exported(exports, cwd=project, env=user_env(venv, **provider))
     server = subprocess.Popen(
