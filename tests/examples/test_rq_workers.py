@@ -166,6 +166,8 @@ def test_two_workers_run_a_turn_and_the_store_checks_clean(
         audit = ok(run_line(check, cwd=project, env=shell_env))
     for worker in workers:  # a warm shutdown, not a crash
         assert worker.proc.returncode == 0, worker.output
+        # Its first words say where the model is called and which setting said so.
+        assert "(from OPENAI_BASE_URL; key from OPENAI_API_KEY: set)" in worker.output
     assert "admitted sub-" in out and "attempt 1 started on worker" in out
     assert "tool publish_report running (run 1, idempotent)" in out
     assert "completed: I published 'Weekly report': 120 signups, 3 churned" in out
