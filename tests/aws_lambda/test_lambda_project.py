@@ -22,19 +22,24 @@ from fxdurable.errors import ConfigurationError
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "lambda_project"
-# What a build or a run leaves in the example's directory, which is not the scaffold's.
-BUILD_OUTPUTS = {".aws-sam", "build", "__pycache__", "samconfig.toml"}
 
 
 def _tree(root: Path) -> dict[str, bytes]:
     found: dict[str, bytes] = {}
     for path in sorted(root.rglob("*")):
-        relative = path.relative_to(root)
-        if any(part in BUILD_OUTPUTS or part.startswith(".fxd") for part in relative.parts):
-            continue
         if path.is_file():
-            found[str(relative)] = path.read_bytes()
+            found[str(path.relative_to(root))] = path.read_bytes()
     return found
+
+
+def _example_tree() -> dict[str, bytes]:
+    """The example's files as git sees them: committed or new, less what its .gitignore and
+    the repository's leave out (a build's output, caches, local stores)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z", "."],
+        cwd=EXAMPLE, capture_output=True, check=True, timeout=30,
+    ).stdout.decode().split("\0")  # fmt: skip
+    return {name: (EXAMPLE / name).read_bytes() for name in listed if name}
 
 
 def test_the_committed_example_is_what_the_scaffold_writes(tmp_path: Path) -> None:
@@ -42,7 +47,7 @@ def test_the_committed_example_is_what_the_scaffold_writes(tmp_path: Path) -> No
     fresh = _tree(tmp_path / "fresh")
     assert sorted(fresh) == sorted(target for target, _ in SCAFFOLD_FILES)
     assert {str(p.relative_to(tmp_path / "fresh")) for p in written} == set(fresh)
-    example = _tree(EXAMPLE)
+    example = _example_tree()
     changed = sorted(name for name in fresh if example.get(name) != fresh[name])
     extra = sorted(set(example) - set(fresh))
     assert not changed and not extra, (
