@@ -260,12 +260,15 @@ class AwsWorld:
 
 
 @pytest.fixture
-def aws_world(moto_server: str, tmp_path: Path) -> AwsWorld:
-    """What the template creates (table, bucket, queue) on the moto server, and the
-    environment it gives the functions."""
+def aws_world(moto_server: str, serial_moto_server: str, tmp_path: Path) -> AwsWorld:
+    """What the template creates (table, bucket, queue) on the moto servers, and the
+    environment it gives the functions. The table and bucket are on the serial server (a
+    turn's heartbeat and its commits are concurrent transactions, which the threaded one does
+    not isolate: tests/conftest.py), the queue on the threaded one (long polls)."""
     session = aws_session()
     name = f"fxd-sam-{uuid.uuid4().hex[:12]}"
-    dynamodb = session.client("dynamodb", endpoint_url=moto_server)
+    store_endpoint = serial_moto_server
+    dynamodb = session.client("dynamodb", endpoint_url=store_endpoint)
     dynamodb.create_table(
         TableName=name,
         BillingMode="PAY_PER_REQUEST",
@@ -278,7 +281,7 @@ def aws_world(moto_server: str, tmp_path: Path) -> AwsWorld:
             {"AttributeName": "sk", "KeyType": "RANGE"},
         ],
     )
-    session.client("s3", endpoint_url=moto_server).create_bucket(Bucket=name)
+    session.client("s3", endpoint_url=store_endpoint).create_bucket(Bucket=name)
     sqs = session.client("sqs", endpoint_url=moto_server)
     queue_url = sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "30"})["QueueUrl"]
     env = {
@@ -289,7 +292,8 @@ def aws_world(moto_server: str, tmp_path: Path) -> AwsWorld:
         "AWS_CONFIG_FILE": str(tmp_path / "none"),
         "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
         "AWS_LAMBDA_FUNCTION_NAME": "test",
-        "FXD_STORE": f"dynamodb://{name}?region={REGION}&endpoint_url={moto_server}&bucket={name}",
+        "FXD_STORE": f"dynamodb://{name}?region={REGION}&endpoint_url={store_endpoint}"
+        f"&bucket={name}",
         "FXD_QUEUE": f"sqs://{queue_url}?region={REGION}",
         "FXD_AGENTS": "myapp.agents:agents",
         "FXD_MODEL": "scripted",
