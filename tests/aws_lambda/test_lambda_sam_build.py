@@ -321,7 +321,8 @@ def invoke(project: Path, function: str, event: dict[str, Any], world: AwsWorld,
     out = run(
         [str(t.python312), "-I", str(driver), str(artifact), str(t.runtime),
          HANDLERS[function], str(event_path)],
-        cwd=empty, timeout=120, what=f"{function}'s handler", env=world.env,
+        cwd=empty, timeout=120, what=f"{function}'s handler",
+        env={**world.env, "LAMBDA_TASK_ROOT": str(artifact)},  # /var/task on Lambda
     )  # fmt: skip
     result = json.loads(out.strip().splitlines()[-1])
     assert result["outside"] == [], f"{function} imported from outside: {result['outside']}"
