@@ -110,18 +110,13 @@ bench-venv: $(BENCH_VENV)/.installed
 bench: $(BENCH_VENV)/.installed
 	$(BENCH_BIN)/python -m bench --write $(ARGS)
 
-# AWS Lambda (infra/template.yaml): needs the SAM CLI and AWS credentials; asks for the stack
-# name, region and parameters the first time and saves them in samconfig.toml.
-deploy:
-	sam build --template infra/template.yaml
-	@# Lambda cannot write __pycache__: ship bytecode, compiled by the functions' own Python
-	@# (python3.12 in the template; a .pyc of another version is ignored).
-	@if command -v python3.12 >/dev/null 2>&1; then \
-		python3.12 -m compileall -q .aws-sam/build/; \
-	else \
-		echo "python3.12 not found: the functions ship without bytecode, and each cold start compiles every module (see infra/README.md)"; \
-	fi
-	sam deploy --guided
+# AWS Lambda: deploys examples/lambda_project (what `fxdurable init lambda` writes; its
+# template is infra/template.yaml) with this checkout's fxdurable. Needs the SAM CLI, python3.12
+# and AWS credentials (its `make check` says what is missing and how to get it); asks for the
+# stack name, region and parameters the first time and saves them in samconfig.toml. Your own
+# project: docs/deployment/lambda.md.
+deploy: $(VENV)/.installed-demo
+	$(MAKE) -C examples/lambda_project deploy FXDURABLE=$(abspath $(BIN))/fxdurable
 
 # The AWS tests against LocalStack instead of moto (needs Docker): start it, wait until its
 # init script has created the queue, table and bucket, run the tests, stop it whatever happened.

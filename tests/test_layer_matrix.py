@@ -48,6 +48,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "workers",
             "fxdurable",
             "tools",
+            "aws_lambda",  # fxdurable init/stage lambda
         }
     ),
     "__main__": frozenset({"cli"}),

@@ -1,4 +1,5 @@
-"""fxdurable on AWS Lambda: the functions behind ``handlers/*_lambda.py``.
+"""fxdurable on AWS Lambda: the functions the SAM template names by their ``handler``
+(``fxdurable.aws_lambda.http.handler`` and so on; ``handlers/*_lambda.py`` re-export them).
 
 - :mod:`~fxdurable.aws_lambda.http` — the HTTP API behind API Gateway (HTTP API, payload
   v2), through Mangum, in *receipt* mode: ``POST /chat`` admits, enqueues a wake on SQS and
@@ -13,4 +14,6 @@
 
 Each module imports only what its function needs, so a cold start pays for nothing else;
 this package's ``__init__`` imports nothing. Needs ``pip install 'fxdurable[lambda]'``.
+:mod:`~fxdurable.aws_lambda.project` writes a user's project (``fxdurable init lambda``) and
+assembles what its functions ship (``fxdurable stage lambda``).
 """

@@ -78,5 +78,5 @@ class HttpFunction:
         asyncio.set_event_loop(None)
 
 
-#: The Lambda entry point (``handlers/*_lambda.handler``).
+#: The Lambda entry point: the template's ``Handler: fxdurable.aws_lambda.http.handler``.
 handler = warm_handler(HttpFunction.from_env)

@@ -89,5 +89,5 @@ class ScanFunction:
         self.store.close()
 
 
-#: The Lambda entry point (``handlers/*_lambda.handler``).
+#: The Lambda entry point: the template's ``Handler: fxdurable.aws_lambda.scan.handler``.
 handler = warm_handler(ScanFunction.from_env)

@@ -182,5 +182,5 @@ class WakeFunction:
         self.store.close()
 
 
-#: The Lambda entry point (``handlers/*_lambda.handler``).
+#: The Lambda entry point: the template's ``Handler: fxdurable.aws_lambda.wake.handler``.
 handler = warm_handler(WakeFunction.from_env)

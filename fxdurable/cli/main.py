@@ -1,4 +1,5 @@
-"""The ``fxdurable`` command: demo, serve, worker, scan, trace, check, workspace export."""
+"""The ``fxdurable`` command: demo, serve, worker, scan, trace, check, workspace export, init
+and stage (a Lambda project)."""
 
 from __future__ import annotations
 
@@ -138,6 +139,10 @@ def _parser() -> argparse.ArgumentParser:
     where = export.add_mutually_exclusive_group(required=True)
     where.add_argument("--db", help="path of a SQLite store file")
     where.add_argument("--store", help="store URL, e.g. redis://127.0.0.1:6379/0")
+
+    from fxdurable.cli import lambda_project
+
+    lambda_project.add_parsers(sub)
 
     serve = sub.add_parser("serve", help="serve the HTTP API (chat, reconnect, steer, abort)")
     serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default: local)")
@@ -365,6 +370,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("worker", "scan"):
             check_crash_at()  # a typo fails here, not in a job later
             return _run_worker_command(args)
+        if args.command in ("init", "stage"):
+            from fxdurable.cli import lambda_project
+
+            return lambda_project.run(args)
         store = _open_existing(args.db, args.store)
         try:
             if args.command == "trace":

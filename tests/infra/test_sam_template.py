@@ -41,6 +41,8 @@ LEFT_TO_DEFAULTS = {
     "FXD_INVOCATION_BUDGET_S": "the HTTP function runs no turn",
     "FXD_LEASE_TTL_S": "the defaults (15 s TTL, 5 s heartbeat) fit",
     "FXD_HEARTBEAT_S": "the defaults fit",
+    "FXD_LEASE_MARGIN_S": "the default (half a heartbeat) fits",
+    "FXD_APP_DIR": "the agents package is in the artifact's root, /var/task, on the path already",
     "FXD_SCAN_INTERVAL_S": "the schedule is the interval",
     "FXD_SCAN_QUIET_S": "read by every function's WorkerSettings; only the scan's matters",
     "FXD_LAMBDA_MARGIN_S": "read by the shared config; only the wake function's matters",

@@ -1,0 +1,1 @@
+"""Your application: the agents the Lambda functions run (``myapp.agents:agents``)."""
