@@ -21,6 +21,11 @@ wake that arrives while the lease is still live is dropped, as everywhere (the h
 release re-checks for work); if the holder was killed, the scan function wakes the session
 once its lease has expired.
 
+A store away for longer than a session's lease stops its run before the lease expires; a sync
+tool still inside its call at the run's stop deadline ends the sandbox's runtime (status 75,
+docs/leases.md), so its effect cannot land after another invocation takes the session over;
+the invocation fails and SQS delivers its batch again.
+
 The warm state (event loop, store, SQS client, agents, the
 :class:`~fxdurable.runtime.worker.WakeHandler` and its conversation cache) lives in a module
 global for the life of the sandbox: a warm invocation opens nothing. Cold start, measured on
@@ -38,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fxdurable.aws_lambda.batch import SqsWake, batch_response, read_batch
-from fxdurable.aws_lambda.config import LambdaConfig
+from fxdurable.aws_lambda.config import LambdaConfig, app_dir
 from fxdurable.aws_lambda.sandbox import LambdaContext, remaining_s, sandbox_identity, warm_handler
 from fxdurable.aws_lambda.secrets import secrets_from_env
 from fxdurable.backends import open_queue, open_store
@@ -50,6 +55,7 @@ from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.agent_spec import load_agents
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.models import aclose_loaded_clients
+from fxdurable.runtime.models.announce import announce_model_endpoints
 from fxdurable.runtime.wake_conflicts import handle_wake
 from fxdurable.runtime.worker import WakeHandler, WorkerSettings
 
@@ -96,7 +102,9 @@ class WakeFunction:
                 "the wake function needs FXD_AGENTS (module:attribute naming your agents) in "
                 "its environment (infra/template.yaml sets it)"
             )
-        return cls(config, load_agents(spec))
+        agents = load_agents(spec, app_dir=app_dir())
+        announce_model_endpoints(agents, process="fxdurable wake function (cold start)")
+        return cls(config, agents)
 
     def __call__(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
         return self.loop.run_until_complete(self.handle(event, remaining_s(context)))

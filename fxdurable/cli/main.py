@@ -175,6 +175,9 @@ def _parser() -> argparse.ArgumentParser:
         help="hand a turn to the queue after this long in one wake",
     )
 
+    for cmd in (worker, scan, serve):
+        _add_app_dir(cmd)
+
     for name, text in (
         ("trace", "print a session's timeline, one line per step"),
         ("check", "audit a store against the crash invariants"),
@@ -192,6 +195,24 @@ def _parser() -> argparse.ArgumentParser:
                 help="no worker is running: unsettled work counts as a violation",
             )
     return parser
+
+
+def _add_app_dir(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument(
+        "--app-dir",
+        default=None,
+        metavar="DIR",
+        help="import the --agents module from DIR, put first on sys.path (default: "
+        "$FXD_APP_DIR, else the current directory)",
+    )
+
+
+def _export_app_dir(app_dir: str | None) -> None:
+    """Resolve the application directory once and put it in the environment: the forked
+    work horses, the ``--demo`` worker and every later load of the agents use the same one."""
+    from fxdurable.runtime.agent_spec import APP_DIR_ENV, resolve_app_dir
+
+    os.environ[APP_DIR_ENV] = str(resolve_app_dir(app_dir))
 
 
 def _open_existing(db: str | None, url: str | None) -> Store:
@@ -310,6 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
+        if args.command in ("worker", "scan", "serve"):
+            _export_app_dir(args.app_dir)
         if args.command == "demo":
             from fxdurable.cli.demo import run_demo
 

@@ -20,13 +20,24 @@ import json
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast, get_args, get_type_hints, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    TypeAlias,
+    TypeVar,
+    cast,
+    get_args,
+    get_type_hints,
+    overload,
+)
 
 import pydantic
 
 from fxdurable.core.codec import dumps
 from fxdurable.errors import ConfigurationError, StepError, ToolInputError
 from fxdurable.runtime.decide import canonical_arguments
+from fxdurable.runtime.leases import LeaseView, run_sync
 from fxdurable.runtime.models.wire import decode_arguments
 from fxdurable.runtime.state import ToolState
 from fxdurable.runtime.steps import StepFn, StepLog
@@ -46,6 +57,7 @@ __all__ = [
 
 
 ReplayPolicy: TypeAlias = Literal["safe", "idempotent", "unsafe"]
+StepValue = TypeVar("StepValue")
 REPLAY_POLICIES: tuple[ReplayPolicy, ...] = get_args(ReplayPolicy)
 
 # Input model class -> its JSON schema (Tool.json_schema). Weak keys: a tool defined per
@@ -61,11 +73,16 @@ class ToolContext:
 
     ``execution_id`` is the same on every retry of this call, across crashes and workers: pass
     it to the downstream system as its idempotency key. ``cancelled`` is set when the turn is
-    aborted; a long tool should check it and stop. ``step`` records a durable tool's
+    aborted or the call is cancelled otherwise (a lost lease, a shutdown past its grace); a
+    long tool should check it and stop. ``step`` records a durable tool's
     sub-steps. ``state`` is the session's persisted key/value state: this call's writes
     commit with its result (:mod:`fxdurable.runtime.state`). ``store`` is the runtime's
     store, for reads and content-addressed blobs (the workspace tools, :mod:`fxdurable.tools`);
     a tool's writes to its session go through ``state``, never the store directly.
+    ``lease`` is the lease the call runs under (``held``, ``expires_at``, ``remaining_s()``;
+    docs/leases.md): a long tool checks it at safe points and stops once it is no longer
+    held, before the runtime stops it for good (a sync tool still running then ends the
+    worker process).
     """
 
     execution_id: str
@@ -86,6 +103,8 @@ class ToolContext:
     # round (the stored workspace tells a sibling's concurrent write from an older one).
     turn_id: str = ""
     round: int = -1
+    # The lease this call runs under, as the heartbeat last renewed it (runtime-only).
+    lease: LeaseView = field(default_factory=LeaseView, repr=False)
 
     def progress(self, chunk: str) -> None:
         """Report progress: ``chunk`` is appended to the running task's ``progress`` (its last
@@ -95,6 +114,13 @@ class ToolContext:
         sync tool's thread or an async tool."""
         self.report(chunk)
 
+    # Typed as ``fn``'s result, so ``return await ctx.step(...)`` checks under mypy --strict
+    # (an ``Any`` would not). What comes back is that value through JSON, recorded or not:
+    # the same for a str, number, bool, None, list or dict of those; a tuple is a list.
+    @overload
+    async def step(self, name: str, fn: Callable[[], Awaitable[StepValue]]) -> StepValue: ...
+    @overload
+    async def step(self, name: str, fn: Callable[[], StepValue]) -> StepValue: ...
     async def step(self, name: str, fn: StepFn) -> Any:
         """Run ``fn`` (sync or async, no arguments) once per call of this durable tool and
         return its JSON value; if the call re-executes after a crash, return the recorded
@@ -192,7 +218,9 @@ class Tool:
         if inspect.iscoroutinefunction(self.execute):
             result = await cast(Callable[..., Awaitable[Any]], self.execute)(arguments, ctx)
         else:
-            result = await asyncio.to_thread(self.execute, arguments, ctx)
+            # Tracked: a thread still in it when the lease cannot be renewed is stopped for
+            # good (runtime/leases.py); cancelling the await alone would leave it running.
+            result = await run_sync(self.execute, self.name, arguments, ctx)
         return render_result(result)
 
 
