@@ -124,12 +124,17 @@ def fork_copy(view: ReadView, source: SessionRecord, after: int, fork_id: str) -
     messages: list[MessageRecord] = []
     tasks: list[ToolTaskRecord] = []
     compacted_upto = 0
+    # Every task of the session in one read (a range, paginated), not one read per round: a
+    # long session has thousands of rounds, and on DynamoDB each read is a request.
+    by_round: dict[tuple[str, int], list[ToolTaskRecord]] = {}
+    for task in view.session_tool_tasks(source.id):
+        by_round.setdefault((task.turn_id, task.round), []).append(task)
     for message in view.messages(source.id):
         if not _recorded_by(message, after, settled_turns):
             break  # cursors grow with seqs: nothing later is either
         turn_id = fork_turn_id(message.turn_id, fork_id)
         tool_calls = message.tool_calls
-        round_tasks = view.tool_tasks(message.turn_id, message.round or 0) if tool_calls else ()
+        round_tasks = by_round.get((message.turn_id, message.round or 0), ()) if tool_calls else ()
         if round_tasks:
             kept = [t for t in round_tasks if _settled_by(t, settled_at, settled_turns) is not None]
             tool_calls = tuple(tool_calls[t.index] for t in kept if t.index < len(tool_calls))

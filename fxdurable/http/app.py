@@ -36,6 +36,7 @@ from fxdurable.core.records import EventRecord, SessionRecord, ToolTaskRecord
 from fxdurable.errors import (
     AgentBusyError,
     AgentMismatchError,
+    ConflictError,
     ForkPointError,
     InvalidAnswerError,
     NoPendingQuestionError,
@@ -43,6 +44,7 @@ from fxdurable.errors import (
     SessionExistsError,
     SessionNotFoundError,
     SteeringFullError,
+    StoreError,
     StoreFullError,
     StoreUnavailableError,
 )
@@ -336,6 +338,21 @@ class _Api:
             raise ApiError(409, "session_exists", message, error="SessionExistsError") from None
         except ForkPointError as exc:
             raise ApiError(422, "bad_fork_point", str(exc), error="ForkPointError") from None
+        except ConflictError as exc:
+            # Another fork into the same new id was being made at the same moment (DynamoDB
+            # stages a long fork before it commits it): nothing of this one is visible.
+            log.warning("fork of %s into %s met another writer: %s", source, new_key, exc)
+            message = f"another fork into {body.new_session_id!r} is being made; retry"
+            raise ApiError(409, "fork_conflict", message, error="ConflictError") from None
+        except StoreError as exc:
+            if isinstance(exc, StoreUnavailableError):
+                raise  # 503 / 507, mapped for every route
+            # What the store cannot write in one fork (a record too large for it): said,
+            # never a 500 with a traceback. Nothing of the fork is visible.
+            log.warning("fork of %s into %s refused by the store: %s", source, new_key, exc)
+            raise ApiError(
+                507, "fork_too_large", f"the store cannot hold this fork: {exc}", error="StoreError"
+            ) from None
         reply = ForkReply(
             session_id=body.new_session_id,
             forked_from=public,

@@ -59,7 +59,8 @@ _ERRORS = {
     "404": "the caller has no session with this id (ids are per caller)",
     "408": "the body did not arrive within the body timeout (body_timeout)",
     "409": "busy (when_busy=reject: AgentBusyError), an Idempotency-Key reused, or a fork "
-    "into an id the caller already uses for another session (SessionExistsError)",
+    "into an id the caller already uses for another session (SessionExistsError), or that "
+    "another fork is being made into at the same moment (fork_conflict)",
     "409-answer": "the session's turn waits for no answer: nothing was asked, or it was "
     "answered already (no_pending_question)",
     "413": "body or prompt too large",
@@ -69,6 +70,8 @@ _ERRORS = {
     "422-answer": "the body does not match its schema, or the answer cannot apply to the "
     "question: a rewrite whose input does not validate against the tool, or of a question "
     "that is not about a call (invalid_answer)",
+    "507-fork": "the store cannot hold this fork (fork_too_large), or is out of space "
+    "(store_full); nothing of the fork is visible",
     "429": "too much steering already waiting for the turn's next model call",
     "404-demo": "not in demo mode (fxdurable serve --dev --demo)",
 }
@@ -309,7 +312,7 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {
                         "201": _reply(ForkReply, "The fork exists, at rest, with no work."),
                         "200": _reply(ForkReply, "This same fork existed already (a retry)."),
-                        **_errors("400", "401", "404", "408", "409", "413", "422-fork"),
+                        **_errors("400", "401", "404", "408", "409", "413", "422-fork", "507-fork"),
                     },
                 }
             },

@@ -48,6 +48,7 @@ from fxdurable.stores._ddb_blobs import Blobs
 from fxdurable.stores._ddb_cache import Caches
 from fxdurable.stores._ddb_items import HEAD, Item, Key, to_wire, versioned
 from fxdurable.stores._ddb_reads import Reads
+from fxdurable.stores._ddb_stage import stage
 from fxdurable.stores._ddb_tx import Write
 
 __all__ = ["MAX_ITEMS", "Rerun", "commit"]
@@ -77,19 +78,11 @@ def commit(api: Api, blobs: Blobs, caches: Caches, reads: Reads, writes: dict[Ke
     """Commit ``writes`` with one ``TransactWriteItems`` whose conditions are what ``reads``
     relied on; then move the caches on. Raises :class:`Rerun` or ConflictError."""
     table = api.settings.table
-    size = 0
     offloaded = False
     for write in writes.values():
         if write.item is not None and write.item.body is not None:
             write.item.ref = blobs.offload(write.item.body, write.what)  # before the commit
-            if write.item.ref is None:
-                size += len(write.item.body.encode())
             offloaded = offloaded or write.item.ref is not None
-    if size > MAX_BYTES:
-        raise StoreError(
-            f"a transaction of {size} bytes is more than DynamoDB commits at once (4 MB): give "
-            "the store an S3 bucket (?bucket=NAME) or a lower ?offload_threshold="
-        )
     entries: list[_Entry] = []
     heads: dict[Key, Item] = {}
     written = {key[0] for key in writes if versioned(key[0])}
@@ -112,13 +105,28 @@ def commit(api: Api, blobs: Blobs, caches: Caches, reads: Reads, writes: dict[Ke
             "ConditionExpression": "attribute_not_exists(pk)",
         }
         entries.append(_Entry({"ConditionCheck": check}, True, f"{key[0]!r}"))
+    if offloaded:
+        crash_point("store.after-offload")
+    if len(entries) > MAX_ITEMS:
+        staged = stage(api, writes, reads)  # a long session's fork: see _ddb_stage
+        entries = [e for e in entries if e.key is None or e.key not in staged]
     if len(entries) > MAX_ITEMS:
         raise StoreError(
             f"a transaction of {len(entries)} items is more than DynamoDB commits at once "
-            f"({MAX_ITEMS}): write fewer records per transition"
+            f"({MAX_ITEMS}), and they are not records of a new session that could be staged "
+            "first: write fewer records per transition"
         )
-    if offloaded:
-        crash_point("store.after-offload")
+    committed = {e.key for e in entries}
+    size = sum(
+        len(w.item.body.encode())
+        for k, w in writes.items()
+        if k in committed and w.item is not None and w.item.body is not None and w.item.ref is None
+    )
+    if size > MAX_BYTES:
+        raise StoreError(
+            f"a transaction of {size} bytes is more than DynamoDB commits at once (4 MB): give "
+            "the store an S3 bucket (?bucket=NAME) or a lower ?offload_threshold="
+        )
     token = secrets.token_hex(16)
     for entry in entries:
         _stamp(entry, token)

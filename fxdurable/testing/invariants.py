@@ -146,8 +146,8 @@ def _check_messages(
 ) -> list[Violation]:
     """Messages are gap-free from seq 1, each with a cursor of an event written. A fork
     (``session.created`` naming ``forked_from``) holds exactly the messages it says it
-    copied, under turn ids of its own, and its copied tool results are all settled: a fork
-    starts with no work (``Journal.fork``)."""
+    copied, under turn ids of its own, a result for every call its copied replies name, and
+    its copied tool results are all settled: a fork starts with no work (``Journal.fork``)."""
     out: list[Violation] = []
     messages = view.messages(session.id)
     seqs = [m.seq for m in messages]
@@ -180,7 +180,27 @@ def _check_messages(
                 f"forked with {created.data.get('messages')} messages, holds {len(copies)} copies",
             )
         )
-    for task in view.session_tool_tasks(session.id):
+    tasks = view.session_tool_tasks(session.id)
+    # Every call a copied reply names has its copied result: a fork is whole (on DynamoDB a
+    # long fork is staged in several requests before one commit shows it; docs/dynamodb.md).
+    copied_tasks = Counter(
+        (t.turn_id, t.round) for t in tasks if is_fork_copy(t.turn_id, session.id)
+    )
+    for message in copies:
+        calls = len(message.tool_calls or ())
+        held = copied_tasks[(message.turn_id, message.round or 0)]
+        # None held is a reply whose calls never got a task (refused before their intent):
+        # the fork keeps them as the source has them.
+        if calls and held and held != calls:
+            out.append(
+                Violation(
+                    "fork-copy-results",
+                    session.id,
+                    f"copied message {message.seq} asks for {calls} tool calls, the fork holds "
+                    f"{held} of their results",
+                )
+            )
+    for task in tasks:
         if is_fork_copy(task.turn_id, session.id) and task.status in _UNSETTLED_TASK:
             out.append(
                 Violation(

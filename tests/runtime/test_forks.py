@@ -330,3 +330,40 @@ def test_a_fork_of_a_subagent_call_shares_its_child_and_the_checker_accepts_it(t
             await _no_violations(rt)
 
     run(main())
+
+
+def test_the_invariant_checker_flags_a_copied_reply_whose_results_do_not_add_up(tmp_path):
+    """A fork is whole when every call its copied replies name has its copied result (a long
+    fork is staged on DynamoDB before one commit shows it): one result too many or too few
+    for a reply is a violation."""
+    from dataclasses import replace
+
+    from fxdurable.core.clock import tool_task_id
+
+    look = fx.define_tool("look", description="look", input_model=Empty, execute=_looked)
+
+    def policy(request: fx.ModelRequest) -> fx.ModelResponse:
+        if request.messages[-1].role == "user":
+            return fx.reply("looking", fx.call("look"))
+        return _memory(request)
+
+    agent = fx.Agent("a", model=fx.ScriptedModel(policy), tools=[look])
+    store = fresh_store(tmp_path)
+
+    async def main() -> None:
+        async with fx.Runtime([agent], store=store, settings=FAST) as rt:
+            await rt.session("s1").run("look around", timeout=10)
+            await rt.fork("s1", "s2")
+            await _no_violations(rt)
+
+    run(main())
+    store = fresh_store(tmp_path)
+
+    def tamper(tx):  # type: ignore[no-untyped-def]
+        (task,) = tx.session_tool_tasks("s2")
+        extra = replace(task, id=tool_task_id(task.turn_id, task.round, 1), index=1)
+        tx.put_tool_task(extra, expected_version=None)
+
+    store.transact(tamper)
+    codes = {v.code for v in store.read(lambda v: check_store(v, now=0.0)).violations}
+    assert codes == {"fork-copy-results"}
