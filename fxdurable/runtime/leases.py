@@ -13,6 +13,10 @@ run's :data:`OnLostLease` policy. The default, ``"exit"``, ends the process at o
 the only stop a thread cannot ignore. So whatever another worker observes after taking the
 lease over is final.
 
+A run that ends keeps its lease until none of its tool code executes (a call past its
+``timeout_s`` or aborted runs on in its thread): :meth:`GuardedRun.wait_idle`, awaited by the
+worker before it releases the lease, renewed meanwhile.
+
 A tool sees its lease through ``ctx.lease`` (:class:`LeaseView`): whether it is still held and
 when it expires, as the heartbeat last renewed it (no store I/O), so a long tool can stop at
 a safe point instead of being cut off.
@@ -21,6 +25,7 @@ a safe point instead of being cut off.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import math
@@ -127,7 +132,9 @@ class GuardedRun:
         self._lock = threading.Lock()
         self._executing: dict[int, str] = {}  # a started execution's key -> its tool name
         self._next = 0
-        self._refused = False  # past the stop deadline: nothing may start any more
+        self._refused = False  # past the stop deadline, or released: nothing may start
+        # Futures of :meth:`wait_idle`, each on its loop, resolved when nothing executes.
+        self._idle_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
     def ended(self) -> None:
         """The run's task has ended (on the loop): only its sync executions may remain."""
@@ -163,10 +170,35 @@ class GuardedRun:
     def _end(self, key: int) -> None:
         with self._lock:
             self._executing.pop(key, None)
+            if self._executing:
+                return
+            waiters, self._idle_waiters = self._idle_waiters, []
+        for loop, waiter in waiters:
+            with contextlib.suppress(RuntimeError):  # that loop has closed: nobody waits
+                loop.call_soon_threadsafe(_resolve, waiter)
+
+    async def wait_idle(self) -> None:
+        """Return once none of the run's tool code executes, refusing any more to start (a
+        thread the pool picks up only now does not run): the run's task has ended, and what
+        a call past its ``timeout_s`` or an abort left running must end before the lease
+        is let go (:meth:`fxdurable.runtime.worker.WakeHandler.handle`)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            self._refused = True
+            if not self._executing:
+                return
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._idle_waiters.append((loop, waiter))
+        await waiter
 
     def _refuse_new(self) -> None:
         with self._lock:
             self._refused = True
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 _current: contextvars.ContextVar[GuardedRun | None] = contextvars.ContextVar(
@@ -295,8 +327,8 @@ def guard(run: GuardedRun) -> None:
 
 
 def unguard(run: GuardedRun) -> None:
-    """The run let go of its lease (released it): a call still running (one an abort or its
-    timeout left behind) sees the lease no longer held."""
+    """The run let go of its lease (released it), once :meth:`GuardedRun.wait_idle` said none
+    of its tool code executes any more."""
     run.view._lost()
     if _guard is not None and _guard.pid == os.getpid():
         _guard.discard(run)

@@ -73,8 +73,9 @@ class ToolContext:
 
     ``execution_id`` is the same on every retry of this call, across crashes and workers: pass
     it to the downstream system as its idempotency key. ``cancelled`` is set when the turn is
-    aborted or the call is cancelled otherwise (a lost lease, a shutdown past its grace); a
-    long tool should check it and stop. ``step`` records a durable tool's
+    aborted or the call is cancelled otherwise (its ``timeout_s``, a lost lease, a shutdown
+    past its grace); a long tool should check it and stop: its run keeps the session's lease
+    until its code has returned. ``step`` records a durable tool's
     sub-steps. ``state`` is the session's persisted key/value state: this call's writes
     commit with its result (:mod:`fxdurable.runtime.state`). ``store`` is the runtime's
     store, for reads and content-addressed blobs (the workspace tools, :mod:`fxdurable.tools`);

@@ -519,6 +519,8 @@ class TurnDriver:
             result = await asyncio.wait_for(running, timeout=tool.timeout_s)
             status = ToolTaskStatus.COMPLETED
         except TimeoutError:
+            # A sync tool's thread runs on, holding the run's lease: it can see it should stop.
+            ctx.cancelled.set()
             status, result = self._interrupted(tool, f"timed out after {tool.timeout_s:g}s")
         except asyncio.CancelledError:
             if not self._abort_seen:

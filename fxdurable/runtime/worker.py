@@ -16,6 +16,7 @@ import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from fxdurable.core.asking import waits_for_input
 from fxdurable.core.clock import Clock
@@ -221,6 +222,8 @@ class WakeHandler:
         try:
             await work
         except Suspend as stop:
+            if not await self._drain(fence, run, beat):
+                return True  # not renewed meanwhile: the lease is not ours to release
             await _stop(beat)
             await self._continue_later(fence, stop, run)
             return True
@@ -238,9 +241,12 @@ class WakeHandler:
             # A bug in a hook or a model client, a store fault mid-turn: not a crash, so let
             # go now rather than make the next wake wait out the TTL. The error goes on to
             # the caller, which logs it (and a queue may redeliver the wake).
-            if not await _stop(beat):
+            if await self._drain(fence, run, beat) and not await _stop(beat):
                 await self._release_after(fence, exc, run)
             raise
+        else:
+            if not await self._drain(fence, run, beat):
+                return True  # not renewed meanwhile: the lease is not ours to release
         finally:
             await _stop(beat)
         more = await durable(j.release, fence)
@@ -248,6 +254,39 @@ class WakeHandler:
         if more:
             await self._queue.enqueue(session_id, reason="more work")
         return True
+
+    async def _drain(self, fence: Fence, run: GuardedRun, beat: asyncio.Future[bool]) -> bool:
+        """Before the lease is let go: wait, still renewing it, until none of the run's tool
+        code executes. A sync call past its ``timeout_s``, or aborted, is recorded and the
+        turn goes on, but its thread runs on; releasing the lease now would let another
+        worker (or this one, on a later wake) take the session over while an effect of this
+        run may still land (docs/leases.md). So the session stays held, for as long as it
+        takes. False when the heartbeat ended meanwhile (the lease could not be renewed, or
+        was taken over): it is not ours to release, and the guard ends what still runs by
+        the stop deadline (runtime/leases.py)."""
+        idle = asyncio.ensure_future(run.wait_idle())
+        watched: set[asyncio.Future[Any]] = {idle, beat}
+        try:
+            waited = 0.0
+            while True:
+                step_s = self._settings.lease_ttl_s
+                done, _ = await asyncio.wait(
+                    watched, timeout=step_s, return_when=asyncio.FIRST_COMPLETED
+                )
+                if idle in done:
+                    return not (beat.done() and not beat.cancelled() and beat.result())
+                if beat in done:
+                    return False
+                waited += step_s
+                log.warning(
+                    "session %s: the lease is kept (renewed) until %s ends: its call timed "
+                    "out or was aborted %s ago, but its thread still runs",
+                    fence.session_id,
+                    ", ".join(run.executing()) or "a tool call",
+                    f"more than {waited:g}s",
+                )
+        finally:
+            idle.cancel()
 
     async def _release_after(self, fence: Fence, error: Exception, run: GuardedRun) -> None:
         try:

@@ -2,10 +2,13 @@
 
 Prompt ``deploy <op> <kind>``: the scripted model calls ``deploy_<kind>(op)``. ``kind`` is
 ``sync`` (a blocking ``def``: its thread ignores cancellation) or ``async`` (an ``async def``
-that catches its cancellation and goes on: the worst an async tool can do). Each takes
-``FXD_TEST_DEPLOY_S`` seconds *before* its effect (the first deploy of an operation; a later
-one is quick), so a store outage that starts as it starts
-outlives the lease while it is still in flight. After an ``outcome_unknown`` the model checks
+that catches its cancellation and goes on: the worst an async tool can do); ``safe`` (a
+blocking one declared safe to repeat), ``timeout`` (a blocking one with a short ``timeout_s``)
+or ``step`` (a durable tool whose sync ``ctx.step`` outlives its ``timeout_s``): a call that
+timed out ends the turn. Prompt ``ensure <op>``: the model checks first, deploys if absent.
+Each deploy takes ``FXD_TEST_DEPLOY_S`` seconds *before* its effect (the first deploy of an
+operation; a later one is quick), so a store outage that starts as it starts outlives the lease
+while it is still in flight. After an ``outcome_unknown`` the model checks
 (``check``: reads the ledger), and if the effect is absent it deploys again, deliberately (its
 first repeat is refused: DESIGN §3.5). So if a stale worker's deploy lands after the check, the
 ledger shows two effects of one operation: the defect of issue 22 §1.
@@ -33,7 +36,9 @@ import fxdurable as fx
 from tests.kit.story import UNKNOWN_MARK, append_line, current_turn, read_lines
 
 READY = "embedded runtime ready"
-_PROMPT = re.compile(r"deploy (\S+) (sync|async)")
+_PROMPT = re.compile(r"(deploy|ensure) (\S+) ?(sync|async|safe|timeout|step)?")
+#: The ``timeout_s`` of ``deploy_timeout`` and ``deploy_step``: far shorter than their hold.
+CALL_TIMEOUT_S = 0.5
 
 
 class Op(pydantic.BaseModel):
@@ -89,6 +94,31 @@ def lease_agent(world: Path, deploy_s: float) -> fx.Agent:
                 continue  # swallowed: the worst an async tool can do
         return effect(inp.op, ctx)
 
+    @fx.tool(replay="safe")
+    def deploy_safe(inp: Op, ctx: fx.ToolContext) -> str:
+        "Deploy (blocking; declared safe to repeat, so an abort records it cancelled)."
+        log_call("start", inp.op, ctx)
+        time.sleep(hold_s(inp.op))
+        return effect(inp.op, ctx)
+
+    @fx.tool(replay="unsafe", timeout_s=CALL_TIMEOUT_S)
+    def deploy_timeout(inp: Op, ctx: fx.ToolContext) -> str:
+        "Deploy (blocking, outlives its timeout_s; not safe to repeat)."
+        log_call("start", inp.op, ctx)
+        time.sleep(hold_s(inp.op))
+        return effect(inp.op, ctx)
+
+    @fx.tool(durable=True, timeout_s=CALL_TIMEOUT_S)
+    async def deploy_step(inp: Op, ctx: fx.ToolContext) -> str:
+        "Deploy as a durable tool whose sync step outlives the call's timeout_s."
+
+        def apply() -> str:
+            log_call("start", inp.op, ctx)
+            time.sleep(hold_s(inp.op))
+            return effect(inp.op, ctx)
+
+        return await ctx.step("apply", apply)
+
     @fx.tool
     def check(inp: Op, ctx: fx.ToolContext) -> str:
         "How many times the operation took effect."
@@ -100,12 +130,16 @@ def lease_agent(world: Path, deploy_s: float) -> fx.Agent:
         asked = _PROMPT.fullmatch(prompt)
         if asked is None:
             return fx.reply(f"not a deploy: {prompt!r}")
-        op, kind = asked[1], asked[2]
+        verb, op, kind = asked[1], asked[2], asked[3] or "sync"
         deploy = fx.call(f"deploy_{kind}", op=op)
         results = [m for m in turn if getattr(m, "role", None) == "tool"]
         last = results[-1] if results else None
+        if last is None and verb == "ensure":  # look before deploying
+            return fx.reply(f"checking {op}", fx.call("check", op=op))
         if last is None:
             return fx.reply(f"deploying {op}", deploy)
+        if "timed out" in last.text:  # a later turn ensures it
+            return fx.reply(f"{op} timed out: leaving it for now")
         if last.tool_name == "check":
             if last.text.startswith("0 "):
                 return fx.reply(f"{op} is absent: deploying it deliberately", deploy)
@@ -119,7 +153,7 @@ def lease_agent(world: Path, deploy_s: float) -> fx.Agent:
     return fx.Agent(
         "lease-agent",
         fx.ScriptedModel(policy),
-        tools=[deploy_sync, deploy_async, check],
+        tools=[deploy_sync, deploy_async, deploy_safe, deploy_timeout, deploy_step, check],
         parallel_tools=False,
     )
 
@@ -131,7 +165,8 @@ def agents() -> list[fx.Agent]:
 
 async def _serve(store: str, submit: list[str] | None) -> None:
     settings = fx.WorkerSettings.from_env()
-    async with fx.Runtime(agents(), store=store, settings=settings) as rt:
+    grace_s = float(os.environ.get("FXD_TEST_GRACE_S") or 10)
+    async with fx.Runtime(agents(), store=store, settings=settings, shutdown_grace_s=grace_s) as rt:
         rt.install_signal_handlers()
         if submit:
             session, prompt, request_id = submit
