@@ -13,13 +13,24 @@ from dataclasses import dataclass
 
 from fxdurable.errors import ConfigurationError
 
-__all__ = ["DEFAULT_MARGIN_S", "LambdaConfig", "require_remote_queue"]
+__all__ = ["DEFAULT_MARGIN_S", "LambdaConfig", "app_dir", "require_remote_queue"]
 
 # A step that starts with less than this left could be cut off by the function's timeout:
 # the longest model call or tool the agents make, plus a few seconds to commit, enqueue the
 # continuation and let the lease go. A minute covers a long model call; raise it for longer
 # tools (and the function's timeout with it).
 DEFAULT_MARGIN_S = 60.0
+
+
+def app_dir() -> str | None:
+    """Where the user's agents module is imported from: ``$FXD_APP_DIR``, else the function's
+    code directory (``$LAMBDA_TASK_ROOT``, /var/task). Lambda's Python runtime has that
+    directory on ``sys.path`` already; naming it makes the import not depend on that, nor on
+    the process's working directory. None (the loader reads ``$FXD_APP_DIR``, else the
+    current directory) when ``FXD_APP_DIR`` is set, or outside Lambda."""
+    if os.environ.get("FXD_APP_DIR"):
+        return None
+    return os.environ.get("LAMBDA_TASK_ROOT") or None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

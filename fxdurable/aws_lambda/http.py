@@ -30,7 +30,7 @@ from typing import Any, cast
 
 from mangum import Mangum
 
-from fxdurable.aws_lambda.config import require_remote_queue
+from fxdurable.aws_lambda.config import app_dir, require_remote_queue
 from fxdurable.aws_lambda.sandbox import LambdaContext, warm_handler
 from fxdurable.aws_lambda.secrets import secrets_from_env
 from fxdurable.errors import ConfigurationError
@@ -52,7 +52,7 @@ class HttpFunction:
         # Mangum runs each request on the current event loop: make ours current, for good.
         asyncio.set_event_loop(self.loop)
         settings = dataclasses.replace(HttpSettings.from_env(), mode="receipt")
-        self.app = app_from_env(settings=settings)
+        self.app = app_from_env(settings=settings, app_dir=app_dir())
         self.adapter = Mangum(self.app, lifespan="off")
 
     @classmethod

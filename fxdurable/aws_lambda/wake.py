@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fxdurable.aws_lambda.batch import SqsWake, batch_response, read_batch
-from fxdurable.aws_lambda.config import LambdaConfig
+from fxdurable.aws_lambda.config import LambdaConfig, app_dir
 from fxdurable.aws_lambda.sandbox import LambdaContext, remaining_s, sandbox_identity, warm_handler
 from fxdurable.aws_lambda.secrets import secrets_from_env
 from fxdurable.backends import open_queue, open_store
@@ -92,7 +92,7 @@ class WakeFunction:
                 "the wake function needs FXD_AGENTS (module:attribute naming your agents) in "
                 "its environment (infra/template.yaml sets it)"
             )
-        return cls(config, load_agents(spec))
+        return cls(config, load_agents(spec, app_dir=app_dir()))
 
     def __call__(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
         return self.loop.run_until_complete(self.handle(event, remaining_s(context)))

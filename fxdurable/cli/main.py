@@ -113,6 +113,14 @@ def _parser() -> argparse.ArgumentParser:
         "worker then kills the turn in progress; its lease and recovery handle that as any "
         "crash (another worker, or this one restarted, takes the session over)",
     )
+    worker.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="RQ only: give up (exit status 2) when Redis does not answer within SECONDS of "
+        "starting; by default a worker started while Redis is down waits for it",
+    )
     scan.add_argument(
         "--every", type=float, default=None, metavar="SECONDS", help="repeat until stopped"
     )
@@ -167,6 +175,9 @@ def _parser() -> argparse.ArgumentParser:
         help="hand a turn to the queue after this long in one wake",
     )
 
+    for cmd in (worker, scan, serve):
+        _add_app_dir(cmd)
+
     for name, text in (
         ("trace", "print a session's timeline, one line per step"),
         ("check", "audit a store against the crash invariants"),
@@ -184,6 +195,24 @@ def _parser() -> argparse.ArgumentParser:
                 help="no worker is running: unsettled work counts as a violation",
             )
     return parser
+
+
+def _add_app_dir(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument(
+        "--app-dir",
+        default=None,
+        metavar="DIR",
+        help="import the --agents module from DIR, put first on sys.path (default: "
+        "$FXD_APP_DIR, else the current directory)",
+    )
+
+
+def _export_app_dir(app_dir: str | None) -> None:
+    """Resolve the application directory once and put it in the environment: the forked
+    work horses, the ``--demo`` worker and every later load of the agents use the same one."""
+    from fxdurable.runtime.agent_spec import APP_DIR_ENV, resolve_app_dir
+
+    os.environ[APP_DIR_ENV] = str(resolve_app_dir(app_dir))
 
 
 def _open_existing(db: str | None, url: str | None) -> Store:
@@ -237,6 +266,7 @@ def _run_worker_command(args: argparse.Namespace) -> int:
             scan_interval_s=args.scan_interval,
             name=args.name,
             fork=not args.no_fork,
+            connect_timeout_s=args.connect_timeout,
         )
     return _scan(args, config)
 
@@ -273,11 +303,16 @@ def _scan(args: argparse.Namespace, config: WorkerConfig) -> int:
 
 
 def _run_sqs_worker(args: argparse.Namespace, config: WorkerConfig) -> int:
-    given = (("--name", args.name), ("--no-fork", args.no_fork))
+    given = (
+        ("--name", args.name),
+        ("--no-fork", args.no_fork),
+        ("--connect-timeout", args.connect_timeout is not None),
+    )
     rq_only = [flag for flag, value in given if value]
     if rq_only:
         raise ConfigurationError(
-            f"{' and '.join(rq_only)} apply to RQ workers only (an SQS worker never forks)"
+            f"{' and '.join(rq_only)} apply to RQ workers only (an SQS worker never forks, "
+            "and has no Redis to wait for)"
         )
     from fxdurable.workers.sqs_worker import run_sqs_worker
 
@@ -296,6 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
+        if args.command in ("worker", "scan", "serve"):
+            _export_app_dir(args.app_dir)
         if args.command == "demo":
             from fxdurable.cli.demo import run_demo
 

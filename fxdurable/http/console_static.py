@@ -50,6 +50,10 @@ _PLACEHOLDER = """<!doctype html>
 """
 
 
+# The longest file name (in bytes) the filesystems we run on accept (Linux's NAME_MAX, macOS's).
+_NAME_MAX = 255
+
+
 def _not_found(path: str) -> ApiError:
     return ApiError(404, "not_found", f"no console file {path[:200]!r}")
 
@@ -59,8 +63,14 @@ def _file(root: Path, relative: str) -> Path | None:
     parts = relative.split("/")
     if any(p in ("", ".", "..") or p.startswith(".") or "\\" in p for p in parts):
         return None
-    candidate = (root / relative).resolve()
-    if not candidate.is_relative_to(root.resolve()) or not candidate.is_file():
+    try:
+        # No file has such a name, and resolve() would raise on it (ValueError, OSError).
+        if "\0" in relative or any(len(p.encode()) > _NAME_MAX for p in parts):
+            return None
+        candidate = (root / relative).resolve()
+        if not candidate.is_relative_to(root.resolve()) or not candidate.is_file():
+            return None
+    except (OSError, ValueError):  # a name the OS refuses (a path too long, ...): none such
         return None
     return candidate
 

@@ -32,6 +32,7 @@ def app_from_env(
     invocation_budget_s: float | None = None,
     settings: HttpSettings | None = None,
     demo: DemoWorker | None = None,
+    app_dir: str | None = None,
 ) -> Starlette:
     """The app for ``FXD_AGENTS`` on ``FXD_STORE`` / ``FXD_QUEUE`` (default: the embedded
     SQLite store and the in-process queue).
@@ -42,6 +43,8 @@ def app_from_env(
     ``settings`` replaces :meth:`HttpSettings.from_env` (the Lambda adapter's receipt mode);
     With ``demo`` (``fxdurable serve --demo``) this
     process runs no turn: that worker process does (:mod:`fxdurable.http.demo_mode`).
+    The agents' module is imported from ``app_dir`` (default ``$FXD_APP_DIR``, else the
+    current directory: :func:`fxdurable.runtime.agent_spec.resolve_app_dir`).
     """
     if dev is None:
         dev = os.environ.get("FXD_HTTP_DEV") == "1"
@@ -55,7 +58,7 @@ def app_from_env(
     if budget is None and os.environ.get("FXD_INVOCATION_BUDGET_S"):
         budget = float(os.environ["FXD_INVOCATION_BUDGET_S"])
     runtime = Runtime(
-        load_agents(spec),
+        load_agents(spec, app_dir=app_dir),
         store=store,
         queue=queue,
         settings=WorkerSettings.from_env(),

@@ -80,8 +80,10 @@ class ForkRequest(_Body):
     ``after`` a point. Naming the new id makes a retry the same fork."""
 
     new_session_id: SessionId
+    # Strict: JSON true is not cursor 1 (bool is an int in Python, and lax parsing reads it
+    # as one), nor is 1.5 cursor 1.
     after: (
-        Annotated[int, Field(ge=1, le=2**53)]
+        Annotated[int, Field(ge=1, le=2**53, strict=True)]
         | Annotated[str, Field(min_length=1, max_length=200)]
         | None
     ) = Field(

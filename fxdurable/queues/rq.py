@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from fxdurable.core import tracecontext
-from fxdurable.errors import ConfigurationError
+from fxdurable.errors import ConfigurationError, QueueUnavailableError
 
 __all__ = ["RqQueue", "RqSettings", "parse_rq_url"]
 
@@ -70,15 +70,28 @@ class RqQueue:
         self.queue: Any = rq.Queue(self.settings.queue, connection=self._redis)
 
     def check(self) -> None:
-        """Raise ConfigurationError, with the address and without a password, if Redis does
-        not answer."""
+        """Raise if Redis does not answer, naming the address (never the password):
+        :class:`QueueUnavailableError` when it cannot be reached or times out (it may come up:
+        ``fxdurable worker`` waits for it), :class:`ConfigurationError` when it answers and
+        refuses (credentials, a wrong database)."""
+        redis, _ = _import_rq()
+        where = urlparse(self.settings.redis_url)
+        address = f"{where.hostname}:{where.port or 6379}"
         try:
             self._redis.ping()
-        except Exception as exc:  # redis-py's connection and timeout errors, and OSError
-            where = urlparse(self.settings.redis_url)
+        except redis.exceptions.AuthenticationError as exc:  # a ConnectionError in redis-py
             raise ConfigurationError(
-                f"cannot reach the RQ Redis at {where.hostname}:{where.port or 6379}: "
-                f"{type(exc).__name__}; is redis-server running?"
+                f"the RQ Redis at {address} refused the credentials: {exc}"
+            ) from None
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+            raise QueueUnavailableError(
+                f"cannot reach the RQ Redis at {address}: {type(exc).__name__}; "
+                "is redis-server running?",
+                url=address,
+            ) from None
+        except Exception as exc:  # an answer that is a refusal (NOAUTH, a bad db index, ...)
+            raise ConfigurationError(
+                f"the RQ Redis at {address} refused to answer: {type(exc).__name__}: {exc}"
             ) from None
 
     def enqueue_now(self, session_id: str, *, reason: str) -> None:

@@ -13,11 +13,18 @@ re-enqueues a wake for a session whose worker was killed.
 from __future__ import annotations
 
 import logging
+import signal
 import threading
+import time
 from typing import Any
 
 from fxdurable.backends import open_rq_queue
-from fxdurable.errors import StoreError
+from fxdurable.errors import (
+    ConfigurationError,
+    QueueUnavailableError,
+    StoreError,
+    StoreUnavailableError,
+)
 from fxdurable.queues.rq import RqQueue
 from fxdurable.runtime.agent_spec import load_agents
 from fxdurable.runtime.worker import WorkerSettings
@@ -34,6 +41,64 @@ def scan_once(config: WorkerConfig, queue: RqQueue, *, quiet_s: float = 0.0) -> 
     return scan.scan_once(
         config.store_url, lambda s: queue.enqueue_now(s, reason="reconcile"), quiet_s=quiet_s
     )
+
+
+#: How often a worker waiting for Redis at start says so, and its longest pause between tries.
+_WAITING_LOG_EVERY_S = 5.0
+_WAITING_RETRY_MAX_S = 1.0
+
+
+def _startup_scan(
+    config: WorkerConfig, queue: RqQueue, quiet_s: float, connect_timeout_s: float | None
+) -> int | None:
+    """The startup reconciliation once Redis answers: how many sessions it woke, or None if
+    the worker was stopped (SIGINT, SIGTERM) while waiting.
+
+    A worker started while Redis is down (a host booting its services in any order, Redis
+    restarting) waits for it, as a running worker rides out the same outage, with a line every
+    few seconds; ``connect_timeout_s`` makes it give up (ConfigurationError, exit status 2).
+    Only unreachability is waited out: refused credentials fail at once."""
+    from fxdurable.workers.rq_worker_class import REDIS_DOWN  # needs the redis extra
+
+    stop = threading.Event()
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:  # RQ installs its own handlers once the worker starts
+        signal.signal(sig, lambda _signum, _frame: stop.set())
+    started = time.monotonic()
+    last_line = -_WAITING_LOG_EVERY_S
+    pause = 0.1
+    try:
+        while True:
+            try:
+                queue.check()
+                return scan_once(config, queue, quiet_s=quiet_s)
+            except (QueueUnavailableError, StoreUnavailableError, *REDIS_DOWN) as exc:
+                waited = time.monotonic() - started
+                if connect_timeout_s is not None and waited >= connect_timeout_s:
+                    raise ConfigurationError(
+                        f"gave up after {connect_timeout_s:g}s (--connect-timeout): {exc}"
+                    ) from None
+                if waited - last_line >= _WAITING_LOG_EVERY_S:
+                    last_line = waited
+                    limit = (
+                        f"giving up after {connect_timeout_s:g}s"
+                        if connect_timeout_s is not None
+                        else "--connect-timeout SECONDS to give up"
+                    )
+                    log.warning(
+                        "waiting for Redis before taking wakes (%.0fs so far; %s): %s",
+                        waited,
+                        limit,
+                        exc,
+                    )
+                left = None if connect_timeout_s is None else connect_timeout_s - waited
+                if stop.wait(pause if left is None else max(0.0, min(pause, left))):
+                    log.warning("stopped while waiting for Redis")
+                    return None
+                pause = min(pause * 2, _WAITING_RETRY_MAX_S)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _scan_forever(
@@ -66,18 +131,22 @@ def run_worker(
     scan_interval_s: float = 5.0,
     name: str | None = None,
     fork: bool = True,
+    connect_timeout_s: float | None = None,
 ) -> int:
     """Run until stopped (or, with ``burst``, until the queue is empty). Returns an exit code.
 
     ``fork=False`` runs each job in this process (``--no-fork``), in one warm context
-    (:mod:`fxdurable.workers.warm`) closed when the worker exits."""
-    # Fail fast, before any job, on a bad FXD_AGENTS, lease setting or Redis address.
+    (:mod:`fxdurable.workers.warm`) closed when the worker exits. A Redis (the queue's, or a
+    Redis store) that does not answer at start is waited for, ``connect_timeout_s`` at most
+    (None: until it answers or the worker is stopped)."""
+    # Fail fast, before any job, on a bad FXD_AGENTS, lease setting or Redis URL.
     load_agents(config.agents_spec)
     settings = WorkerSettings.from_env()
     config.export()  # forked job processes read their configuration from the environment
     queue = open_rq_queue(config.queue_url)
-    queue.check()
-    found = scan_once(config, queue, quiet_s=settings.scan_quiet_s)  # startup reconciliation
+    found = _startup_scan(config, queue, settings.scan_quiet_s, connect_timeout_s)
+    if found is None:
+        return 0  # stopped while waiting for Redis: nothing was taken, nothing to hand back
     if found:
         log.info("startup reconciliation woke %d session(s)", found)
     stop = threading.Event()

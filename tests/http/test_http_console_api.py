@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from raw_http import exchange
 
 from fxdurable.backends import open_store
 from fxdurable.cli.demo import run_demo
@@ -304,3 +306,23 @@ def test_under_dev_the_root_redirects_to_the_console(journal, tmp_path):
     client = _client(url, tmp_path, dev=True)
     answer = client.get("/")
     assert answer.status_code == 307 and answer.headers["location"] == "/console/"
+
+
+def test_names_no_file_can_have_are_a_404_over_http_without_a_traceback(served):
+    """A NUL in the name, or a name longer than a filesystem allows: resolve() raises on both,
+    which once answered 500 and logged two tracebacks. A real server, raw requests."""
+    app = served()
+    app.start()
+    for target in (
+        "/console/a%00b",
+        "/console/%00",
+        f"/console/{'a' * 256}.js",
+        f"/console/{'a' * 255}",  # as long as a name may be, and absent
+        f"/console/{'d/' * 2100}x.js",  # a path longer than PATH_MAX
+    ):
+        answer = exchange(app.port, "GET", target, [], timeout_s=10.0)
+        assert answer.status == 404, (target[:60], answer.status, answer.body[:300])
+        assert json.loads(answer.body)["code"] == "not_found"
+    assert app.proc is not None and app.proc.poll() is None
+    log = app.output()
+    assert "Traceback" not in log and "Exception in ASGI" not in log, log[-3000:]

@@ -67,6 +67,12 @@ def test_a_fork_over_http_is_the_callers_and_takes_a_next_message(served):
         bad = _fork(app, {"newSessionId": "g", "after": after})
         assert (bad.status_code, bad.json()["code"]) == (422, "bad_fork_point"), bad.text
     assert _fork(app, {"newSessionId": "g", "after": 0}).status_code == 422
+    # Not an integer is not a cursor: JSON true was once read as cursor 1 (bool is an int in
+    # Python), 1.0 as 1.
+    for after in (True, False, 1.0, 1.5, [1], {"cursor": 1}):
+        bad = _fork(app, {"newSessionId": "g", "after": after})
+        assert bad.status_code == 422 and "after" in bad.json()["message"], (after, bad.text)
+    assert HTTP.get(f"{app.url}/sessions/g", headers=ALICE).status_code == 404
 
     # Its stream names its source by the public id, never by alice's store key.
     with HTTP.stream("GET", f"{app.url}/chat?sessionId=f&cursor=0", headers=ALICE) as r:

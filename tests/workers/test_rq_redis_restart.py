@@ -138,3 +138,58 @@ def test_busy_workers_ride_out_a_redis_outage(
         assert_invariants(world, [r for _, _, r in items])
     finally:
         harness.cleanup()
+
+
+WAITING = "waiting for Redis before taking wakes"
+
+
+@pytest.mark.slow  # two of its lines, 5 s apart
+def test_a_worker_started_while_redis_is_down_waits_for_it(
+    tmp_path: Path, redis_factory: Callable[..., object]
+) -> None:
+    """Redis (queue and store) is down when ``fxdurable worker`` starts: the worker says it
+    waits, every few seconds, stays up, and once Redis is started (late) it reconciles and
+    takes wakes. It once exited with status 2, while a running worker rode out the same
+    outage."""
+    server = redis_factory(fsync="always")
+    port = server.port  # type: ignore[attr-defined]
+    store_url = f"{server.url}/0?prefix=t{uuid.uuid4().hex[:8]}"  # type: ignore[attr-defined]
+    server.stop()  # type: ignore[attr-defined]
+    harness = RqHarness(tmp_path / "h", store_url=store_url, redis_port=port, redis_db=1)
+    try:
+        worker = harness.start_worker(ready=False)
+        wait_until(lambda: worker.log().count(WAITING) >= 2, 30, "two waiting lines")
+        assert worker.alive(), worker.log()
+        assert "Traceback" not in worker.log() and "cannot reach the RQ Redis" in worker.log()
+        server.start()  # type: ignore[attr-defined]
+        assert server.port == port  # type: ignore[attr-defined]
+        worker.wait_ready(timeout=30)
+        items = [("late", "story late", "late-1")]
+        (sub,) = harness.wait_settled(harness.submit(items), timeout=60)
+        assert sub.status == "completed", sub
+        assert harness.stop_workers() == [0], harness.diagnostics()
+        assert_invariants(read_world(harness.store_url, harness.world_dir), ["late-1"])
+    finally:
+        harness.cleanup()
+
+
+def test_connect_timeout_makes_a_worker_give_up_on_a_redis_that_is_down(
+    tmp_path: Path, redis_factory: Callable[..., object]
+) -> None:
+    server = redis_factory()
+    port = server.port  # type: ignore[attr-defined]
+    server.stop()  # type: ignore[attr-defined]
+    harness = RqHarness(
+        tmp_path / "h",
+        store_url=f"sqlite:///{tmp_path.resolve()}/store.db",
+        redis_port=port,
+        redis_db=1,
+    )
+    started = time.monotonic()
+    code, out, err = harness.run_cli("worker", "--connect-timeout", "1.5")
+    took = time.monotonic() - started
+    assert code == 2, (code, out, err)
+    assert "gave up after 1.5s (--connect-timeout)" in err, err
+    assert f"cannot reach the RQ Redis at 127.0.0.1:{port}" in err, err
+    assert "Traceback" not in err
+    assert 1.5 <= took < 15, took  # the interpreter's start and imports, then 1.5 s of tries

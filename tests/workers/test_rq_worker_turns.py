@@ -139,7 +139,7 @@ def test_warm_shutdown_stops_the_turn_at_a_step_boundary(rq_harness: RqHarness) 
     [
         pytest.param(
             {"FXD_AGENTS": "no_such_module_fxd:agents"},
-            "cannot import 'no_such_module_fxd' named by FXD_AGENTS",
+            "no module named 'no_such_module_fxd' (from FXD_AGENTS=no_such_module_fxd:agents) in",
             id="agents-module-missing",
         ),
         pytest.param(

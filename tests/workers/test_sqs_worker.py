@@ -227,6 +227,9 @@ def test_burst_through_the_deployable_entry_point(
     [
         pytest.param([], {"FXD_QUEUE": "missing"}, "does not exist; create it", id="no-queue"),
         pytest.param(["--no-fork"], {}, "--no-fork apply to RQ workers only", id="no-fork"),
+        pytest.param(
+            ["--connect-timeout", "3"], {}, "--connect-timeout apply to RQ", id="connect-timeout"
+        ),
         pytest.param(["--concurrency", "11"], {}, "--concurrency must be 1 to 10", id="many"),
         pytest.param([], {"FXD_SQS_VISIBILITY_S": "soon"}, "VISIBILITY_S must be", id="vis"),
     ],
