@@ -9,7 +9,7 @@ BENCH_BIN := $(BENCH_VENV)/bin
 # Directories that are linted; ones that do not exist yet (e.g. bench/) are skipped.
 LINT_PATHS := $(wildcard fxdurable tests bench workers handlers examples)
 
-.PHONY: demo coding-demo lint test browser bench bench-venv wheel clean deploy localstack-test
+.PHONY: demo coding-demo lint test browser bench bench-venv wheel clean deploy localstack-test soak
 
 # Full dev/test environment: the package in editable mode plus the test extras.
 $(VENV)/.installed: pyproject.toml
@@ -70,6 +70,13 @@ test: $(VENV)/.installed browser
 	fi
 	$(MAKE) --no-print-directory lint
 	scripts/run-tests $(PYTEST_ARGS)
+
+# The soak (docs/soak.md): random SIGKILLs, store outages and pauses on every store/queue
+# pair, judged by effect ledgers and fxdurable check. Under 10 minutes by default;
+# SOAK_S=<seconds of faults per pair>, SOAK_PAIRS=sqlite-rq,redis-rq,dynamodb-sqs,sqlite-embedded,
+# SOAK_SEED=<a run's seed, to replay it>. Needs redis-server (and moto, from the test extras).
+soak: $(VENV)/.installed
+	SOAK_S="$(SOAK_S)" SOAK_PAIRS="$(SOAK_PAIRS)" SOAK_SEED="$(SOAK_SEED)" $(BIN)/python -m bench.soak $(ARGS)
 
 $(BENCH_VENV)/.installed: pyproject.toml bench/requirements-peers.txt
 	$(PYTHON) -m venv $(BENCH_VENV)

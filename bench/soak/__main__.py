@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.redis_server import unavailable_reason
 from bench.soak.pairs import PAIRS
 from bench.soak.run import SoakConfig, soak_pair
 
@@ -43,15 +44,27 @@ def main(argv: list[str] | None = None) -> int:
     pairs = [p.strip() for p in args.pairs.split(",") if p.strip()]
     unknown = [p for p in pairs if p not in PAIRS]
     if unknown or not pairs:
-        print(f"SOAK_PAIRS: unknown pair(s) {unknown or pairs}; choose from {', '.join(PAIRS)}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"SOAK_PAIRS: unknown pair(s) {unknown or pairs}; choose from {', '.join(PAIRS)}",
+            file=sys.stderr,
+        )
+        return 2
+    needs_redis = {"sqlite-rq", "redis-rq"} & set(pairs)
+    reason = unavailable_reason() if needs_redis else None
+    if reason is not None:
+        print(
+            f"soak: {', '.join(sorted(needs_redis))} need redis-server: {reason}", file=sys.stderr
+        )
         return 2
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**6)
     config = SoakConfig(
         seconds=args.seconds, seed=seed, workers=args.workers, sessions=args.sessions
     )
-    print(f"soak: seed {seed} (SOAK_SEED={seed} replays it), {args.seconds:g} s per pair, "
-          f"pairs {', '.join(pairs)}", flush=True)  # fmt: skip
+    print(
+        f"soak: seed {seed} (SOAK_SEED={seed} replays it), {args.seconds:g} s per pair, "
+        f"pairs {', '.join(pairs)}",
+        flush=True,
+    )
     shutil.rmtree(args.dir, ignore_errors=True)
     results = []
     started = time.monotonic()
