@@ -16,9 +16,11 @@ endpoint URL (or yields ``FXD_TEST_AWS_ENDPOINT``, e.g. LocalStack's, without st
 clients take dummy credentials from ``aws_support.aws_session()``. Without moto
 the AWS tests are skipped, except in CI, where they fail. ``serial_moto_server`` is a second
 one that serves one request at a time, for DynamoDB tables with concurrent writers (the store
-tests' racing writers, the SQS worker suites' several worker processes): moto applies a
+tests' racing writers, the SQS worker suites' several worker processes, and any turn run by
+the runtime: its heartbeat renews the lease while the turn commits): moto applies a
 ``TransactWriteItems`` item by item without a lock, so on its threaded server two concurrent
-transactions are not isolated as DynamoDB's are (bench/moto_server.py). Keep SQS on
+transactions are not isolated as DynamoDB's are (bench/moto_server.py), and a cancelled one
+can wipe another's commit (tests/stores/test_moto_transaction_isolation.py). Keep SQS on
 ``moto_server``: a long poll would hold the serial one for everybody. With
 ``FXD_TEST_AWS_ENDPOINT`` both are that endpoint (LocalStack isolates transactions).
 """

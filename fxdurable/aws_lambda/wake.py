@@ -8,7 +8,10 @@ more than ``FXD_LAMBDA_MARGIN_S`` is left, which is at least the longest model c
 plus the hand-off, so no step starts that cannot finish: it commits, enqueues its
 continuation on SQS, lets the lease go and the function returns. A session that could not be
 run (a store fault, a bug) fails its records only (``batchItemFailures``), so SQS delivers
-them again after the visibility timeout and the rest of the batch is done with.
+them again after the visibility timeout and the rest of the batch is done with. A store
+conflict is not such a failure: the wake runs again in the invocation, from fresh reads
+(:mod:`fxdurable.runtime.wake_conflicts`), and one that still conflicts is passed on as a
+fresh wake, so conflicts never count a message towards the dead-letter queue.
 
 A killed invocation (its timeout, out of memory, a SIGKILL) runs no cleanup: its message
 comes back after the visibility timeout (at least 6x the function's timeout, so well after
@@ -17,6 +20,11 @@ resolves the call in flight by its replay policy (an unsafe one is ``outcome_unk
 wake that arrives while the lease is still live is dropped, as everywhere (the holder's
 release re-checks for work); if the holder was killed, the scan function wakes the session
 once its lease has expired.
+
+A store away for longer than a session's lease stops its run before the lease expires; a sync
+tool still inside its call at the run's stop deadline ends the sandbox's runtime (status 75,
+docs/leases.md), so its effect cannot land after another invocation takes the session over;
+the invocation fails and SQS delivers its batch again.
 
 The warm state (event loop, store, SQS client, agents, the
 :class:`~fxdurable.runtime.worker.WakeHandler` and its conversation cache) lives in a module
@@ -42,11 +50,13 @@ from fxdurable.backends import open_queue, open_store
 from fxdurable.core import tracecontext
 from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Journal
-from fxdurable.errors import ConfigurationError
+from fxdurable.errors import ConfigurationError, ConflictError
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.agent_spec import load_agents
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.models import aclose_loaded_clients
+from fxdurable.runtime.models.announce import announce_model_endpoints
+from fxdurable.runtime.wake_conflicts import handle_wake
 from fxdurable.runtime.worker import WakeHandler, WorkerSettings
 
 __all__ = ["WakeFunction", "handler"]
@@ -92,7 +102,9 @@ class WakeFunction:
                 "the wake function needs FXD_AGENTS (module:attribute naming your agents) in "
                 "its environment (infra/template.yaml sets it)"
             )
-        return cls(config, load_agents(spec, app_dir=app_dir()))
+        agents = load_agents(spec, app_dir=app_dir())
+        announce_model_endpoints(agents, process="fxdurable wake function (cold start)")
+        return cls(config, agents)
 
     def __call__(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
         return self.loop.run_until_complete(self.handle(event, remaining_s(context)))
@@ -135,7 +147,17 @@ class WakeFunction:
             return True
         try:
             with tracecontext.handling_wake(first.trace_parent):
-                await self.handler.handle(session_id, budget)
+                await handle_wake(self.handler, session_id, budget)
+        except ConflictError as exc:
+            # Still conflicting after runs from fresh reads: hand it on as a fresh wake rather
+            # than fail the records, whose receive count leads to the dead-letter queue.
+            log.warning("wake for session %s still conflicts (%s); passed on", session_id, exc)
+            try:
+                await self.queue.enqueue(session_id, reason=f"after a conflict ({first.reason})")
+            except Exception as send_exc:
+                log.warning("could not pass the wake for %s on: %s", session_id, send_exc)
+                return False
+            return True
         except Exception:
             log.exception(
                 "wake for session %s failed (receive count %d); SQS delivers it again",

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from fxdurable.runtime.agent_spec import load_agents
+from fxdurable.runtime.models.announce import announce_model_endpoints
 from fxdurable.runtime.runtime import Runtime
 from fxdurable.runtime.worker import WorkerSettings
 
@@ -44,7 +45,9 @@ async def _run(store: str, agents: str) -> None:
     settings = WorkerSettings(
         lease_ttl_s=10.0, heartbeat_s=2.0, scan_interval_s=SCAN_INTERVAL_S, scan_quiet_s=0.0
     )
-    async with Runtime(load_agents(agents), store=store, queue="local", settings=settings) as rt:
+    loaded = load_agents(agents)
+    announce_model_endpoints(loaded, process="demo worker")
+    async with Runtime(loaded, store=store, queue="local", settings=settings) as rt:
         rt.install_signal_handlers()
         while not rt.stop_requested:
             await asyncio.sleep(0.1)

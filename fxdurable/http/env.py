@@ -14,6 +14,7 @@ from fxdurable.http.auth import Authenticate, BearerTokens, dev_principal, token
 from fxdurable.http.demo_mode import DemoWorker
 from fxdurable.http.settings import HttpSettings
 from fxdurable.runtime.agent_spec import load_agents
+from fxdurable.runtime.models.announce import announce_model_endpoints
 from fxdurable.runtime.runtime import Runtime
 from fxdurable.runtime.worker import WorkerSettings
 
@@ -48,17 +49,19 @@ def app_from_env(
     """
     if dev is None:
         dev = os.environ.get("FXD_HTTP_DEV") == "1"
-    authenticate = _authenticator(dev, tokens_file)
     spec = agents or os.environ.get("FXD_AGENTS")
     if not spec:
         raise ConfigurationError(
             "name the agents to serve: --agents package.module:agents (or FXD_AGENTS)"
         )
+    loaded = load_agents(spec, app_dir=app_dir)
+    announce_model_endpoints(loaded, process="fxdurable HTTP app")
+    authenticate = _authenticator(dev, tokens_file)
     budget = invocation_budget_s
     if budget is None and os.environ.get("FXD_INVOCATION_BUDGET_S"):
         budget = float(os.environ["FXD_INVOCATION_BUDGET_S"])
     runtime = Runtime(
-        load_agents(spec, app_dir=app_dir),
+        loaded,
         store=store,
         queue=queue,
         settings=WorkerSettings.from_env(),

@@ -40,6 +40,7 @@ from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.history import conversation
 from fxdurable.runtime.hooks import Answer
+from fxdurable.runtime.leases import OnLostLease
 from fxdurable.runtime.model_step import Sleep
 from fxdurable.runtime.models import aclose_loaded_clients
 from fxdurable.runtime.models.base import ChatMessage
@@ -62,6 +63,12 @@ class Runtime:
     ``concurrency`` worker tasks. With a remote queue (``rq://...``) this process only admits
     and reads; workers elsewhere (``fxdurable worker``) run the turns.
     ``invocation_budget_s`` bounds each wake (continuations carry the rest).
+    ``on_lost_lease`` says what happens when a run that could not renew its lease (a store
+    away for longer than it) still executes a tool's code at its stop deadline: ``"exit"``
+    (the default) ends this process at once with status 75, the only stop a sync tool's
+    thread cannot ignore; a callable (given a :class:`~fxdurable.runtime.leases.LostLease`,
+    in a thread of its own) is an embedder's own stop, which must end those executions
+    before the lease expires (docs/leases.md).
     """
 
     def __init__(
@@ -78,12 +85,14 @@ class Runtime:
         ids: IdSource | None = None,
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
+        on_lost_lease: OnLostLease = "exit",
     ) -> None:
         if not agents:
             raise ConfigurationError("a runtime needs at least one agent")
         self.agents = {a.name: a for a in agents}
         if len(self.agents) != len(agents):
             raise ConfigurationError("agent names must be unique")
+        settings_in_effect = (settings or WorkerSettings()).validate()  # before opening
         if store is None:
             store = os.environ.get("FXD_STORE") or DEFAULT_STORE
         self._store = open_store(store) if isinstance(store, str) else store
@@ -92,14 +101,21 @@ class Runtime:
         self.journal = Journal(self._store, self._clock, ids or RandomIds())
         self.queue: WakeQueue = open_queue(queue or os.environ.get("FXD_QUEUE") or DEFAULT_QUEUE)
         self._local = self.queue if isinstance(self.queue, InProcessQueue) else None
-        self.settings = settings or WorkerSettings()
+        self.settings = settings_in_effect
         self._budget_s = invocation_budget_s
         self._concurrency = concurrency
         self._grace_s = shutdown_grace_s
         # ``sleep`` and ``rng`` drive model-retry backoff: tests inject them to run without
         # real waiting and with fixed jitter.
         self._handler = WakeHandler(
-            self.journal, self.queue, self.agents, self._clock, self.settings, sleep=sleep, rng=rng
+            self.journal,
+            self.queue,
+            self.agents,
+            self._clock,
+            self.settings,
+            sleep=sleep,
+            rng=rng,
+            on_lost_lease=on_lost_lease,
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._budgets: set[InvocationBudget] = set()

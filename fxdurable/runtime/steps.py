@@ -15,7 +15,6 @@ or was replayed (a tuple comes back a list, dict keys as strings).
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
@@ -23,6 +22,7 @@ from typing import Any
 
 from fxdurable.core.codec import dumps
 from fxdurable.errors import StepError
+from fxdurable.runtime.leases import run_sync
 
 __all__ = ["StepFn", "StepLog", "StepRecorder"]
 
@@ -70,7 +70,9 @@ class StepLog:
         if inspect.iscoroutinefunction(fn):
             value = await fn()
         else:
-            value = await asyncio.to_thread(fn)  # a blocking call must not stall heartbeats
+            # In a thread (a blocking call must not stall heartbeats), tracked as the tool's
+            # code is (runtime/leases.py).
+            value = await run_sync(fn, f"{self._tool}.{name}")
             if inspect.isawaitable(value):
                 value = await value
         try:

@@ -27,6 +27,7 @@ import pydantic
 from fxdurable.core.codec import dumps
 from fxdurable.errors import ConfigurationError, StepError, ToolInputError
 from fxdurable.runtime.decide import canonical_arguments
+from fxdurable.runtime.leases import LeaseView, run_sync
 from fxdurable.runtime.models.wire import decode_arguments
 from fxdurable.runtime.state import ToolState
 from fxdurable.runtime.steps import StepFn, StepLog
@@ -61,11 +62,16 @@ class ToolContext:
 
     ``execution_id`` is the same on every retry of this call, across crashes and workers: pass
     it to the downstream system as its idempotency key. ``cancelled`` is set when the turn is
-    aborted; a long tool should check it and stop. ``step`` records a durable tool's
+    aborted or the call is cancelled otherwise (a lost lease, a shutdown past its grace); a
+    long tool should check it and stop. ``step`` records a durable tool's
     sub-steps. ``state`` is the session's persisted key/value state: this call's writes
     commit with its result (:mod:`fxdurable.runtime.state`). ``store`` is the runtime's
     store, for reads and content-addressed blobs (the workspace tools, :mod:`fxdurable.tools`);
     a tool's writes to its session go through ``state``, never the store directly.
+    ``lease`` is the lease the call runs under (``held``, ``expires_at``, ``remaining_s()``;
+    docs/leases.md): a long tool checks it at safe points and stops once it is no longer
+    held, before the runtime stops it for good (a sync tool still running then ends the
+    worker process).
     """
 
     execution_id: str
@@ -86,6 +92,8 @@ class ToolContext:
     # round (the stored workspace tells a sibling's concurrent write from an older one).
     turn_id: str = ""
     round: int = -1
+    # The lease this call runs under, as the heartbeat last renewed it (runtime-only).
+    lease: LeaseView = field(default_factory=LeaseView, repr=False)
 
     def progress(self, chunk: str) -> None:
         """Report progress: ``chunk`` is appended to the running task's ``progress`` (its last
@@ -192,7 +200,9 @@ class Tool:
         if inspect.iscoroutinefunction(self.execute):
             result = await cast(Callable[..., Awaitable[Any]], self.execute)(arguments, ctx)
         else:
-            result = await asyncio.to_thread(self.execute, arguments, ctx)
+            # Tracked: a thread still in it when the lease cannot be renewed is stopped for
+            # good (runtime/leases.py); cancelling the await alone would leave it running.
+            result = await run_sync(self.execute, self.name, arguments, ctx)
         return render_result(result)
 
 

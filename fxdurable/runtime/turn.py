@@ -67,6 +67,7 @@ from fxdurable.runtime.decide import (
     unknown_message,
 )
 from fxdurable.runtime.hooks import Ask, run_after_tool, run_before_tool
+from fxdurable.runtime.leases import current_lease
 from fxdurable.runtime.model_step import Failed, ModelStep, Prepared, Recorded, Sleep
 from fxdurable.runtime.progress import ProgressPump
 from fxdurable.runtime.state import ToolState
@@ -506,6 +507,7 @@ class TurnDriver:
             store=self._journal.store,
             turn_id=task.turn_id,
             round=task.round,
+            lease=current_lease(),
         )
         progress.start()
         running = asyncio.ensure_future(tool.run(arguments, ctx))
@@ -520,6 +522,7 @@ class TurnDriver:
             status, result = self._interrupted(tool, f"timed out after {tool.timeout_s:g}s")
         except asyncio.CancelledError:
             if not self._abort_seen:
+                ctx.cancelled.set()  # a lost lease, a hard shutdown: a sync tool can see it
                 progress.cancel()
                 raise  # the worker itself is being torn down: leave the task running
             ctx.cancelled.set()

@@ -13,6 +13,7 @@ import logging
 import os
 import random
 import socket
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -30,6 +31,7 @@ from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.children import ChildDriver
 from fxdurable.runtime.conversation import ConversationCache
 from fxdurable.runtime.crossing import durable
+from fxdurable.runtime.leases import GuardedRun, LeaseView, OnLostLease, enter_run, guard, unguard
 from fxdurable.runtime.model_step import Sleep
 from fxdurable.runtime.subagent import with_delegates
 from fxdurable.runtime.turn import TurnDriver
@@ -41,10 +43,17 @@ log = logging.getLogger("fxdurable.worker")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerSettings:
-    """Lease timing. A SIGKILLed worker on another host is recovered within ``lease_ttl_s``
-    plus one scan; on the same host at once (its pid is gone). A failed renewal is retried
-    with backoff; a store away for longer than ``lease_ttl_s`` stops the run just before its
-    lease expires, so a store outage never leaves two workers running one session."""
+    """Lease timing (docs/leases.md). A SIGKILLed worker on another host is recovered within
+    ``lease_ttl_s`` plus one scan; on the same host at once (its pid is gone).
+
+    The heartbeat renews the lease every ``heartbeat_s``; a failed renewal is retried with
+    backoff until ``lease_margin_s`` before the lease expires. Then the run is cancelled, and
+    by its *stop deadline*, half the margin before expiry, nothing of it may still execute: a
+    sync tool's thread still running then ends the process (``on_lost_lease``), so a store
+    outage never leaves an effect in flight once another worker can take the session over.
+    ``lease_margin_s`` defaults to half a heartbeat (2.5 s with the defaults), and must leave
+    room for a heartbeat:
+    ``heartbeat_s + lease_margin_s < lease_ttl_s``."""
 
     lease_ttl_s: float = 15.0
     heartbeat_s: float = 5.0
@@ -52,16 +61,44 @@ class WorkerSettings:
     # With a durable queue, a session nobody holds is woken again only after this long
     # without activity (its wake may be waiting behind a backlog; see runtime/reconcile.py).
     scan_quiet_s: float = 30.0
+    lease_margin_s: float | None = None
+
+    @property
+    def margin_s(self) -> float:
+        """The margin in effect: ``lease_margin_s``, or its default (see the class)."""
+        if self.lease_margin_s is not None:
+            return self.lease_margin_s
+        margin = self.heartbeat_s / 2  # where the heartbeat always gave up
+        if self.heartbeat_s + margin >= self.lease_ttl_s:  # a heartbeat close to the TTL
+            margin = (self.lease_ttl_s - self.heartbeat_s) / 2
+        return margin
+
+    def validate(self) -> WorkerSettings:
+        """Raise :class:`~fxdurable.errors.ConfigurationError` for timings that cannot keep
+        the lease's promise; return the settings."""
+        ttl, beat, margin = self.lease_ttl_s, self.heartbeat_s, self.lease_margin_s
+        if not (ttl > 0 and beat > 0):
+            raise ConfigurationError("the lease TTL and the heartbeat must be positive")
+        if beat >= ttl:
+            raise ConfigurationError("the heartbeat must be shorter than the lease TTL")
+        if margin is not None and not (margin > 0 and beat + margin < ttl):
+            raise ConfigurationError(
+                f"lease_margin_s={margin:g} must be positive and leave room for a heartbeat "
+                f"(heartbeat_s + lease_margin_s < lease_ttl_s: {beat:g} + {margin:g} is not "
+                f"below {ttl:g}); lower it or raise FXD_LEASE_TTL_S"
+            )
+        return self
 
     @classmethod
     def from_env(cls) -> WorkerSettings:
-        """``FXD_LEASE_TTL_S``, ``FXD_HEARTBEAT_S``, ``FXD_SCAN_INTERVAL_S`` and
-        ``FXD_SCAN_QUIET_S`` override the defaults."""
+        """``FXD_LEASE_TTL_S``, ``FXD_HEARTBEAT_S``, ``FXD_LEASE_MARGIN_S``,
+        ``FXD_SCAN_INTERVAL_S`` and ``FXD_SCAN_QUIET_S`` override the defaults."""
         defaults = cls()
         values = {}
         for name, env in (
             ("lease_ttl_s", "FXD_LEASE_TTL_S"),
             ("heartbeat_s", "FXD_HEARTBEAT_S"),
+            ("lease_margin_s", "FXD_LEASE_MARGIN_S"),
             ("scan_interval_s", "FXD_SCAN_INTERVAL_S"),
             ("scan_quiet_s", "FXD_SCAN_QUIET_S"),
         ):
@@ -73,10 +110,7 @@ class WorkerSettings:
                 values[name] = float(raw)
             except ValueError as exc:
                 raise ConfigurationError(f"{env} must be a number of seconds, not {raw!r}") from exc
-        settings = cls(**values)
-        if settings.heartbeat_s >= settings.lease_ttl_s:
-            raise ConfigurationError("the heartbeat must be shorter than the lease TTL")
-        return settings
+        return cls(**values).validate()
 
 
 def this_worker() -> WorkerIdentity:
@@ -119,7 +153,10 @@ class WakeHandler:
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
         identity: WorkerIdentity | None = None,
+        on_lost_lease: OnLostLease = "exit",
     ) -> None:
+        # ``on_lost_lease``: what happens when a run that cannot renew its lease still
+        # executes tool code at its stop deadline (runtime/leases.py; "exit" ends the process).
         # ``identity`` names this worker in the leases it takes. The default (this host and
         # pid) lets a restarted process on the same host take over from its dead self at once;
         # a worker whose host name and pid may repeat elsewhere (a Lambda sandbox) passes one
@@ -129,7 +166,8 @@ class WakeHandler:
         # A subagent's agent (fx.subagent) runs wherever its parent does.
         self._agents = {a.name: a for a in with_delegates(agents.values())}
         self._clock = clock
-        self._settings = settings
+        self._settings = settings.validate()
+        self._on_lost_lease = on_lost_lease
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._identity = identity or this_worker()
@@ -158,7 +196,9 @@ class WakeHandler:
         if session.status != "active":
             return True  # at rest: a duplicate or late wake
         # The lease runs from no earlier than now: the heartbeat's deadline for renewing it.
-        held_until = self._clock.now() + self._settings.lease_ttl_s
+        ttl = self._settings.lease_ttl_s
+        held_since = time.monotonic()
+        held_until = self._clock.now() + ttl
         fence = await durable(
             j.claim,
             session_id,
@@ -171,16 +211,22 @@ class WakeHandler:
         if await durable(j.read, lambda v: _interrupted_work(v, session_id)):
             crash_point("recovery.after-claim")
         driver_box: list[TurnDriver] = []
-        work = asyncio.ensure_future(self._run(fence, agent, budget, driver_box))
-        beat = asyncio.ensure_future(self._heartbeat(fence, work, driver_box, held_until))
+        view = LeaseView(margin_s=self._settings.margin_s)
+        view._renewed(expires_at=held_until, expires_mono=held_since + ttl)
+        run = GuardedRun(session_id, view, self._on_lost_lease)
+        guard(run)
+        work = asyncio.ensure_future(self._run(fence, agent, budget, driver_box, run))
+        work.add_done_callback(lambda _: run.ended())
+        beat = asyncio.ensure_future(self._heartbeat(fence, work, driver_box, run))
         try:
             await work
         except Suspend as stop:
             await _stop(beat)
-            await self._continue_later(fence, stop)
+            await self._continue_later(fence, stop, run)
             return True
         except LeaseLostError as exc:
             log.warning("%s", exc)
+            run.lost_now()  # another worker holds it: nothing of ours may run on
             return True
         except asyncio.CancelledError:
             if await _stop(beat):
@@ -193,17 +239,20 @@ class WakeHandler:
             # go now rather than make the next wake wait out the TTL. The error goes on to
             # the caller, which logs it (and a queue may redeliver the wake).
             if not await _stop(beat):
-                await self._release_after(fence, exc)
+                await self._release_after(fence, exc, run)
             raise
         finally:
             await _stop(beat)
-        if await durable(j.release, fence):
+        more = await durable(j.release, fence)
+        unguard(run)
+        if more:
             await self._queue.enqueue(session_id, reason="more work")
         return True
 
-    async def _release_after(self, fence: Fence, error: Exception) -> None:
+    async def _release_after(self, fence: Fence, error: Exception, run: GuardedRun) -> None:
         try:
             await durable(self._journal.release, fence)
+            unguard(run)
         except Exception as release_error:  # the store that failed the turn may still be away
             log.warning(
                 "session %s: could not release the lease after %s (%s); it expires in %gs",
@@ -220,8 +269,14 @@ class WakeHandler:
             )
 
     async def _run(
-        self, fence: Fence, agent: Agent, budget: InvocationBudget, box: list[TurnDriver]
+        self,
+        fence: Fence,
+        agent: Agent,
+        budget: InvocationBudget,
+        box: list[TurnDriver],
+        run: GuardedRun,
     ) -> None:
+        enter_run(run)  # this task's tool calls execute as the run's (runtime/leases.py)
         j = self._journal
         while True:
             unsettled = await durable(j.read, lambda v: v.unsettled_submissions(fence.session_id))
@@ -246,54 +301,57 @@ class WakeHandler:
                 await driver.run(unsettled[0].id)
 
     async def _heartbeat(
-        self, fence: Fence, work: asyncio.Future[None], box: list[TurnDriver], held_until: float
+        self, fence: Fence, work: asyncio.Future[None], box: list[TurnDriver], run: GuardedRun
     ) -> bool:
         """Extend the lease until cancelled, noticing aborts on the way. Returns True when
         the lease was lost or is about to expire unrenewed, after cancelling the work: it
         may not write any more (fencing would refuse it), and an effect still in flight must
         not overlap the next owner's run (DESIGN §9: a heartbeat that dies quietly is a split
-        brain)."""
+        brain). The run's tool code still executing by its stop deadline is the guard's
+        (runtime/leases.py)."""
         while True:
             await asyncio.sleep(self._settings.heartbeat_s)
             try:
-                renewed = await self._renew(fence, held_until)
+                renewed = await self._renew(fence, run.view)
             except LeaseLostError:
                 log.warning("lease on %s lost; stopping this worker's run", fence.session_id)
+                run.lost_now()
                 work.cancel()
                 return True
-            if renewed is None:
+            if not renewed:
                 log.error(
                     "lease on %s could not be renewed before it expires; stopping this "
                     "worker's run (another worker recovers the session once the store answers)",
                     fence.session_id,
                 )
+                run.view._lost()
                 work.cancel()
                 return True
-            held_until = renewed
             await self._notice_abort(fence, box)
 
-    async def _renew(self, fence: Fence, held_until: float) -> float | None:
-        """Extend the lease, retrying failures with backoff while it still holds. Returns its
-        new expiry, or None when no renewal succeeded in time.
+    async def _renew(self, fence: Fence, view: LeaseView) -> bool:
+        """Extend the lease, retrying failures with backoff while it still holds, and update
+        ``view``. False when no renewal succeeded in time.
 
-        Gives up half a heartbeat before ``held_until``, so that the work is cancelled before
-        another worker may claim the session. A renewal still hanging then (a store that
-        does not answer) is abandoned in its thread; should it land later, it only extends a
-        lease nobody uses, which then expires. A late beat (a clock that jumped, a loop that
-        stalled) still tries once: the fence, not our estimate, says whether the lease is
-        still ours."""
+        Gives up ``lease_margin_s`` before the lease expires, so that the work is cancelled,
+        and has ended, before another worker may claim the session. A renewal still hanging
+        then (a store that does not answer) is abandoned in its thread; should it land
+        later, it only extends a lease nobody uses, which then expires. A late beat (a clock
+        that jumped, a loop that stalled) still tries once: the fence, not our estimate,
+        says whether the lease is still ours."""
         ttl = self._settings.lease_ttl_s
-        give_up_at = held_until - self._settings.heartbeat_s / 2
+        assert view.expires_at is not None
+        give_up_at = view.expires_at - self._settings.margin_s
         pause = self._settings.heartbeat_s / 4
         failures = 0
         while True:
             started = self._clock.now()
+            started_mono = time.monotonic()
             try:
                 # asyncio.timeout, not wait_for: in 3.11 wait_for swallows a cancellation that
                 # lands as the call completes, and the heartbeat would then never stop.
-                async with asyncio.timeout(
-                    max(give_up_at - started, self._settings.heartbeat_s / 2)
-                ):
+                # A late beat's one try ends well before the run's stop deadline.
+                async with asyncio.timeout(max(give_up_at - started, self._settings.margin_s / 4)):
                     await durable(self._journal.heartbeat, fence, ttl_s=ttl)
             except LeaseLostError:
                 raise
@@ -307,7 +365,7 @@ class WakeHandler:
                     f"retrying for {left:.1f}s more" if left > 0 else "giving up",
                 )
                 if left <= 0:
-                    return None
+                    return False
                 await asyncio.sleep(min(pause, left))
                 pause = min(pause * 2, self._settings.heartbeat_s)
                 continue
@@ -315,7 +373,8 @@ class WakeHandler:
                 log.warning(
                     "lease on %s renewed after %d failed attempts", fence.session_id, failures
                 )
-            return started + ttl
+            view._renewed(expires_at=started + ttl, expires_mono=started_mono + ttl)
+            return True
 
     async def _notice_abort(self, fence: Fence, box: list[TurnDriver]) -> None:
         """Tell the running turn of an abort recorded by another process."""
@@ -329,7 +388,7 @@ class WakeHandler:
         if box and unsettled and unsettled[0].abort_requested:
             box[0].abort_requested()
 
-    async def _continue_later(self, fence: Fence, stop: Suspend) -> None:
+    async def _continue_later(self, fence: Fence, stop: Suspend, run: GuardedRun) -> None:
         """Deadline, shutdown or a long model backoff at a step boundary: commit, enqueue a
         continuation (delayed by the backoff, where the queue can delay), let go."""
         j = self._journal
@@ -341,7 +400,9 @@ class WakeHandler:
         crash_point("continuation.before-enqueue")
         await self._queue.enqueue(fence.session_id, reason=reason, delay_s=delay_s)
         crash_point("continuation.after-enqueue")
-        if await durable(j.release, fence) and stop.attempt_started:
+        released_more = await durable(j.release, fence)
+        unguard(run)
+        if released_more and stop.attempt_started:
             # Another worker may have taken the continuation wake while we still held the
             # lease and dropped it: wake again now that the lease is free (DESIGN §9). Not
             # after an early wake in a model backoff: each of those would double the delayed

@@ -101,6 +101,12 @@ class Caches:
             for pk in pks:
                 self._by_pk.pop(pk, None)
 
+    def forget(self, keys: Iterable[Key]) -> None:
+        """Let go of these pointers and request ids (a commit found them not as held)."""
+        with self.lock:
+            for key in keys:
+                self.fixed.pop(key, None)
+
     def learn(self, item: Item) -> None:
         with self.lock:
             if len(self.fixed) >= _MAX_FIXED:

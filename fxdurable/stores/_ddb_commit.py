@@ -13,11 +13,25 @@ Its items, each with the condition that makes the whole commit hold or nothing b
   read absent and does not write.
 
 DynamoDB cancels the commit if any condition fails, and names which (``CancellationReasons``,
-in item order): a version condition means another writer got there first, so the body runs
-again from fresh reads (so does a stale fence: the rerun reads the new token and the journal
-raises :class:`~fxdurable.errors.LeaseLostError`); a record condition the caller asserted
-blind raises :class:`~fxdurable.errors.ConflictError`; ``TransactionConflict`` (another
-transaction in flight on an item) runs again too.
+in item order). Whatever the reason, the store drops what the body read (the caches of every
+partition it relied on or wrote) and the body runs again from fresh reads, a bounded number
+of times (:class:`Rerun`): a version condition means another writer got there first; a stale
+fence makes the rerun read the new token, and the journal raises
+:class:`~fxdurable.errors.LeaseLostError`; a record condition the body wrote blind (it had
+not read the record) marks that record *suspect*, so the rerun reads it before writing it and
+decides on what is stored — a record that really is there raises
+:class:`~fxdurable.errors.ConflictError` from the body, instead of the same blind write being
+recomputed and cancelled again; ``TransactionConflict`` (another transaction in flight on an
+item) runs again too. Nothing cancelled is ever retried from what the cancelled run read.
+
+**Unknown outcomes.** Every head update also sets ``tok``, the commit's
+``ClientRequestToken``. A commit whose answer is lost (a reset connection, a read timeout) is
+sent again with the same token (:mod:`._ddb_api`; DynamoDB applies a token at most once in
+ten minutes); if it is then cancelled (an emulator without token idempotency cancels the
+resend of a commit that landed) or can still not be confirmed, the heads are read again:
+one that holds this commit's token proves it landed (all or nothing), and the commit stands.
+An outcome still unknown raises :class:`~fxdurable.errors.StoreUnavailableError`, with the
+caches dropped.
 """
 
 from __future__ import annotations
@@ -28,7 +42,7 @@ import time
 from typing import Any
 
 from fxdurable.core.crash import crash_point
-from fxdurable.errors import ConflictError, StoreError
+from fxdurable.errors import StoreError, StoreUnavailableError
 from fxdurable.stores._ddb_api import Api, Cancelled
 from fxdurable.stores._ddb_blobs import Blobs
 from fxdurable.stores._ddb_cache import Caches
@@ -43,7 +57,12 @@ MAX_BYTES = 4_000_000  # and its 4 MB
 
 
 class Rerun(Exception):
-    """What the body read changed before its commit: run it again from fresh reads."""
+    """The commit was cancelled: run the body again from fresh reads, reading ``suspects``
+    (records it had written blind and whose condition failed) before writing them."""
+
+    def __init__(self, suspects: frozenset[Key] = frozenset()) -> None:
+        self.suspects = suspects
+        super().__init__("run again from fresh reads")
 
 
 @dataclasses.dataclass(slots=True)
@@ -51,6 +70,7 @@ class _Entry:
     request: dict[str, Any]
     rerun: bool  # its condition failing means "changed since it was read"
     what: str
+    key: Key | None = None  # the record written (None: a version check)
 
 
 def commit(api: Api, blobs: Blobs, caches: Caches, reads: Reads, writes: dict[Key, Write]) -> None:
@@ -99,10 +119,26 @@ def commit(api: Api, blobs: Blobs, caches: Caches, reads: Reads, writes: dict[Ke
         )
     if offloaded:
         crash_point("store.after-offload")
+    token = secrets.token_hex(16)
+    for entry in entries:
+        _stamp(entry, token)
+    touched = set(reads.used) | written
     try:
-        api.transact([e.request for e in entries], secrets.token_hex(16))
+        api.transact([e.request for e in entries], token)
     except Cancelled as cancelled:
-        _cancelled(cancelled, entries, caches, reads)
+        caches.drop(touched)  # whatever happened, nothing read for this commit is reused
+        if _landed(api, written, token):
+            return  # a resend of a commit that had landed (see the module's docstring)
+        _cancelled(cancelled, entries, caches)
+    except StoreUnavailableError:
+        caches.drop(touched)
+        try:
+            landed = _landed(api, written, token)
+        except StoreUnavailableError:
+            landed = False
+        if not landed:
+            raise  # its outcome is unknown: said in the error
+        return
     done: dict[Key, Item | None] = {k: w.item for k, w in writes.items()}
     done.update(heads)
     caches.advance(reads.used, done)
@@ -111,21 +147,43 @@ def commit(api: Api, blobs: Blobs, caches: Caches, reads: Reads, writes: dict[Ke
             caches.learn(write.item)
 
 
-def _cancelled(cancelled: Cancelled, entries: list[_Entry], caches: Caches, reads: Reads) -> None:
+def _landed(api: Api, written: set[str], token: str) -> bool:
+    """Whether the commit of ``token`` is in the table: a head it wrote holds its token (a
+    commit is all or nothing, so one head says it for all). False when it wrote no head."""
+    if not written:
+        return False
+    heads = api.batch_get([(pk, HEAD) for pk in sorted(written)])
+    return any(item.tok == token for item in heads.values())
+
+
+def _stamp(entry: _Entry, token: str) -> None:
+    """Set ``tok`` on a head update: the proof, read back, that this commit landed."""
+    update = entry.request.get("Update")
+    if update is None:
+        return
+    update["ExpressionAttributeValues"][":tok"] = {"S": token}
+    expression = str(update["UpdateExpression"])
+    if expression.startswith("SET "):
+        update["UpdateExpression"] = "SET tok = :tok, " + expression[len("SET ") :]
+    else:
+        update["UpdateExpression"] = "SET tok = :tok " + expression
+
+
+def _cancelled(cancelled: Cancelled, entries: list[_Entry], caches: Caches) -> None:
+    """Raise Rerun (the caches are already dropped), marking the records written blind whose
+    condition failed as suspects the rerun reads first."""
     failed = [
         entry
         for entry, code in zip(entries, cancelled.codes, strict=False)
         if code == "ConditionalCheckFailed"
     ]
     busy = {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
-    if any(e.rerun for e in failed) or (not failed and busy & set(cancelled.codes)):
-        caches.drop(reads.used)
+    if failed or busy & set(cancelled.codes):
+        suspects = frozenset(e.key for e in failed if not e.rerun and e.key is not None)
+        caches.forget(suspects)
         if not failed:
             time.sleep(0.01)
-        raise Rerun
-    if failed:
-        what = failed[0].what
-        raise ConflictError(f"{what}: the stored record is not the one this write expected")
+        raise Rerun(suspects)
     raise StoreError(f"DynamoDB cancelled the commit: {cancelled}")
 
 
@@ -175,7 +233,8 @@ def _head_update(
     if conditions:
         request["ConditionExpression"] = " AND ".join(conditions)
     # Relied on: a failure may be the version moving, which a fresh run tells apart.
-    return _Entry({"Update": request}, relied, what)
+    key = (pk, HEAD) if write is not None and write.item is not None else None
+    return _Entry({"Update": request}, relied, what, key)
 
 
 def _record_write(table: str, key: Key, write: Write) -> _Entry:
@@ -191,7 +250,7 @@ def _record_write(table: str, key: Key, write: Write) -> _Entry:
         request["ExpressionAttributeNames"] = {"#v": "v"}
         request["ExpressionAttributeValues"] = {":expect": {"N": str(write.expect)}}
     operation = "Delete" if write.item is None else "Put"
-    return _Entry({operation: request}, write.reread, write.what)
+    return _Entry({operation: request}, write.reread, write.what, key)
 
 
 def _key(key: Key) -> dict[str, Any]:

@@ -126,6 +126,9 @@ class Item:
     ver: int | None = None  # the record's version (versioned records)
     sv: int | None = None  # a head's partition version
     target: Key | None = None  # a pointer's or request id's record
+    # A head's last commit's ClientRequestToken: after a commit whose answer was lost, it
+    # tells whether that commit landed (see _ddb_commit).
+    tok: str | None = field(default=None, compare=False)
     record: object = field(default=None, compare=False)
 
     @property
@@ -161,4 +164,5 @@ def from_wire(raw: dict[str, Any]) -> Item:
         ver=num("v"),
         sv=num("sv"),
         target=target,
+        tok=raw["tok"]["S"] if "tok" in raw else None,
     )

@@ -33,8 +33,19 @@ UNKNOWN = _Unknown()
 
 
 class Reads:
-    def __init__(self, api: Api, blobs: Blobs, caches: Caches, *, writable: bool) -> None:
+    def __init__(
+        self,
+        api: Api,
+        blobs: Blobs,
+        caches: Caches,
+        *,
+        writable: bool,
+        suspects: frozenset[Key] = frozenset(),
+    ) -> None:
         self._api = api
+        # Records a cancelled commit of this body wrote blind and whose condition failed: this
+        # run reads them before it writes them (peek), so it decides on what is stored.
+        self.suspects = suspects
         self._blobs = blobs
         self._caches = caches
         self._writable = writable
@@ -103,6 +114,8 @@ class Reads:
         here = self._here(key)
         if here is not UNKNOWN:
             return here
+        if key in self.suspects:
+            return self.item(key)
         pk, sk = key
         if not versioned(pk):
             fixed = self._caches.fixed.get(key)

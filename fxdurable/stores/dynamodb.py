@@ -42,8 +42,12 @@ head whose ``sv`` every commit writing the partition moves, on condition that it
 the version the body read (:mod:`._ddb_commit`): if another writer got there first, or a
 fence went stale, nothing is written and the body runs again from fresh reads (bodies are
 pure over their reads; at most 50 runs, then :class:`~fxdurable.errors.StoreError`). A write
-the body made blind carries its record condition; its failure raises
-:class:`~fxdurable.errors.ConflictError` and nothing is written. The event sequence stays
+the body made blind carries its record condition; when it fails, nothing is written and the
+body runs again, reading that record first: one really there raises
+:class:`~fxdurable.errors.ConflictError` from the body. Any cancelled commit drops the
+caches of what it read and wrote (a warm process never recomputes the same write from what
+it held), and a commit whose answer was lost is decided by the token it left on its heads
+(:mod:`._ddb_commit`). The event sequence stays
 gap-free under concurrent writers: an event is a conditional put of the session's next seq,
 in the transaction that moves the session record's ``next_event_seq``.
 
@@ -118,7 +122,7 @@ from fxdurable.stores._ddb_blob_items import BlobItems
 from fxdurable.stores._ddb_blobs import Blobs
 from fxdurable.stores._ddb_cache import Caches
 from fxdurable.stores._ddb_commit import Rerun, commit
-from fxdurable.stores._ddb_items import SCHEMA, Item, to_wire
+from fxdurable.stores._ddb_items import SCHEMA, Item, Key, to_wire
 from fxdurable.stores._ddb_reads import Reads
 from fxdurable.stores._ddb_settings import parse_url
 from fxdurable.stores._ddb_tx import DynamoTx
@@ -227,8 +231,11 @@ class DynamoStore:
 
     def _run(self, body: Callable[[DynamoTx], T], *, writable: bool) -> T:
         self._check_open()
+        suspects: frozenset[Key] = frozenset()
         for run in range(_MAX_RUNS):
-            reads = Reads(self._api, self._blobs, self._caches, writable=writable)
+            reads = Reads(
+                self._api, self._blobs, self._caches, writable=writable, suspects=suspects
+            )
             tx = DynamoTx(reads, writable=writable)
             try:
                 result = body(tx)
@@ -243,7 +250,8 @@ class DynamoStore:
                     commit(self._api, self._blobs, self._caches, reads, tx.writes)
                 elif not reads.still_current():
                     continue
-            except Rerun:
+            except Rerun as rerun:
+                suspects = suspects | rerun.suspects
                 if run >= 3:  # contention: spread the runs out a little
                     time.sleep(random.uniform(0, 0.001 * 2 ** min(run, 8)))
                 continue

@@ -27,6 +27,7 @@ from fxdurable.errors import (
 )
 from fxdurable.queues.rq import RqQueue
 from fxdurable.runtime.agent_spec import load_agents
+from fxdurable.runtime.models.announce import announce_model_endpoints
 from fxdurable.runtime.worker import WorkerSettings
 from fxdurable.workers import scan
 from fxdurable.workers.config import WorkerConfig
@@ -140,7 +141,7 @@ def run_worker(
     Redis store) that does not answer at start is waited for, ``connect_timeout_s`` at most
     (None: until it answers or the worker is stopped)."""
     # Fail fast, before any job, on a bad FXD_AGENTS, lease setting or Redis URL.
-    load_agents(config.agents_spec)
+    announce_model_endpoints(load_agents(config.agents_spec), process="fxdurable worker")
     settings = WorkerSettings.from_env()
     config.export()  # forked job processes read their configuration from the environment
     queue = open_rq_queue(config.queue_url)

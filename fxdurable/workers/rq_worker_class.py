@@ -9,12 +9,15 @@
   worker quits, leaving a running work horse without a parent. Here each of those calls logs
   the failure and is tried again at its next turn, so busy and idle workers alike stay up.
   The horse meanwhile goes on while its store answers: the store is the truth, and a job
-  whose RQ bookkeeping was lost is found again by the reconciliation scan. An outage longer
-  than the session lease ends the horse's work by fencing (its writes are refused once
-  another worker holds the lease).
+  whose RQ bookkeeping was lost is found again by the reconciliation scan. A *store* outage
+  longer than the session lease stops the horse's run before the lease expires, and a horse
+  still inside a tool's code at its stop deadline exits (status 75; docs/leases.md), so no
+  effect of it lands once another worker can take the session over.
 - The horse never outlives the worker: if anything else ends the worker's watch over a
   running horse, the horse is asked to stop at its next step boundary and, failing that
-  within :data:`HORSE_STOP_GRACE_S`, killed (a crash the journal recovers from).
+  within :data:`HORSE_STOP_GRACE_S`, killed (a crash the journal recovers from). A worker
+  killed outright (SIGKILL, out of memory) takes its horse with it: on Linux the horse asks
+  the kernel for SIGKILL when its parent dies (``PR_SET_PDEATHSIG``).
 
 Imported only by :func:`fxdurable.workers.rq_worker.run_worker` (it needs the redis extra).
 """
@@ -25,6 +28,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -159,6 +163,7 @@ class FxdWorker(FxdWorkerMixin, rq.Worker):
     def __init__(self, *args: Any, no_fork: threading.Lock | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._no_fork = no_fork or threading.Lock()
+        self._watcher_pid = os.getpid()
 
     def execute_job(self, job: Any, queue: Any) -> None:
         try:
@@ -200,6 +205,7 @@ class FxdWorker(FxdWorkerMixin, rq.Worker):
         # of the lock held: harmless, it never scans. The stop signals stay blocked across the
         # fork: a stop forwarded to a horse that has not yet installed its handlers (SIGUSR1's
         # default action is to terminate) waits until it has (setup_work_horse_signals).
+        self._watcher_pid = os.getpid()
         with self._no_fork:
             signal.pthread_sigmask(signal.SIG_BLOCK, _HORSE_STOP_SIGNALS)
             try:
@@ -211,11 +217,26 @@ class FxdWorker(FxdWorkerMixin, rq.Worker):
         # Right after the fork: a forwarded stop must not kill a horse that has not yet
         # reached run_wake (SIGUSR1's default action is to terminate).
         super().setup_work_horse_signals()  # type: ignore[no-untyped-call]
+        _die_with(self._watcher_pid)
         from fxdurable.workers.rq_job import note_early_stop
 
         signal.signal(signal.SIGUSR1, note_early_stop)
         signal.signal(signal.SIGTERM, note_early_stop)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _HORSE_STOP_SIGNALS)  # see fork_work_horse
+
+
+def _die_with(parent: int) -> None:
+    """In a fresh horse: have Linux SIGKILL it when ``parent`` (the worker, whose main thread
+    forked it) dies, so a worker killed outright leaves no horse running a turn that its
+    lease no longer covers once recovered elsewhere. Elsewhere than Linux: a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the worker died before the request took effect
+        os._exit(137)
 
 
 class FxdSimpleWorker(FxdWorkerMixin, rq.SimpleWorker):

@@ -31,6 +31,12 @@ its submission settle ``failed`` (``attempts_exhausted``) once the agent's ``max
 are spent, and the session rests, even if SQS had moved the message to the dead-letter queue
 first: the reconciliation scan below wakes the session again.
 
+**Store outages.** A store away for longer than a session's lease stops that session's run
+before the lease expires; if a tool's code is still executing at the run's stop deadline (a
+sync tool's thread), the worker exits with status 75 (docs/leases.md): a thread cannot be
+stopped otherwise, and its effect must not land after another worker takes the session over.
+Run the worker under a supervisor that restarts it.
+
 **Reconciliation.** At start and every ``--scan-interval`` seconds (5; 0 turns it off) the
 worker wakes every session with unsettled work and no live owner (:mod:`fxdurable.runtime.
 reconcile`), as the RQ worker does. SQS redelivery covers a killed worker whose message still
@@ -65,12 +71,15 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 
-from fxdurable.errors import ConfigurationError, FxDurableError, QueueError
+from fxdurable.errors import ConfigurationError, ConflictError, FxDurableError, QueueError
 from fxdurable.queues.sqs import SqsQueue, decode_wake
 from fxdurable.runtime import tracing
+from fxdurable.runtime.agent_spec import load_agents
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
+from fxdurable.runtime.models.announce import announce_model_endpoints
 from fxdurable.runtime.reconcile import orphaned_sessions
+from fxdurable.runtime.wake_conflicts import handle_wake
 from fxdurable.workers.config import WorkerConfig, job_budget
 from fxdurable.workers.sqs_consumer import SqsConsumer, SqsMessage
 from fxdurable.workers.sqs_settings import SqsWorkerSettings
@@ -199,7 +208,13 @@ class SqsWorker:
         started = time.monotonic()
         try:
             with tracing.handling_wake(trace_parent):
-                await self._context.handler.handle(session_id, budget)
+                await handle_wake(self._context.handler, session_id, budget)
+        except ConflictError as exc:
+            # Still conflicting after runs from fresh reads: a fresh wake, not a redelivery
+            # (whose receive count leads to the dead-letter queue).
+            if not await self._pass_on(session_id, exc):
+                await self._retry_later(message, session_id, exc)
+                return
         except Exception as exc:
             await self._retry_later(message, session_id, exc)
             return
@@ -241,6 +256,15 @@ class SqsWorker:
             # It comes back after its visibility timeout; the store makes that wake harmless.
             log.warning("could not delete message %s (%s)", message.message_id, exc)
             return False
+
+    async def _pass_on(self, session_id: str, exc: ConflictError) -> bool:
+        log.warning("wake %s still conflicts (%s); passed on as a fresh wake", session_id, exc)
+        try:
+            await self._queue.enqueue(session_id, reason="after a conflict")
+        except FxDurableError as send_exc:
+            log.warning("could not pass the wake for %s on: %s", session_id, send_exc)
+            return False
+        return True
 
     async def _retry_later(self, message: SqsMessage, session_id: str, exc: Exception) -> None:
         delay = min(2 ** min(message.receive_count, 16), self._settings.visibility_s)
@@ -356,6 +380,8 @@ def run_sqs_worker(
     settings = SqsWorkerSettings.from_env(concurrency=concurrency)
     if scan_interval_s < 0:
         raise ConfigurationError("--scan-interval must be 0 (off) or a number of seconds")
+    # The first line of the log; importing the agents' module again is free, it is loaded.
+    announce_model_endpoints(load_agents(config.agents_spec), process="fxdurable worker (SQS)")
     context = WarmContext(config)
     consumer: SqsConsumer | None = None
     try:

@@ -11,11 +11,13 @@ forked work horse never touches its parent's sockets, loop or SQLite connections
 own. A process keeps its context from job to job only once it has said it runs many
 (:func:`keep_warm`: ``fxdurable worker --no-fork``, which closes it at exit); anywhere else (a
 forked horse, of ours or of stock ``rq worker``) the job closes it when it ends, as a one-job
-process must: the close also waits for a tool still running in the thread pool (one a lost
-lease cancelled), so its effect happens or not as a whole instead of being cut off by the
-horse's ``os._exit``. A job that ends with an exception out of the loop (RQ's job timeout,
-raised from a signal handler) discards the context: the next job starts from a fresh one
-rather than beside a half-finished task.
+process must: the close also waits for a tool still running in the thread pool (one an abort
+or its ``timeout_s`` cancelled while the lease was held), so its effect happens or not as a
+whole instead of being cut off by the horse's ``os._exit``. One whose run *lost* its lease
+does not get to finish: the lease guard ends the horse at the run's stop deadline, before the
+lease expires (:mod:`fxdurable.runtime.leases`, docs/leases.md). A job that ends with an
+exception out of the loop (RQ's job timeout, raised from a signal handler) discards the
+context: the next job starts from a fresh one rather than beside a half-finished task.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from aws_support import REGION, aws_session
-from dynamo_support import dynamo_url
+from dynamo_support import dynamo_url, offloaded_keys
 
 from fxdurable.backends import open_store
 from fxdurable.core.clock import RandomIds, SystemClock
@@ -57,11 +57,21 @@ class LambdaWorld:
 
     @classmethod
     def create(
-        cls, endpoint_url: str, directory: Path, *, visibility_s: int = 30, store: str = "sqlite"
+        cls,
+        endpoint_url: str,
+        directory: Path,
+        *,
+        visibility_s: int = 30,
+        store: str = "sqlite",
+        table_endpoint_url: str | None = None,
     ) -> LambdaWorld:
         """``store``: ``sqlite`` (a file) or ``dynamodb`` (a table and a bucket on the moto
-        server, with records past 300 bytes offloaded to S3, so that the functions' S3 path runs
-        too: the template's store offloads past its default threshold)."""
+        server ``table_endpoint_url``, with records past 300 bytes offloaded to S3, so that the
+        functions' S3 path runs too: the template's store offloads past its default threshold).
+        The table needs the serial server: a turn and its heartbeat write at once, and the
+        threaded one does not isolate transactions
+        (tests/stores/test_moto_transaction_isolation.py); the queue stays on
+        ``endpoint_url``, the threaded one (long polls)."""
         sqs = aws_session().client("sqs", endpoint_url=endpoint_url)
         name = f"fxd-lambda-{uuid.uuid4().hex[:12]}"
         queue_url = sqs.create_queue(
@@ -69,7 +79,8 @@ class LambdaWorld:
         )["QueueUrl"]
         (directory / "world").mkdir(parents=True, exist_ok=True)
         if store == "dynamodb":
-            store_url = dynamo_url(endpoint_url, offload_threshold=300)
+            assert table_endpoint_url is not None, "a DynamoDB world needs the serial server"
+            store_url = dynamo_url(table_endpoint_url, offload_threshold=300)
         else:
             store_url = f"sqlite:///{directory}/lambda.db"
         return cls(endpoint_url, directory, queue_url, sqs, store_url)
@@ -138,14 +149,9 @@ class LambdaWorld:
 
     def offloaded(self) -> int:
         """How many objects the DynamoDB store put in its bucket (0 for SQLite)."""
-        bucket = dict(parse_qsl(self.store_url.partition("?")[2])).get("bucket")
-        if bucket is None:
+        if "bucket=" not in self.store_url:
             return 0
-        s3 = aws_session().client("s3", endpoint_url=self.endpoint_url)
-        try:
-            return int(s3.list_objects_v2(Bucket=bucket).get("KeyCount", 0))
-        finally:
-            s3.close()
+        return len(offloaded_keys(self.store_url))
 
     def close(self) -> None:
         self.sqs.delete_queue(QueueUrl=self.queue_url)

@@ -1,7 +1,8 @@
 """The wake handler in a real subprocess (``wake_driver.py``: Lambda's SQS poller in
 miniature, with a context whose remaining time is 2 s) against a moto queue and a SQLite
-file: a 3-tool turn spans several invocations and completes; a SIGKILL mid-tool is recovered
-by SQS redelivery, with the unsafe call ``outcome_unknown`` (DESIGN §3.5, §5)."""
+file or a DynamoDB table (on the serial moto server: see LambdaWorld.create): a 3-tool turn
+spans several invocations and completes; a SIGKILL mid-tool is recovered by SQS redelivery,
+with the unsafe call ``outcome_unknown`` (DESIGN §3.5, §5)."""
 
 from __future__ import annotations
 
@@ -58,9 +59,11 @@ def _credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("store", STORES)
 def test_a_three_tool_turn_spans_several_invocations_and_completes(
-    moto_server: str, tmp_path: Path, store: str
+    moto_server: str, serial_moto_server: str, tmp_path: Path, store: str
 ) -> None:
-    world = LambdaWorld.create(moto_server, tmp_path, store=store)
+    world = LambdaWorld.create(
+        moto_server, tmp_path, store=store, table_endpoint_url=serial_moto_server
+    )
     try:
         world.admit(SESSION, "story m", STORY_REQUEST)
         invocations = _run(world, FXD_TEST_TOOL_S="0.6")
@@ -83,11 +86,17 @@ def test_a_three_tool_turn_spans_several_invocations_and_completes(
 
 @pytest.mark.parametrize("store", STORES)
 def test_a_sigkill_mid_tool_is_recovered_by_redelivery_with_the_unsafe_call_unknown(
-    moto_server: str, tmp_path: Path, store: str
+    moto_server: str, serial_moto_server: str, tmp_path: Path, store: str
 ) -> None:
     # The visibility timeout outlasts the longest invocation plus the lease TTL, as the
     # template's (6x the function's timeout) does: the message comes back to a free lease.
-    world = LambdaWorld.create(moto_server, tmp_path, visibility_s=8, store=store)
+    world = LambdaWorld.create(
+        moto_server,
+        tmp_path,
+        visibility_s=8,
+        store=store,
+        table_endpoint_url=serial_moto_server,
+    )
     calls = world.world_dir / "calls.log"
     try:
         world.admit(SESSION, "story k", STORY_REQUEST)

@@ -229,7 +229,7 @@ def test_wheel_with_the_http_extra_serves_a_turn(tmp_path: Path, wheel: Path) ->
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_wheel_with_the_aws_extra_runs_a_turn_on_sqs_and_dynamodb(
-    tmp_path: Path, wheel: Path, moto_server: str
+    tmp_path: Path, wheel: Path, moto_server: str, serial_moto_server: str
 ) -> None:
     """``pip install 'fxdurable[aws]'``, then the README's local AWS walkthrough with the
     installed commands: a worker on an SQS queue runs the demo's turn on a DynamoDB table."""
@@ -242,7 +242,9 @@ def test_wheel_with_the_aws_extra_runs_a_turn_on_sqs_and_dynamodb(
     sqs = aws_session().client("sqs", endpoint_url=moto_server)
     sqs.create_queue(QueueName=name)
     sqs.close()
-    store = f"dynamodb://{name}?region={REGION}&endpoint_url={moto_server}"
+    # The table on the serial server (its worker's heartbeat and turn write at once), the
+    # queue on the threaded one (a long poll would hold the serial one): tests/conftest.py.
+    store = f"dynamodb://{name}?region={REGION}&endpoint_url={serial_moto_server}"
     queue = f"sqs://{name}?region={REGION}&endpoint_url={moto_server}"
     env = _env() | aws_environment(tmp_path)
     log = tmp_path / "worker.log"

@@ -26,7 +26,13 @@ T = TypeVar("T")
 PROVIDERS = ("openai", "anthropic")
 KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 BASE_URL_ENV = {"openai": "FXD_OPENAI_BASE_URL", "anthropic": "FXD_ANTHROPIC_BASE_URL"}
-PROVIDER_NAME = {"openai": "OpenAI", "anthropic": "Anthropic"}
+
+
+def endpoint_name(server: ScriptedModelServer) -> str:
+    """How error messages name the test server: its host and port (it is not the provider's
+    own endpoint, so messages do not say "OpenAI" or "Anthropic")."""
+    return server.url.removeprefix("http://")
+
 
 # The key the leak tests look for: distinctive, so that any occurrence is certainly a leak.
 LEAKY_KEY = "sk-live-DO-NOT-LEAK-9f8e7d"

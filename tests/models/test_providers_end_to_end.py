@@ -20,10 +20,10 @@ import pytest
 from provider_e2e_support import (
     KEY_ENV,
     LEAKY_KEY,
-    PROVIDER_NAME,
     PROVIDERS,
     Sleeps,
     db_files,
+    endpoint_name,
     fresh_store,
     of_type,
     point_at,
@@ -149,6 +149,7 @@ def test_transient_http_failures_are_retried_with_backoff_honouring_retry_after(
     sleeps = Sleeps()
     answer = "All done after the storm, with a long enough answer to stream in pieces."
     with ScriptedModelServer([fx.reply(answer)], quirks=Quirks(fail_first=STORM)) as server:
+        server_name = endpoint_name(server)
         agent = fx.Agent("a", point_at(monkeypatch, provider, server))
 
         async def go() -> list[fx.EventRecord]:
@@ -167,7 +168,7 @@ def test_transient_http_failures_are_retried_with_backoff_honouring_retry_after(
     assert "HTTP 500" in messages[1]
     assert "HTTP 529" in messages[2] and "overloaded" in messages[2]
     assert "mid-stream" in messages[3]
-    assert all(m.startswith(PROVIDER_NAME[provider]) for m in messages), messages
+    assert all(m.startswith(server_name) for m in messages), messages
     assert len(of_type(events, "model.completed")) == 1
 
     assert len(sleeps.delays) == 4, "one backoff per failure, none slept for real"
@@ -210,6 +211,7 @@ def test_an_exhausted_error_budget_fails_the_submission_and_the_session_goes_on(
     quirks = Quirks(fail_first=[Failure("server_error")] * 3)
     with ScriptedModelServer([fx.reply("fine")], quirks=quirks) as server:
         agent = fx.Agent("a", point_at(monkeypatch, provider, server), durability=retries)
+        server_name = endpoint_name(server)
 
         async def go() -> tuple[fx.SubmissionFailedError, str, list[fx.EventRecord]]:
             async with runtime(tmp_path, [agent], sleeps) as rt:
@@ -227,7 +229,7 @@ def test_an_exhausted_error_budget_fails_the_submission_and_the_session_goes_on(
     assert failed.error is not None and failed.error["code"] == "model_error"
     message = failed.error["message"]
     assert message.startswith("the model failed 3 times in this turn (budget 2)"), message
-    assert f"{PROVIDER_NAME[provider]} failed (HTTP 500)" in message
+    assert f"{server_name} failed (HTTP 500)" in message
     assert "{" not in message, f"a readable message, not a JSON body: {message}"
     assert again == "fine"
     assert len(sleeps.delays) == 2
@@ -263,6 +265,7 @@ def test_a_client_error_fails_at_once_naming_the_status_and_never_the_key(
     sleeps = Sleeps()
     quirks = Quirks(require_api_key="sk-the-right-one") if case.endswith("_key") else Quirks()
     with QuotingServer([fx.reply("never")], quirks=quirks) as server:
+        server_name = endpoint_name(server)
         if case in ("echoed_key", "bad_request"):
             server.reject = status
         key = None if case == "no_key" else LEAKY_KEY
@@ -280,7 +283,7 @@ def test_a_client_error_fails_at_once_naming_the_status_and_never_the_key(
     assert failed.error is not None and failed.error["code"] == "model_error"
     message = failed.error["message"]
     assert f"HTTP {status}" in message, message
-    assert message.startswith(PROVIDER_NAME[provider]), message
+    assert message.startswith(server_name), message
     if status == 401:
         assert KEY_ENV[provider] in message, "says which variable holds the key"
     for shown in (message, str(failed), repr(failed)):

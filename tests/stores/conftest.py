@@ -30,14 +30,15 @@ def _redis(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
 def _dynamodb(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     from dynamo_support import dynamo_store
 
-    return dynamo_store(request.getfixturevalue("moto_server"))  # a table of this test's own
+    # A table of this test's own, on the serial server: contract tests race writers.
+    return dynamo_store(request.getfixturevalue("serial_moto_server"))
 
 
 def _dynamodb_s3(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     """Every record past 64 bytes goes to S3: the whole contract runs through the offload."""
     from dynamo_support import dynamo_store
 
-    return dynamo_store(request.getfixturevalue("moto_server"), offload_threshold=64)
+    return dynamo_store(request.getfixturevalue("serial_moto_server"), offload_threshold=64)
 
 
 FACTORIES: dict[str, Callable[[pytest.FixtureRequest, Path], Store]] = {

@@ -71,8 +71,9 @@ def fxd(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_turn_runs_on_dynamodb_and_the_cli_checks_and_traces_it(
-    moto_server: str, tmp_path: Path
+    serial_moto_server: str, tmp_path: Path
 ) -> None:
+    moto_server = serial_moto_server  # a turn and its heartbeat write at once
     url = dynamo_url(moto_server, offload_threshold=64 * 1024)
     store = DynamoStore(url, session=aws_session())
     try:

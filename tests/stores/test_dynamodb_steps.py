@@ -47,14 +47,15 @@ def test_the_stores_counter_is_what_botocore_sent(store: DynamoStore) -> None:
 
 @pytest.mark.parametrize("earlier", [SHORT, LONG])
 def test_a_runtime_step_costs_four_requests_however_long_the_session(
-    moto_server: str, earlier: int
+    serial_moto_server: str, earlier: int
 ) -> None:
     """A tool step and its model call through the real Runtime: start_tool, finish_tool and
     record_model_call (one TransactWriteItems each) and the model request's read (one GetItem
-    of the session's head), at 10 and at 200 earlier messages alike."""
+    of the session's head), at 10 and at 200 earlier messages alike. On the serial server:
+    the turn and its heartbeat write at once (tests/stores/test_moto_transaction_isolation.py)."""
 
     def open_store() -> DynamoStore:
-        return DynamoStore(dynamo_url(moto_server), session=aws_session())
+        return DynamoStore(dynamo_url(serial_moto_server), session=aws_session())
 
     assert measure_runtime_requests(open_store, earlier) == 4
 

@@ -42,7 +42,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return str(request.getfixturevalue("redis_url"))
     from dynamo_support import dynamo_url
 
-    return dynamo_url(request.getfixturevalue("moto_server"))
+    return dynamo_url(request.getfixturevalue("serial_moto_server"))  # processes race
 
 
 @pytest.fixture

@@ -3,9 +3,12 @@
 A work horse is paused with SIGSTOP in the middle of a slow unsafe ``deploy``, past its lease
 TTL. It is alive, so no one may take the dead-pid shortcut: another worker's scan finds the
 expired lease, takes it over (a new fencing token), records the deploy ``outcome_unknown`` and
-finishes the turn. Then the paused horse is resumed: its deploy really happens (the effect log
-shows it), but it must write nothing to the store; its heartbeat or ``finish_tool`` meets the
-stale token (``LeaseLostError``).
+finishes the turn. Then the paused horse is resumed: it must write nothing to the store; its
+heartbeat or ``finish_tool`` meets the stale token (``LeaseLostError``). A frozen process is the
+one case the lost-lease guarantee cannot cover (docs/leases.md): on SIGCONT its lease guard
+finds the run's stop deadline long past and ends the horse (status 75), racing the deploy's own
+thread, which wakes at the same moment: the zombie's deploy may or may not take effect, once
+at most.
 """
 
 from __future__ import annotations
@@ -73,12 +76,15 @@ def test_a_paused_worker_resumed_after_a_takeover_writes_nothing(
     assert before.effects_of("deploy") == []  # nothing deployed yet: the horse is paused
     assert before.task("check_deploy", REQUEST).result == "0 deploy(s) on record"
 
-    # Resume the zombie. It finishes its deploy (the outside world changes) and then finds
-    # its lease taken over: it must not write a single record.
+    # Resume the zombie. Its lease guard ends it, or it finishes its deploy (the outside world
+    # changes) and then finds its lease taken over: either way it must not write a record.
     os.kill(horse, signal.SIGCONT)
     wait_until(lambda: not pid_alive(horse), 20, "the resumed horse to finish its job")
     log = paused.log()
-    assert "was taken over" in log or "lost; stopping this worker's run" in log, log
+    assert any(
+        mark in log
+        for mark in ("was taken over", "lost; stopping this worker's run", "(status 75)")
+    ), log
     assert paused.alive() and taker.alive()
     assert h.stop_workers() == [0, 0], h.diagnostics()
 
@@ -86,8 +92,8 @@ def test_a_paused_worker_resumed_after_a_takeover_writes_nothing(
     assert after.events == before.events, "the fenced-out horse wrote events"
     assert after.tasks == before.tasks and after.submissions == before.submissions
     assert after.sessions[SESSION].lease.token == before.sessions[SESSION].lease.token
-    # The effect log shows what really ran: the zombie's one deploy, never repeated.
-    assert after.effects_of("deploy") == [deploy.execution_id]
+    # The effect log shows what really ran: at most the zombie's one deploy, never repeated.
+    assert after.effects_of("deploy") in ([], [deploy.execution_id])
     assert [(t, p) for t, _e, _r, p in after.calls if t == "deploy"] == [("deploy", horse)]
     assert_invariants(after, [REQUEST])
     assert_model_requests(after)

@@ -45,13 +45,16 @@ _INPUT_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_inpu
 
 
 class AnthropicModel(HttpModel):
-    """A Messages API model. ``base_url`` defaults to ``$FXD_ANTHROPIC_BASE_URL``, then
-    ``https://api.anthropic.com``; the key to ``$ANTHROPIC_API_KEY``, read at each call."""
+    """A Messages API model, configured as the official SDK reads the environment.
+
+    ``base_url`` defaults to ``$FXD_ANTHROPIC_BASE_URL``, then ``$ANTHROPIC_BASE_URL``, then
+    ``https://api.anthropic.com`` (empty values count as unset); the key to
+    ``$ANTHROPIC_API_KEY``, read at each call."""
 
     prefix = "anthropic"
     provider = "Anthropic"
     key_env = "ANTHROPIC_API_KEY"
-    base_url_env = "FXD_ANTHROPIC_BASE_URL"
+    base_url_envs = ("FXD_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL")
     default_base_url = "https://api.anthropic.com"
 
     def __init__(
@@ -90,7 +93,7 @@ class AnthropicModel(HttpModel):
         return build_anthropic_body(self._model, request, max_tokens=self._max_tokens)
 
     def _parser(self, key: str | None) -> StreamParser:
-        return _AnthropicParser(secret=key)
+        return _AnthropicParser(secret=key, provider=self._label)
 
 
 def build_anthropic_body(model: str, request: ModelRequest, *, max_tokens: int) -> dict[str, Any]:
@@ -177,8 +180,9 @@ class _Block:
 
 
 class _AnthropicParser:
-    def __init__(self, *, secret: str | None) -> None:
+    def __init__(self, *, secret: str | None, provider: str) -> None:
         self._secret = secret
+        self._provider = provider  # how messages name the endpoint
         self._text: list[str] = []
         self._blocks: dict[int, _Block] = {}
         self._usage: dict[str, int] = {}
@@ -205,12 +209,12 @@ class _AnthropicParser:
         # The Messages API always ends with message_delta and message_stop: a close before
         # both is a cut, however clean, not an answer.
         raise ModelRetryableError(
-            f"{AnthropicModel.provider} closed the stream before the response finished"
+            f"{self._provider} closed the stream before the response finished"
         )
 
     def _infer_stop(self) -> None:
         self._stop_reason = infer_stop(
-            AnthropicModel.provider,
+            self._provider,
             "".join(self._text),
             [(block.name, self._input_text(block)) for block in self._tool_blocks()],
             tool_stop="tool_use",
@@ -224,7 +228,7 @@ class _AnthropicParser:
             return ""
         kind = as_str(payload.get("type")) or event.event
         if kind == "error":
-            raise stream_error(AnthropicModel.provider, payload, secret=self._secret)
+            raise stream_error(self._provider, payload, secret=self._secret)
         if kind == "message_start":
             self._take_usage(as_dict(as_dict(payload.get("message")).get("usage")))
         elif kind == "content_block_start":
@@ -252,7 +256,7 @@ class _AnthropicParser:
             return
         kind = as_str(payload.get("type")) or event.event
         if kind == "error":
-            raise stream_error(AnthropicModel.provider, payload, secret=self._secret)
+            raise stream_error(self._provider, payload, secret=self._secret)
         if kind == "message_delta":
             self._message_delta(payload)
         elif kind == "message_stop":
@@ -291,7 +295,7 @@ class _AnthropicParser:
             payload = None
         if not isinstance(payload, dict):
             shown = redact(data[:200], self._secret)
-            raise ModelError(f"{AnthropicModel.provider} sent a malformed stream event: {shown!r}")
+            raise ModelError(f"{self._provider} sent a malformed stream event: {shown!r}")
         return payload
 
     def _take_usage(self, usage: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ import httpx
 
 from fxdurable.errors import ConfigurationError, ModelError
 from fxdurable.runtime.models.base import Finish, ModelRequest, ModelResponse, StreamPart, TextDelta
+from fxdurable.runtime.models.endpoint import BaseUrl, endpoint_label
 from fxdurable.runtime.models.http import Timeouts, display_url, open_event_stream
 from fxdurable.runtime.models.sse import SSEEvent
 
@@ -80,9 +81,10 @@ class HttpModel(ABC):
     :meth:`_url`, :meth:`_headers`, :meth:`_body` and :meth:`_parser`."""
 
     prefix: ClassVar[str]  # "openai": the model-string prefix and the name's
-    provider: ClassVar[str]  # "OpenAI": how messages name it
+    provider: ClassVar[str]  # "OpenAI": how messages name it on its own endpoint
     key_env: ClassVar[str]
-    base_url_env: ClassVar[str]
+    # Read in this order; the first one set wins (fxdurable's own name, then the SDK's).
+    base_url_envs: ClassVar[tuple[str, ...]]
     default_base_url: ClassVar[str]
 
     def __init__(
@@ -100,8 +102,13 @@ class HttpModel(ABC):
         if finish_grace_s < 0:
             raise ConfigurationError("finish_grace_s must not be negative")
         self._model = model
-        base = base_url or os.environ.get(self.base_url_env) or self.default_base_url
-        self._base_url = base.rstrip("/")
+        endpoint = BaseUrl.resolve(base_url, self.base_url_envs, self.default_base_url)
+        self._base_url = endpoint.url
+        self._base_url_source = endpoint.source
+        # Errors name the endpoint's host when it is not the provider's own (Groq, Ollama).
+        self._label = endpoint_label(
+            endpoint.url, default_url=self.default_base_url, provider=self.provider
+        )
         # An explicit key is held; otherwise the environment is read at each call, so the
         # object never holds a key it was not given.
         self._api_key = _Secret(api_key) if api_key is not None else None
@@ -125,6 +132,28 @@ class HttpModel(ABC):
     def base_url(self) -> str:
         return display_url(self._base_url)
 
+    @property
+    def base_url_source(self) -> str:
+        """What set :attr:`base_url`: ``"base_url="``, an environment variable's name, or
+        ``"default"``."""
+        return self._base_url_source
+
+    @property
+    def key_source(self) -> str:
+        """Where the API key comes from: ``"api_key="`` or :attr:`key_env`."""
+        return "api_key=" if self._api_key is not None else self.key_env
+
+    def has_key(self) -> bool:
+        """A key is given or set in :attr:`key_env` now (it is read again at each call)."""
+        if self._api_key is not None:
+            return bool(self._api_key.reveal())
+        return bool(os.environ.get(self.key_env))
+
+    def settings_described(self) -> list[str]:
+        """Other settings worth a word in a worker's first log line (never their values
+        when they are secret); none by default."""
+        return []
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self._model!r}, base_url={self.base_url!r})"
 
@@ -136,7 +165,7 @@ class HttpModel(ABC):
         key = self._key()
         parser = self._parser(key)
         async with open_event_stream(
-            provider=self.provider,
+            provider=self._label,
             url=self._url(),
             headers=self._headers(key),
             body=self._body(request),

@@ -20,6 +20,7 @@ import httpx
 from fxdurable.core.records import Usage
 from fxdurable.errors import ModelError
 from fxdurable.runtime.models.base import ChatMessage, ModelRequest, ModelResponse, ToolSpec
+from fxdurable.runtime.models.endpoint import env_value
 from fxdurable.runtime.models.errors import redact, stream_error
 from fxdurable.runtime.models.http import Timeouts
 from fxdurable.runtime.models.httpmodel import HttpModel, StreamParser
@@ -40,15 +41,22 @@ _ID_LIMIT = 40  # OpenAI rejects longer tool-call ids
 
 
 class OpenAIModel(HttpModel):
-    """A Chat Completions model. ``base_url`` defaults to ``$FXD_OPENAI_BASE_URL``, then
-    ``https://api.openai.com/v1``; the key to ``$OPENAI_API_KEY``, read at each call (without
-    one, no ``Authorization`` header is sent, as local servers expect)."""
+    """A Chat Completions model, configured as the official SDK reads the environment.
+
+    ``base_url`` defaults to ``$FXD_OPENAI_BASE_URL``, then ``$OPENAI_BASE_URL``, then
+    ``https://api.openai.com/v1`` (empty values count as unset). The key defaults to
+    ``$OPENAI_API_KEY``, read at each call (without one, no ``Authorization`` header is sent,
+    as local servers expect). ``organization`` and ``project`` default to ``$OPENAI_ORG_ID``
+    and ``$OPENAI_PROJECT_ID``, read once here as the SDK does, and are sent as the
+    ``OpenAI-Organization`` and ``OpenAI-Project`` headers when set."""
 
     prefix = "openai"
     provider = "OpenAI"
     key_env = "OPENAI_API_KEY"
-    base_url_env = "FXD_OPENAI_BASE_URL"
+    base_url_envs = ("FXD_OPENAI_BASE_URL", "OPENAI_BASE_URL")
     default_base_url = "https://api.openai.com/v1"
+    organization_env = "OPENAI_ORG_ID"
+    project_env = "OPENAI_PROJECT_ID"
 
     def __init__(
         self,
@@ -60,6 +68,8 @@ class OpenAIModel(HttpModel):
         finish_grace_s: float = 1.0,
         max_tokens: int | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        organization: str | None = None,
+        project: str | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -70,6 +80,19 @@ class OpenAIModel(HttpModel):
             transport=transport,
         )
         self._max_tokens = max_tokens
+        self._organization = _given_or_env(organization, self.organization_env)
+        self._project = _given_or_env(project, self.project_env)
+
+    def settings_described(self) -> list[str]:
+        said = []
+        for header, value, env, given in (
+            ("OpenAI-Organization", self._organization, self.organization_env, "organization="),
+            ("OpenAI-Project", self._project, self.project_env, "project="),
+        ):
+            if value is not None:
+                source = given if value.source_given else env
+                said.append(f"{header} from {source}")
+        return said
 
     def _url(self) -> str:
         return f"{self._base_url}/chat/completions"
@@ -78,13 +101,30 @@ class OpenAIModel(HttpModel):
         headers = {"content-type": "application/json"}
         if key:
             headers["authorization"] = f"Bearer {key}"
+        if self._organization is not None:
+            headers["openai-organization"] = self._organization.value
+        if self._project is not None:
+            headers["openai-project"] = self._project.value
         return headers
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
         return build_openai_body(self._model, request, max_tokens=self._max_tokens)
 
     def _parser(self, key: str | None) -> StreamParser:
-        return _OpenAIParser(secret=key)
+        return _OpenAIParser(secret=key, provider=self._label)
+
+
+@dataclass(frozen=True, slots=True)
+class _Setting:
+    value: str
+    source_given: bool  # passed to the constructor, not read from the environment
+
+
+def _given_or_env(given: str | None, env: str) -> _Setting | None:
+    if given is not None:
+        return _Setting(given, True) if given.strip() else None
+    value = env_value(env)
+    return _Setting(value, False) if value is not None else None
 
 
 def build_openai_body(
@@ -157,8 +197,9 @@ class _Call:
 
 
 class _OpenAIParser:
-    def __init__(self, *, secret: str | None) -> None:
+    def __init__(self, *, secret: str | None, provider: str) -> None:
         self._secret = secret
+        self._provider = provider  # how messages name the endpoint
         self._text: list[str] = []
         self._calls: dict[int, _Call] = {}
         self._last_index: int | None = None
@@ -183,7 +224,7 @@ class _OpenAIParser:
 
     def feed(self, event: SSEEvent) -> str:
         if event.event == "error":
-            raise stream_error(OpenAIModel.provider, event.data, secret=self._secret)
+            raise stream_error(self._provider, event.data, secret=self._secret)
         data = event.data.strip()
         if not data:
             return ""
@@ -195,7 +236,7 @@ class _OpenAIParser:
             return ""
         payload = self._decode(data)
         if payload.get("error"):
-            raise stream_error(OpenAIModel.provider, payload, secret=self._secret)
+            raise stream_error(self._provider, payload, secret=self._secret)
         has_usage = self._take_usage(payload)
         added: list[str] = []
         for choice in payload.get("choices") or ():
@@ -212,7 +253,7 @@ class _OpenAIParser:
                 self._take_fragment(as_dict(fragment))
             finish_reason = choice.get("finish_reason")
             if finish_reason == "error":  # OpenRouter: the generation failed mid-way
-                raise stream_error(OpenAIModel.provider, choice, secret=self._secret)
+                raise stream_error(self._provider, choice, secret=self._secret)
             if finish_reason:
                 self._stop_reason = str(finish_reason)
                 self._final_usage = has_usage
@@ -222,7 +263,7 @@ class _OpenAIParser:
 
     def feed_after_finish(self, event: SSEEvent) -> None:
         if event.event == "error":
-            raise stream_error(OpenAIModel.provider, event.data, secret=self._secret)
+            raise stream_error(self._provider, event.data, secret=self._secret)
         data = event.data.strip()
         if data == "[DONE]":
             self._done = True
@@ -235,14 +276,14 @@ class _OpenAIParser:
             self._done = True
             return
         if payload.get("error"):
-            raise stream_error(OpenAIModel.provider, payload, secret=self._secret)
+            raise stream_error(self._provider, payload, secret=self._secret)
         if self._take_usage(payload):
             self._final_usage = True
 
     def end_of_stream(self) -> None:
         calls = [(call.name, "".join(call.parts)) for _, call in sorted(self._calls.items())]
         self._stop_reason = infer_stop(
-            OpenAIModel.provider,
+            self._provider,
             "".join(self._text),
             calls,
             tool_stop="tool_calls",
@@ -269,7 +310,7 @@ class _OpenAIParser:
             payload = None
         if not isinstance(payload, dict):
             shown = redact(data[:200], self._secret)
-            raise ModelError(f"{OpenAIModel.provider} sent a malformed stream event: {shown!r}")
+            raise ModelError(f"{self._provider} sent a malformed stream event: {shown!r}")
         return payload
 
     def _take_usage(self, payload: dict[str, Any]) -> bool:
