@@ -49,6 +49,9 @@ LONG_FACTORS = (1.5, 2.0, 5.0)
 # (renewals timed out with no fault in force), so that pair's lease is longer, and its
 # backlog takes longer to drain once the faults end (a step took 1-2 s at a load of 11).
 SLOW_STORE_TTL_S = {"dynamodb-sqs": (6.0, 1.0)}
+# How long before an aimed call's end its fault ends: a new owner's claim, its unknown-outcome
+# record, a model round and the inspect took 2-4 s on a loaded machine.
+RECOVERY_S = 5.0
 TOOL_WEIGHTS = {"look": 1.0, "reserve": 1.5, "book": 1.0, "deploy": 2.0, "notify": 1.5}
 
 
@@ -67,6 +70,7 @@ class SoakConfig:
     guard_sync_unsafe: bool = False
     fault_every_s: tuple[float, float] = (2.0, 5.0)  # the fault loop's pause, drawn uniformly
     long_factors: tuple[float, ...] = LONG_FACTORS  # a long fault's length, × the lease TTL
+    long_hold: tuple[float, float] = (2.0, 5.0)  # a long call's hold, × the lease TTL
 
 
 @dataclass
@@ -78,6 +82,7 @@ class PairResult:
     kills: int = 0
     horse_kills: int = 0
     self_exits: int = 0  # workers that died without being killed (restarted, as a supervisor)
+    exit_codes: Counter[str] = field(default_factory=Counter)  # of the self-exits
     faults: Counter[str] = field(default_factory=Counter)  # "<short|long> <kind>"
     fault_seconds: list[float] = field(default_factory=list)
     aimed: int = 0  # long faults started while a call longer than the TTL ran
@@ -104,12 +109,14 @@ class PairResult:
         for key, n in self.faults.items():
             kinds[key.split()[1]] += n
         kinds_text = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) or "none"
+        codes = ", ".join(f"status {c}: {n}" for c, n in sorted(self.exit_codes.items()))
+        exits = f" ({codes})" if codes else ""
         f = self.figures
         outcomes = ", ".join(f"{n} {k}" for k, n in sorted(f.get("outcomes", {}).items()))
         policy = f.get("effects_by_policy", {})
         return (
             f"soak {self.pair}: {self.seconds:g} s, seed {self.seed}: {self.kills} kills, "
-            f"{self.horse_kills} horse kills, {self.self_exits} self-exits, outages/pauses "
+            f"{self.horse_kills} horse kills, {self.self_exits} self-exits{exits}, outages/pauses "
             f"{short} short / {long_} long ({kinds_text}; {self.aimed} aimed), "
             f"{f.get('submissions', self.submitted)} submissions ({outcomes}), "
             f"{f.get('effects', 0)} effects ({policy.get('unsafe', 0)} unsafe, "
@@ -129,6 +136,7 @@ class PairResult:
             "kills": self.kills,
             "horse_kills": self.horse_kills,
             "self_exits": self.self_exits,
+            "self_exit_codes": dict(self.exit_codes),
             "faults": dict(self.faults),
             "faults_short": short,
             "faults_long": long_,
@@ -168,8 +176,8 @@ class _Submitter:
             tool = rng.choices(list(TOOL_WEIGHTS), weights=list(TOOL_WEIGHTS.values()))[0]
             # A long call outlasts the lease, and a long fault aimed at it (up to 2 × the TTL)
             # with the recovery after it: what a new owner observes must be final by then.
-            long_ = rng.random() < 0.15
-            hold = rng.uniform(1.5, 4.0) * ttl if long_ else rng.uniform(0.05, 0.5)
+            long_ = rng.random() < (0.25 if POLICIES[tool] == "unsafe" else 0.1)
+            hold = rng.uniform(*self.config.long_hold) * ttl if long_ else rng.uniform(0.05, 0.5)
             if self.config.guard_sync_unsafe and POLICIES[tool] == "unsafe" and SYNC[tool]:
                 hold = min(hold, ttl / 3)
             steps.append(Step(tool, round(hold, 2)))
@@ -296,6 +304,8 @@ class _Faults:
                     proc.start()
             else:
                 self.result.self_exits += 1
+                code = proc.proc.returncode if proc.proc is not None else None
+                self.result.exit_codes[str(code)] += 1  # 75: the lease guard's exit
                 proc.start()
 
     def end_fault(self) -> None:
@@ -318,7 +328,9 @@ class _Faults:
 
     def step(self, now: float) -> None:
         rng, ttl = self.rng, self.config.lease_ttl_s
-        actions = {"kill": 2.0}
+        # One embedded process runs every session: killing it as often as one of two workers
+        # would leave its long calls no time to finish.
+        actions = {"kill": 1.0 if self.pair.embedded else 2.0}
         if self.pair.forks_horses:
             actions["horse"] = 2.0
         if self.active is None:
@@ -348,8 +360,15 @@ class _Faults:
                 if self.config.guard_sync_unsafe:
                     if not self._wait_calm():
                         return
-                elif aim and self._wait_long_call():
-                    self.result.aimed += 1
+                elif aim:
+                    left = self._wait_long_call()
+                    if left is not None:
+                        self.result.aimed += 1
+                        # Longer than the lease, and over before the call ends, with time
+                        # for a new owner to claim, see the call unknown and inspect: a
+                        # late effect of the old owner's call then lands after that check.
+                        if left - RECOVERY_S > 1.2 * ttl:
+                            seconds = rng.uniform(1.2 * ttl, left - RECOVERY_S)
             fault.begin()
             with self.lock:
                 self.active = fault
@@ -368,17 +387,23 @@ class _Faults:
                 return
             time.sleep(0.05)
 
-    def _wait_long_call(self) -> bool:
-        """Wait (up to 4 s) for a call holding longer than the TTL that started under a
-        second ago: a long fault then lands while it runs."""
-        deadline = time.monotonic() + 4
+    def _wait_long_call(self) -> float | None:
+        """Wait (up to 6 s) for a call with an effect (unsafe or idempotent) holding longer
+        than the TTL that started under a second ago, so that a long fault lands while it
+        runs; the seconds it has left."""
+        deadline = time.monotonic() + 6
         while time.monotonic() < deadline:
             now = time.time()
             for call in calls_in_flight(self.pair.world, now=now):
-                if call["hold"] > self.config.lease_ttl_s and now - call["start"] < 1.0:
-                    return True
+                effectful = call["policy"] != "safe"
+                if (
+                    effectful
+                    and call["hold"] > self.config.lease_ttl_s
+                    and now - call["start"] < 1.0
+                ):
+                    return float(call["start"] + call["hold"] - now)
             time.sleep(0.05)
-        return False
+        return None
 
     def _wait_calm(self) -> bool:
         """The guard: wait (up to 4 s) until no sync unsafe call is in flight."""
