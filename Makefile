@@ -9,7 +9,7 @@ BENCH_BIN := $(BENCH_VENV)/bin
 # Directories that are linted; ones that do not exist yet (e.g. bench/) are skipped.
 LINT_PATHS := $(wildcard fxdurable tests bench workers handlers examples)
 
-.PHONY: demo coding-demo lint test browser bench bench-venv wheel clean deploy localstack-test soak
+.PHONY: demo coding-demo lint test browser bench bench-venv wheel clean deploy localstack-test docs soak
 
 # Full dev/test environment: the package in editable mode plus the test extras.
 $(VENV)/.installed: pyproject.toml
@@ -43,6 +43,12 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff format --check $(LINT_PATHS)
 	$(BIN)/mypy fxdurable
 
+# The docs site (mkdocs.yml, docs/) into site/, strictly: a broken link, a missing page or a
+# docstring the API reference cannot render fails it. Uses the test environment (the test
+# extra has mkdocs-material and mkdocstrings); ~15 s.
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 # The browser tests (tests/console/) drive Debian's chromium with Playwright for Python (never
 # Playwright's own browser downloads). As root, a missing chromium is installed; otherwise this
 # says what to install, and fails in CI (CI=true): the browser tests never skip.
@@ -69,6 +75,7 @@ test: $(VENV)/.installed browser
 		fi; \
 	fi
 	$(MAKE) --no-print-directory lint
+	$(MAKE) --no-print-directory docs
 	scripts/run-tests $(PYTEST_ARGS)
 
 # The soak (docs/soak.md): random SIGKILLs, store outages and pauses on every store/queue
@@ -114,8 +121,20 @@ localstack-test: $(VENV)/.installed
 	FXD_TEST_AWS_ENDPOINT=http://127.0.0.1:4566 scripts/run-tests $(AWS_TESTS) $(PYTEST_ARGS); \
 		rc=$$?; $(LOCALSTACK) down; exit $$rc
 
-wheel: $(VENV)/.installed
-	$(BIN)/python -m build --wheel --outdir dist/
+# The wheel and the sdist in $(DIST)/, checked by twine as an index would. Its own small venv
+# (build, twine), not the test environment; the build itself runs in build's isolated env.
+BUILD_VENV ?= .venv-build
+DIST ?= dist
+$(BUILD_VENV)/.installed:
+	$(PYTHON) -m venv $(BUILD_VENV)
+	$(BUILD_VENV)/bin/python -m pip install -q --upgrade pip
+	$(BUILD_VENV)/bin/python -m pip install -q 'build>=1.2' 'twine>=6.1'
+	touch $@
+
+wheel: $(BUILD_VENV)/.installed
+	rm -f $(DIST)/fxdurable-*.whl $(DIST)/fxdurable-*.tar.gz
+	$(BUILD_VENV)/bin/python -m build --wheel --sdist --outdir $(DIST)
+	$(BUILD_VENV)/bin/python -m twine check --strict $(DIST)/fxdurable-*.whl $(DIST)/fxdurable-*.tar.gz
 
 clean:
-	rm -rf .venv .venv-bench dist build .pytest_cache .mypy_cache .ruff_cache .fxd-demo .fxd-coding
+	rm -rf .venv .venv-bench .venv-build dist build .pytest_cache .mypy_cache .ruff_cache .fxd-demo .fxd-coding

@@ -1,4 +1,4 @@
-"""Regenerates docs/console-after-recovery.png, the README's picture of the web console after
+"""Regenerates docs/console-after-recovery.png, the docs' picture of the web console after
 a crash and recovery (``scripts/console-screenshot`` runs it).
 
 It starts ``fxdurable serve --dev --demo`` on a free port with a store in a temporary

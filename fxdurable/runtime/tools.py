@@ -20,7 +20,17 @@ import json
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast, get_args, get_type_hints, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    TypeAlias,
+    TypeVar,
+    cast,
+    get_args,
+    get_type_hints,
+    overload,
+)
 
 import pydantic
 
@@ -47,6 +57,7 @@ __all__ = [
 
 
 ReplayPolicy: TypeAlias = Literal["safe", "idempotent", "unsafe"]
+StepValue = TypeVar("StepValue")
 REPLAY_POLICIES: tuple[ReplayPolicy, ...] = get_args(ReplayPolicy)
 
 # Input model class -> its JSON schema (Tool.json_schema). Weak keys: a tool defined per
@@ -103,6 +114,13 @@ class ToolContext:
         sync tool's thread or an async tool."""
         self.report(chunk)
 
+    # Typed as ``fn``'s result, so ``return await ctx.step(...)`` checks under mypy --strict
+    # (an ``Any`` would not). What comes back is that value through JSON, recorded or not:
+    # the same for a str, number, bool, None, list or dict of those; a tuple is a list.
+    @overload
+    async def step(self, name: str, fn: Callable[[], Awaitable[StepValue]]) -> StepValue: ...
+    @overload
+    async def step(self, name: str, fn: Callable[[], StepValue]) -> StepValue: ...
     async def step(self, name: str, fn: StepFn) -> Any:
         """Run ``fn`` (sync or async, no arguments) once per call of this durable tool and
         return its JSON value; if the call re-executes after a crash, return the recorded

@@ -141,10 +141,12 @@ def run_worker(
     Redis store) that does not answer at start is waited for, ``connect_timeout_s`` at most
     (None: until it answers or the worker is stopped)."""
     # Fail fast, before any job, on a bad FXD_AGENTS, lease setting or Redis URL.
-    announce_model_endpoints(load_agents(config.agents_spec), process="fxdurable worker")
+    agents = load_agents(config.agents_spec)
     settings = WorkerSettings.from_env()
     config.export()  # forked job processes read their configuration from the environment
     queue = open_rq_queue(config.queue_url)
+    # After every check: a bad setting is the first line a user reads, not an INFO line.
+    announce_model_endpoints(agents, process="fxdurable worker")
     found = _startup_scan(config, queue, settings.scan_quiet_s, connect_timeout_s)
     if found is None:
         return 0  # stopped while waiting for Redis: nothing was taken, nothing to hand back

@@ -282,7 +282,7 @@ def test_demo_walkthrough_over_a_provider_wire_format(provider: str, tmp_path: P
 def test_serve_dev_mode_from_the_flag_or_the_environment(
     flags: list[str], env: dict[str, str], tmp_path: Path
 ) -> None:
-    """``FXD_HTTP_DEV=1 fxdurable serve`` is ``fxdurable serve --dev`` (the README's table):
+    """``FXD_HTTP_DEV=1 fxdurable serve`` is ``fxdurable serve --dev`` (the docs' table):
     no tokens needed, and every caller is the principal ``dev``, who owns what it creates."""
     port = free_port()
     base = {k: v for k, v in os.environ.items() if not k.startswith("FXD_")}

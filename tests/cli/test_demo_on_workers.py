@@ -1,5 +1,5 @@
-"""The README's three commands: the demo story submitted to Redis + RQ and run by a worker,
-with a crash in the worker and recovery by the next one."""
+"""The deployment page's three Redis commands: the demo story submitted to Redis + RQ and run
+by a worker, with a crash in the worker and recovery by the next one."""
 
 from __future__ import annotations
 

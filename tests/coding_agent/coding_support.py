@@ -24,26 +24,26 @@ T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "examples" / "coding_agent" / "run.py"
-README = ROOT / "README.md"
+# The coding agent's page of the docs site: its commands are what these tests run.
+PAGE = ROOT / "docs" / "coding-agent.md"
 # What picks a model or a crash: the tests choose, not the machine they run on.
 _CHOOSERS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "FXD_CODING_MODEL")
 
 
-def readme_sh_block(n: int, heading: str = "## A coding agent through a kill -9") -> str:
-    """The ``n``-th ``sh`` block of the README's section under ``heading``."""
-    section = README.read_text().split(heading, 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```sh\n(.*?)```", section, flags=re.S)[n]
+def readme_sh_block(n: int) -> str:
+    """The ``n``-th ``sh`` block of the coding agent's page (docs/coding-agent.md)."""
+    return re.findall(r"```sh\n(.*?)```", PAGE.read_text(), flags=re.S)[n]
 
 
 def readme_args(n: int, option: str) -> list[str]:
-    """What the README's ``n``-th block passes to run.py as ``ARGS=...`` on its line that
+    """What the page's ``n``-th block passes to run.py as ``ARGS=...`` on its line that
     uses ``option``, split as the shell splits it."""
     for line in readme_sh_block(n).splitlines():
         words = shlex.split(line, comments=True)
         args = [w.removeprefix("ARGS=") for w in words if w.startswith("ARGS=")]
         if args and option in args[0]:
             return shlex.split(args[0])
-    raise AssertionError(f"the README's block {n} has no ARGS with {option}")
+    raise AssertionError(f"the page's block {n} has no ARGS with {option}")
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -108,7 +108,7 @@ def test_stopped_while_the_shell_runs_the_tests_the_next_run_runs_them_again(
 
 def test_steered_from_another_process_it_also_adds_an_empty_cart_test(tmp_path: Path) -> None:
     where = tmp_path / ".fxd-coding"
-    steer_args = readme_args(2, "--steer")  # as the README has it, from another terminal
+    steer_args = readme_args(2, "--steer")  # as the docs page has it, from another terminal
     assert steer_args == ["--steer", EMPTY_CART_STEER]
     early = run(where, *steer_args)
     assert early.returncode == 2 and "no session 'coder'" in early.stderr, early.stderr
@@ -193,7 +193,7 @@ def test_a_fork_from_before_the_first_edit_fixes_its_own_copy(tmp_path: Path) ->
     parent_files, parent_ledger = tree(workspace(where)), ledger(where)
 
     point = read_db(where, _after_reading_the_cart)
-    fork_args = readme_args(3, "--fork-from")  # the README's command, and its event number
+    fork_args = readme_args(3, "--fork-from")  # the docs page's command, and its event number
     assert fork_args == ["--session", "coder-2", "--fork-from", f"coder@{point}"]
     forked = run(where, *fork_args)
     out = forked.stdout

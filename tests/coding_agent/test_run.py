@@ -1,6 +1,6 @@
 """``examples/coding_agent/run.py`` as a user runs it: a real process on the embedded store,
 the scripted model served over HTTP to the real OpenAI client, the workspace on disk; killed
-with SIGKILL at a crash point and run again; answered on a terminal; and the README's
+with SIGKILL at a crash point and run again; answered on a terminal; and the docs page's
 walkthrough, command for command."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from coding_support import (
     FIXED,
-    README,
+    PAGE,
     ROOT,
     RUN,
     assert_at_rest_invariants,
@@ -145,7 +145,7 @@ def test_an_openai_compatible_server_without_a_key_needs_the_model_named(tmp_pat
 
 
 def _checkout(tmp_path: Path) -> Path:
-    """What the README's commands need of a checkout: the Makefile, the example, and a venv
+    """What the docs page's commands need of a checkout: the Makefile, the example, and a venv
     whose demo install is current (the one these tests run in)."""
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -166,11 +166,11 @@ def _checkout(tmp_path: Path) -> Path:
 
 def _scoped_pgrep(repo: Path) -> Path:
     """A directory holding a ``pgrep`` that answers the real one's pids narrowed to processes
-    working in ``repo``: the README's ``kill -9 $(pgrep -f coding_agent/run.py)``, run
+    working in ``repo``: the docs page's ``kill -9 $(pgrep -f coding_agent/run.py)``, run
     verbatim, must not kill the run.py of a test running beside this one (pytest -n) or
     anyone else's on the machine; it did, as an unexplained SIGKILL of other tests' runs."""
     real = shutil.which("pgrep")
-    assert real, "the README's kill line needs pgrep"
+    assert real, "the docs page's kill line needs pgrep"
     where = repo / ".scoped-bin"
     where.mkdir()
     top = os.path.realpath(repo)
@@ -185,8 +185,8 @@ def _scoped_pgrep(repo: Path) -> Path:
 
 
 def test_readme_coding_agent_walkthrough_runs_verbatim(tmp_path: Path) -> None:
-    """The README's commands, as a newcomer pastes them: the clean run, the crash point and
-    the resumed run, the checks; then a ``kill -9`` from another terminal mid-run."""
+    """The coding agent page's commands, as a newcomer pastes them: the clean run, the crash
+    point and the resumed run, the checks; then a ``kill -9`` from another terminal mid-run."""
     repo = _checkout(tmp_path)
 
     scoped = _scoped_pgrep(repo)
@@ -219,8 +219,8 @@ def test_readme_coding_agent_walkthrough_runs_verbatim(tmp_path: Path) -> None:
     assert "every invariant holds" in outputs[5].stdout
 
     # kill -9 from another terminal, while a --slow run streams; then run it again.
-    kill = re.search(r"`(kill -9 \$\(pgrep -f [^)]+\))`", README.read_text())
-    assert kill, "the README lost its kill -9 line"
+    kill = re.search(r"`(kill -9 \$\(pgrep -f [^)]+\))`", PAGE.read_text())
+    assert kill, "docs/coding-agent.md lost its kill -9 line"
     sh("rm -rf .fxd-coding")
     with subprocess.Popen(
         ["make", "coding-demo", "ARGS=--slow"],

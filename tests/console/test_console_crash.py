@@ -3,7 +3,8 @@ mid-deploy, and the session view shows the recovery: the interruption, the deplo
 unknown, the model checking production before acting again, the turn completing. The deploy
 happened once (the demo agent's deployments.log, in the server's working directory).
 
-The story is ``scripts/console_screenshot.py``'s, which makes the README's picture of it."""
+The story is ``scripts/console_screenshot.py``'s, which makes the picture on the
+console page (docs/console.md)."""
 
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ def test_crash_button_kills_the_worker_and_the_turn_recovers(
     assert len(deployments.read_text().splitlines()) == 1, deployments.read_text()
 
 
-def test_the_readme_shows_the_committed_picture_of_it() -> None:
-    """scripts/console-screenshot writes it; the README's "Web console" section shows it."""
+def test_the_docs_show_the_committed_picture_of_it() -> None:
+    """scripts/console-screenshot writes it; the docs' "Web console" page shows it."""
     picture = REPO / "docs" / "console-after-recovery.png"
-    assert f"]({picture.relative_to(REPO)})" in (REPO / "README.md").read_text()
+    assert f"]({picture.name})" in (REPO / "docs" / "console.md").read_text()
     assert picture.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")

@@ -1,10 +1,12 @@
 """Test the artifact, not the source (DESIGN §9): build the wheel, install it in a fresh venv,
 and use it from a directory where the source tree cannot be imported by accident.
 
-The wheel is built once for the module; one venv gets it bare (``fxdurable serve`` must say to
-install the http extra), another with ``[http]`` (``fxdurable serve`` must refuse to start
-without credentials, then serve a turn with ``--dev``), a third with ``[aws]`` (a worker on
-SQS runs a turn on DynamoDB, both on the test run's moto server).
+The wheel and its venvs come from tests/wheel_support.py (built once per test process, one
+venv per extras set, shared with the other wheel tests): bare (``fxdurable serve`` must say to
+install the http extra), with ``[http,redis]`` (``fxdurable serve`` must refuse to start
+without credentials, then serve a turn with ``--dev``), with ``[aws]`` (a worker on SQS runs a
+turn on DynamoDB, both on the test run's moto server, its agents from the user's module in
+its working directory).
 
 Needs the ``build`` package in the test venv and an index to install pydantic, httpx, starlette
 and uvicorn from.
@@ -16,7 +18,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import zipfile
 from pathlib import Path
@@ -24,85 +25,19 @@ from pathlib import Path
 import httpx
 import pytest
 from redis_support import free_port
+from wheel_support import REPO, built_wheel, clean_env, run, run_failing, wheel_venv
 
 from fxdurable import __version__
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _env() -> dict[str, str]:
-    # No PYTHONPATH / venv leakage from the test process into the fresh venv, and no FXD_*
-    # setting (tokens, store) that would change what the installed command does.
-    return {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_USER")
-        and not k.startswith("FXD_")
-    }
-
-
-def _run(cmd: list[str], *, cwd: Path, timeout: float, what: str) -> str:
-    env = _env()
-    try:
-        proc = subprocess.run(
-            cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{what} timed out after {timeout:g}s: {cmd}\n{exc.stdout!r}\n{exc.stderr!r}")
-    if proc.returncode != 0:
-        pytest.fail(
-            f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\n"
-            f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
-        )
-    return proc.stdout
-
-
-def _run_failing(cmd: list[str], *, cwd: Path, timeout: float, what: str) -> str:
-    """Run a command that must fail; its stderr."""
-    try:
-        proc = subprocess.run(
-            cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{what} timed out after {timeout:g}s: {cmd}\n{exc.stdout!r}\n{exc.stderr!r}")
-    assert proc.returncode != 0, f"{what} succeeded:\n{proc.stdout}\n{proc.stderr}"
-    assert "Traceback" not in proc.stderr, f"{what}: a traceback, not a message:\n{proc.stderr}"
-    return proc.stderr
-
-
-def _venv(tmp_path: Path, name: str, requirement: str) -> Path:
-    """A fresh venv with ``requirement`` installed; its bin directory."""
-    venv = tmp_path / name
-    _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path, timeout=120, what="venv")
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check"]
-    _run(
-        [*pip, "-q", requirement],
-        cwd=tmp_path,
-        timeout=300,
-        what=f"pip install {requirement}",
-    )
-    return venv / "bin"
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dist = tmp_path_factory.mktemp("dist")
-    _run(
-        [sys.executable, "-m", "build", "--wheel", "--outdir", str(dist)],
-        cwd=REPO,
-        timeout=300,
-        what="building the wheel",
-    )
-    wheels = list(dist.glob("fxdurable-*.whl"))
-    assert len(wheels) == 1, f"expected one wheel in {dist}, found {wheels}"
-    assert f"fxdurable-{__version__}-" in wheels[0].name
-    return wheels[0]
+# The http extra (what the serve test needs) with redis: the venv tests/e2e/test_user_project.py
+# uses, so one test process installs it once.
+HTTP_EXTRAS = "http,redis"
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_built_wheel_works_in_a_fresh_venv(tmp_path: Path, wheel: Path) -> None:
-    with zipfile.ZipFile(wheel) as zf:
+def test_built_wheel_works_in_a_fresh_venv(tmp_path: Path) -> None:
+    with zipfile.ZipFile(built_wheel()) as zf:
         names = set(zf.namelist())
     assert "fxdurable/py.typed" in names, "py.typed missing from the wheel: types would not ship"
     for script in ("commit.lua", "read.lua"):
@@ -113,32 +48,31 @@ def test_built_wheel_works_in_a_fresh_venv(tmp_path: Path, wheel: Path) -> None:
         assert f"fxdurable/console/static/{asset}" in names, "the web console must ship"
     assert not any(n.startswith(("tests/", "bench/")) for n in names), sorted(names)
 
-    venv = tmp_path / "venv"
-    bin_ = _venv(tmp_path, "venv", str(wheel))
-    py, fxd = bin_ / "python", bin_ / "fxdurable"
+    venv = wheel_venv()
+    py, fxd = venv.python, venv.exe("fxdurable")
 
     work = tmp_path / "work"  # not the repo: the source tree is not importable from here
     work.mkdir()
-    version = _run([str(fxd), "--version"], cwd=work, timeout=60, what="fxdurable --version")
+    version = run([str(fxd), "--version"], cwd=work, timeout=60, what="fxdurable --version")
     assert version.strip() == f"fxdurable {__version__}"
 
-    where = _run(
+    where = run(
         [str(py), "-c", "import fxdurable, fxdurable.testing; print(fxdurable.__file__)"],
         cwd=work,
         timeout=60,
         what="importing the installed package",
     )
     module = Path(where.strip()).resolve()
-    assert module.is_relative_to(venv.resolve()), f"imported {module}, not the installed wheel"
+    assert module.is_relative_to(venv.root.resolve()), f"imported {module}, not the installed wheel"
     assert not module.is_relative_to(REPO), f"imported the source tree: {module}"
 
-    demo = _run(
+    demo = run(
         [str(fxd), "demo", "--dir", "D"], cwd=work, timeout=120, what="fxdurable demo (wheel)"
     )
     assert "Outcome: completed" in demo, demo
     assert "serve --dev --demo --db D/demo.db" in demo.splitlines()[-2], demo
     assert (work / "D" / "demo.db").is_file()
-    check = _run(
+    check = run(
         [str(fxd), "check", "--db", "D/demo.db", "--at-rest"],
         cwd=work,
         timeout=60,
@@ -147,7 +81,7 @@ def test_built_wheel_works_in_a_fresh_venv(tmp_path: Path, wheel: Path) -> None:
     assert check.startswith("ok: "), check
 
     # Without the http extra, serve says what to install (exit 2, no traceback).
-    serve = _run_failing(
+    serve = run_failing(
         [str(fxd), "serve", "--dev"], cwd=work, timeout=60, what="fxdurable serve (no extra)"
     )
     assert "pip install 'fxdurable[http]'" in serve, serve
@@ -155,17 +89,17 @@ def test_built_wheel_works_in_a_fresh_venv(tmp_path: Path, wheel: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_wheel_with_the_http_extra_serves_a_turn(tmp_path: Path, wheel: Path) -> None:
-    fxd = _venv(tmp_path, "venv-http", f"{wheel}[http]") / "fxdurable"
+def test_wheel_with_the_http_extra_serves_a_turn(tmp_path: Path) -> None:
+    fxd = wheel_venv(HTTP_EXTRAS).exe("fxdurable")
     work = tmp_path / "work"
     work.mkdir()
 
-    usage = _run([str(fxd), "serve", "--help"], cwd=work, timeout=60, what="serve --help")
+    usage = run([str(fxd), "serve", "--help"], cwd=work, timeout=60, what="serve --help")
     assert "--dev" in usage and "--tokens-file" in usage and "--demo" in usage, usage
 
     # No tokens and no --dev: refuse to start, and say both ways out.
     port = free_port()
-    refused = _run_failing(
+    refused = run_failing(
         [str(fxd), "serve", "--port", str(port)], cwd=work, timeout=60, what="serve, no tokens"
     )
     assert "FXD_HTTP_TOKENS" in refused and "--dev" in refused, refused
@@ -175,7 +109,7 @@ def test_wheel_with_the_http_extra_serves_a_turn(tmp_path: Path, wheel: Path) ->
         proc = subprocess.Popen(
             [str(fxd), "serve", "--dev", "--port", str(port)],
             cwd=work,
-            env=_env(),
+            env=clean_env(),
             stdout=out,
             stderr=subprocess.STDOUT,
         )
@@ -229,15 +163,18 @@ def test_wheel_with_the_http_extra_serves_a_turn(tmp_path: Path, wheel: Path) ->
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_wheel_with_the_aws_extra_runs_a_turn_on_sqs_and_dynamodb(
-    tmp_path: Path, wheel: Path, moto_server: str, serial_moto_server: str
+    tmp_path: Path, moto_server: str, serial_moto_server: str
 ) -> None:
-    """``pip install 'fxdurable[aws]'``, then the README's local AWS walkthrough with the
+    """``pip install 'fxdurable[aws]'``, then the deployment page's local AWS walkthrough with the
     installed commands: a worker on an SQS queue runs the demo's turn on a DynamoDB table."""
     from aws_support import REGION, aws_environment, aws_session
 
-    bin_dir = _venv(tmp_path, "venv-aws", f"{wheel}[aws]")
+    bin_dir = wheel_venv("aws").bin
     work = tmp_path / "work"
     work.mkdir()
+    # The worker's agents are the user's module in its working directory (issue 21: the SQS
+    # worker imports FXD_AGENTS from there, as the RQ worker does), here the demo's agents.
+    (work / "myagents.py").write_text("from fxdurable.cli.demo_agent import agents\n")
     name = f"wheel-{os.getpid()}-{time.monotonic_ns() % 10**9}"
     sqs = aws_session().client("sqs", endpoint_url=moto_server)
     sqs.create_queue(QueueName=name)
@@ -246,12 +183,12 @@ def test_wheel_with_the_aws_extra_runs_a_turn_on_sqs_and_dynamodb(
     # queue on the threaded one (a long poll would hold the serial one): tests/conftest.py.
     store = f"dynamodb://{name}?region={REGION}&endpoint_url={serial_moto_server}"
     queue = f"sqs://{name}?region={REGION}&endpoint_url={moto_server}"
-    env = _env() | aws_environment(tmp_path)
+    env = clean_env() | aws_environment(tmp_path)
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
         worker = subprocess.Popen(
             [str(bin_dir / "fxdurable"), "worker", "--queue", queue, "--store", store,
-             "--agents", "fxdurable.cli.demo_agent:agents"],
+             "--agents", "myagents:agents"],
             cwd=work, env=env | {"FXD_SQS_WAIT_S": "1"}, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:

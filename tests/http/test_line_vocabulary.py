@@ -1,5 +1,6 @@
 """The chat stream's line vocabulary: every event type has a published line schema, the
-schema refuses what is not in the vocabulary, and the README's table is the vocabulary.
+schema refuses what is not in the vocabulary, and the HTTP API page's table (docs/http.md)
+is the vocabulary.
 
 That every line the server sends validates against the schema is checked by every HTTP test:
 ``http_lines`` validates each line it reads.
@@ -20,7 +21,7 @@ from fxdurable.core.events import PAYLOADS, WIRE_VERSION, EventType
 from fxdurable.http.lines import WIRE_PAYLOADS, line_adapter, markdown_table, wire_type
 from fxdurable.http.openapi import openapi_document
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+HTTP_PAGE = Path(__file__).resolve().parents[2] / "docs" / "http.md"
 
 
 def _line_schemas() -> tuple[dict[str, Any], dict[str, str]]:
@@ -89,15 +90,15 @@ def test_a_model_completed_line_stored_before_the_stop_fields_still_validates() 
     )
 
 
-def test_the_readme_table_is_the_vocabulary() -> None:
+def test_the_docs_table_is_the_vocabulary() -> None:
     found = re.search(
         r"<!-- line-vocabulary:begin[^>]*-->\n(.*?)\n<!-- line-vocabulary:end -->",
-        README.read_text(),
+        HTTP_PAGE.read_text(),
         flags=re.S,
     )
-    assert found, "the README lost its line vocabulary table"
+    assert found, "docs/http.md lost its line vocabulary table"
     assert found.group(1) == markdown_table(), (
-        "the README's line vocabulary differs from fxdurable.http.lines: paste the output of "
+        "docs/http.md's line vocabulary differs from fxdurable.http.lines: paste the output of "
         "python -c 'from fxdurable.http.lines import markdown_table; print(markdown_table())'"
     )
-    assert f"wire version {WIRE_VERSION}" in README.read_text()
+    assert f"Wire version {WIRE_VERSION}" in HTTP_PAGE.read_text()

@@ -106,3 +106,23 @@ def test_an_app_dir_that_is_not_a_directory_is_refused(
     monkeypatch.setenv(APP_DIR_ENV, str(tmp_path / "gone"))
     with pytest.raises(ConfigurationError, match=r"FXD_APP_DIR '.*gone' is not a directory"):
         resolve_app_dir()
+
+
+@pytest.mark.usefixtures("isolated_imports")
+def test_lambda_imports_from_its_task_root_unless_fxd_app_dir_says_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fxdurable.aws_lambda.config import app_dir
+
+    task_root, elsewhere = tmp_path / "var-task", tmp_path / "elsewhere"
+    _write(task_root, "fxd_spec_lambda", "on-lambda")
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # not where the code is: the import must not depend on it
+    monkeypatch.setenv("LAMBDA_TASK_ROOT", str(task_root))
+    assert app_dir() == str(task_root)
+    assert load_agents("fxd_spec_lambda:agents", app_dir=app_dir())[0].name == "on-lambda"
+    monkeypatch.setenv(APP_DIR_ENV, str(elsewhere))
+    assert app_dir() is None  # the loader reads FXD_APP_DIR itself
+    monkeypatch.delenv("LAMBDA_TASK_ROOT")
+    monkeypatch.delenv(APP_DIR_ENV)
+    assert app_dir() is None

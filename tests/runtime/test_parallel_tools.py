@@ -353,12 +353,12 @@ def test_a_batch_and_an_unsafe_call_leave_nothing_for_the_checker(tmp_path):
     assert summary.violations == () and summary.tool_tasks == 5
 
 
-def test_the_readme_example_runs(tmp_path):
-    """The README's "Parallel tool calls" example runs as written."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("### Parallel tool calls", 1)[1]
+def test_the_docs_example_runs(tmp_path):
+    """The tools page's "Parallel tool calls" example runs as written."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "tools.md").read_text()
+    section = page.split("## Parallel tool calls", 1)[1]
     block = re.search(r"```python\n(.*?)```", section, flags=re.S)
-    assert block is not None, "the README lost its parallel tool calls example"
+    assert block is not None, "the tools page lost its parallel tool calls example"
     script = tmp_path / "parallel_example.py"
     script.write_text(block[1])
     result = subprocess.run(

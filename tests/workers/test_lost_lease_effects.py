@@ -244,7 +244,9 @@ def test_a_store_away_longer_than_the_lease_leaves_one_effect(
     effects = lease_world.effects(world, op)
     assert len(effects) == 1, (effects, h.diagnostics())
     assert effects[0][2] != stale_pid, "the stale worker's deploy took effect"
-    assert (sub.status, sub.interruptions) == ("completed", 1), (sub, h.diagnostics())
+    # At least the stale worker's attempt was interrupted (on DynamoDB a 5x outage has once
+    # also cut the taker's first attempt short: its store calls were still timing out).
+    assert sub.status == "completed" and sub.interruptions >= 1, (sub, h.diagnostics())
     logs = "\n".join(w.log() for w in h.workers)
     assert EXIT_LINE in logs and f"session {SESSION}" in logs, logs[-4000:]
 

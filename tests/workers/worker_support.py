@@ -124,8 +124,8 @@ def freeze_outside_a_commit(pid: int, store_url: str, attempts: int = 100) -> No
     """SIGSTOP ``pid`` at a moment it holds no SQLite write lock.
 
     A process frozen inside a SQLite transaction keeps the database's lock, so every other
-    writer waits until it resumes or dies: SQLite has no lease on its locks (the README's
-    Limits say so). A test of what a frozen *lease* holder does must not freeze a *lock* holder
+    writer waits until it resumes or dies: SQLite has no lease on its locks (docs/limits.md
+    says so). A test of what a frozen *lease* holder does must not freeze a *lock* holder
     by chance (its heartbeat commits every half second), or the takeover it waits for cannot
     write. Each try that lands inside a commit lets the process go on for a moment."""
     for _ in range(attempts):
