@@ -193,10 +193,17 @@ class _Submitter:
     def unsettled(self) -> Counter[str]:
         def body(view: Any) -> Counter[str]:
             busy: Counter[str] = Counter()
+            admitted = set()
             for sid in self.sessions:
                 for sub in view.submissions(sid):
+                    admitted.add(sub.request_id)
                     if sub.status not in _SETTLED:
                         busy[sid] += 1
+            # Sent but not admitted yet (a plan line the embedded process has not read, a
+            # submission to retry) counts too: the backlog stays bounded.
+            for request, sid in self.requests.items():
+                if request not in admitted:
+                    busy[sid] += 1
             return busy
 
         if self._store is None:
