@@ -9,8 +9,7 @@ them, so the soak can fail.
 Unguarded: the lease fix of issue 22 §1 (a run that cannot renew its lease ends before it
 expires, its process exiting if a tool's thread still runs: docs/leases.md) is on main, so
 this short run keeps long faults while sync unsafe tools run, as the long soak does
-(``SoakConfig.guard_sync_unsafe`` stays off). Before the fix, the soak found two effects of
-one unsafe operation on the embedded pair (docs/soak.md, "Before the lease fix").
+(``SoakConfig.guard_sync_unsafe`` stays off; it exists for a tree without the fix).
 """
 
 from __future__ import annotations
