@@ -8,6 +8,9 @@ BENCH_BIN := $(BENCH_VENV)/bin
 
 # Directories that are linted; ones that do not exist yet (e.g. bench/) are skipped.
 LINT_PATHS := $(wildcard fxdurable tests bench workers handlers examples)
+# The example projects a user copies (examples/*/ but the coding agent): each is its own
+# project, typed as users type theirs (mypy --strict, files as given, no package).
+EXAMPLE_PROJECTS := $(wildcard examples/real_provider_agent/*.py examples/starlette_app/*.py examples/rq_workers/*.py)
 
 .PHONY: demo coding-demo lint test browser bench bench-venv wheel clean deploy localstack-test docs soak
 
@@ -42,6 +45,7 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
 	$(BIN)/mypy fxdurable
+	$(BIN)/mypy --strict $(EXAMPLE_PROJECTS)
 
 # The docs site (mkdocs.yml, docs/) into site/, strictly: a broken link, a missing page or a
 # docstring the API reference cannot render fails it. Uses the test environment (the test
