@@ -16,7 +16,7 @@ LINT_PATHS := $(wildcard fxdurable tests bench workers handlers examples)
 EXAMPLE_PROJECTS := $(wildcard examples/real_provider_agent/*.py examples/starlette_app/*.py examples/rq_workers/*.py)
 
 .PHONY: demo coding-demo venv-python lint test browser bench bench-venv wheel clean deploy \
-	localstack-test docs
+	localstack-test docs soak
 
 # Before a venv is built or used: $(PYTHON) must be 3.11+, and a $(VENV) made by another
 # Python version (or broken) is removed to be rebuilt (scripts/check-venv says which).
@@ -96,6 +96,13 @@ test: $(VENV)/.installed browser
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory docs
 	scripts/run-tests $(PYTEST_ARGS)
+
+# The soak (docs/soak.md): random SIGKILLs, store outages and pauses on every store/queue
+# pair, judged by effect ledgers and fxdurable check. Under 10 minutes by default;
+# SOAK_S=<seconds of faults per pair>, SOAK_PAIRS=sqlite-rq,redis-rq,dynamodb-sqs,sqlite-embedded,
+# SOAK_SEED=<a run's seed, to replay it>. Needs redis-server (and moto, from the test extras).
+soak: $(VENV)/.installed
+	SOAK_S="$(SOAK_S)" SOAK_PAIRS="$(SOAK_PAIRS)" SOAK_SEED="$(SOAK_SEED)" $(BIN)/python -m bench.soak $(ARGS)
 
 $(BENCH_VENV)/.installed: pyproject.toml bench/requirements-peers.txt
 	$(PYTHON) -m venv $(BENCH_VENV)

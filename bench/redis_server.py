@@ -68,6 +68,13 @@ class RedisServer:
     def persistence(self) -> str:
         return "AOF everysec" if self.appendonly else "no AOF"
 
+    @property
+    def pid(self) -> int:
+        """The server's process id (the soak SIGSTOPs it for a pause)."""
+        if self._proc is None:
+            raise RedisServerError("the server is not running")
+        return self._proc.pid
+
     def url(self, db: int = 0) -> str:
         return f"redis://127.0.0.1:{self.port}/{db}"
 
