@@ -145,13 +145,15 @@ def test_an_openai_compatible_server_without_a_key_needs_the_model_named(tmp_pat
 
 
 def _checkout(tmp_path: Path) -> Path:
-    """What the docs page's commands need of a checkout: the Makefile, the example, and a venv
-    whose demo install is current (the one these tests run in)."""
+    """What the docs page's commands need of a checkout: the Makefile and the script it runs
+    first, the example, and a venv whose demo install is current (the one these tests run in)."""
     repo = tmp_path / "repo"
     repo.mkdir()
     for name in ("Makefile", "pyproject.toml"):
         shutil.copy(ROOT / name, repo / name)
     os.utime(repo / "pyproject.toml", (0, 0))  # older than the venv's install markers
+    (repo / "scripts").mkdir()  # the Makefile checks the venv's Python with it first
+    shutil.copy(ROOT / "scripts" / "check-venv", repo / "scripts" / "check-venv")
     shutil.copytree(
         ROOT / "examples", repo / "examples", ignore=shutil.ignore_patterns("__pycache__")
     )

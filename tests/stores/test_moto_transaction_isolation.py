@@ -168,20 +168,6 @@ def _first_disagreement(endpoint: str) -> str | None:
         other.close()
 
 
-def test_on_the_threaded_moto_server_a_cancelled_transaction_wipes_a_committed_one(
-    moto_server: str, serial_moto_server: str
-) -> None:
-    found = _first_disagreement(moto_server)
-    if moto_server == serial_moto_server:
-        # FXD_TEST_AWS_ENDPOINT (LocalStack) serves both: it must isolate, as DynamoDB does.
-        assert found is None, found
-        return
-    assert found is not None, (
-        f"{COMMITS} commits beside cancelled transactions kept their records on the threaded "
-        "server: if moto now isolates transactions, the serial server is no longer needed"
-    )
-
-
 def test_on_the_serial_moto_server_every_commit_stays_as_committed(
     serial_moto_server: str,
 ) -> None:
