@@ -51,17 +51,12 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run(
-    cmd: list[str],
-    *,
-    cwd: Path,
-    timeout: float,
-    what: str,
-    env: dict[str, str] | None = None,
-) -> str:
-    """Run ``cmd``; its stdout. A failure or a timeout fails the test with both streams."""
+def _complete(
+    cmd: list[str], *, cwd: Path, timeout: float, what: str, env: dict[str, str] | None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` to its end; a timeout fails the test with what it had printed."""
     try:
-        proc = subprocess.run(
+        return subprocess.run(
             cmd,
             cwd=cwd,
             env=clean_env() if env is None else env,
@@ -72,6 +67,18 @@ def run(
         )
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"{what} timed out after {timeout:g}s: {cmd}\n{exc.stdout!r}\n{exc.stderr!r}")
+
+
+def run(
+    cmd: list[str],
+    *,
+    cwd: Path,
+    timeout: float,
+    what: str,
+    env: dict[str, str] | None = None,
+) -> str:
+    """Run ``cmd``; its stdout. A failure or a timeout fails the test with both streams."""
+    proc = _complete(cmd, cwd=cwd, timeout=timeout, what=what, env=env)
     if proc.returncode != 0:
         pytest.fail(
             f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\n"
@@ -89,18 +96,7 @@ def run_failing(
     env: dict[str, str] | None = None,
 ) -> str:
     """Run a command that must fail with a message, not a traceback; its stderr."""
-    try:
-        proc = subprocess.run(
-            cmd,
-            cwd=cwd,
-            env=clean_env() if env is None else env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{what} timed out after {timeout:g}s: {cmd}\n{exc.stdout!r}\n{exc.stderr!r}")
+    proc = _complete(cmd, cwd=cwd, timeout=timeout, what=what, env=env)
     assert proc.returncode != 0, f"{what} succeeded:\n{proc.stdout}\n{proc.stderr}"
     assert "Traceback" not in proc.stderr, f"{what}: a traceback, not a message:\n{proc.stderr}"
     return proc.stderr
