@@ -41,5 +41,7 @@ def test_a_worker_killed_before_the_deploys_hook_asks_once_after_redelivery(
     assert h.world().effects_of("deploy") == []
     answer_allow(h)
     h.wait_settled([sub_id], timeout=30)
+    # The survivor stays up for the follow-up: wait for its release, not only the settle.
+    h.wait_at_rest(SESSION)
     assert_deployed_once_after_one_question(h, interruptions=1)
     follow_up(h)

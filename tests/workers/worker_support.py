@@ -528,6 +528,16 @@ class WorkerHarness:
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{self.diagnostics()}") from None
 
+    def wait_at_rest(self, session_id: str, timeout: float = 30.0) -> None:
+        """Until the session's lease is let go: a worker releases it in a write after the
+        settling commit, so a submission can read settled while its session is still leased."""
+
+        def free() -> bool:
+            session = self.read(lambda v: v.get_session(session_id))
+            return session is not None and session.lease.owner is None
+
+        wait_until(free, timeout, f"session {session_id} to let go of its lease")
+
     def world(self) -> World:
         return read_world(self.store_url, self.world_dir)
 
