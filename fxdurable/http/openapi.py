@@ -97,7 +97,7 @@ def _errors(*statuses: str) -> dict[str, Any]:
 def _stream(description: str) -> dict[str, Any]:
     return {
         "description": description + " One JSON object per line (Line), its `type` one of "
-        "the line vocabulary (README: the HTTP API).",
+        "the line vocabulary (docs: HTTP API, the line stream).",
         "content": {"application/x-ndjson": {"schema": {"$ref": "#/components/schemas/Line"}}},
     }
 
