@@ -151,4 +151,4 @@ wheel: $(BUILD_VENV)/.installed
 	$(BUILD_VENV)/bin/python -m twine check --strict $(DIST)/fxdurable-*.whl $(DIST)/fxdurable-*.tar.gz
 
 clean:
-	rm -rf .venv .venv-bench .venv-build dist build .pytest_cache .mypy_cache .ruff_cache .fxd-demo .fxd-coding
+	rm -rf .venv .venv-bench .venv-build dist build site .pytest_cache .mypy_cache .ruff_cache .fxd-demo .fxd-coding

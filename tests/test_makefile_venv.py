@@ -94,3 +94,14 @@ def test_a_venv_of_the_same_python_is_kept(project: Path):
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert (project / ".venv" / "bin" / "python").exists()
+
+
+def test_make_clean_removes_every_generated_tree_and_keeps_the_sources(project: Path):
+    generated = [".venv", ".venv-bench", ".venv-build", "dist", "build", "site", ".fxd-demo"]
+    for name in generated:
+        (project / name).mkdir()
+        (project / name / "x").write_text("x")
+    done = _make(project, "clean")
+    assert done.returncode == 0, done.stderr
+    assert [n for n in generated if (project / n).exists()] == []
+    assert (project / "Makefile").exists() and (project / "pyproject.toml").exists()
