@@ -360,3 +360,17 @@ def test_a_record_written_before_parts_existed_still_decodes():
     assert decode(ToolCallRequest, old) == ToolCallRequest(
         name="f", arguments="{}", provider_id="c1"
     )
+
+
+def test_an_empty_reasoning_content_is_still_given_back_and_empty_lists_are_not():
+    """DeepSeek refuses a tool-call message without ``reasoning_content`` even when the
+    model's reasoning was empty; an empty ``annotations`` list has nothing to give back."""
+    stream = chat_stream(
+        {"role": "assistant", "content": None, "reasoning_content": "", "annotations": []},
+        raw_call("call_5", "f", "{}"),
+    )
+    _, response = run(collect(openai(FakeProvider(Reply(stream))), request()))
+
+    message = build_openai_body("x", follow_up(recovered(response.tool_calls), ""))["messages"][1]
+    assert message["reasoning_content"] == ""
+    assert "annotations" not in message

@@ -36,7 +36,9 @@ class Extras:
 
     def take(self, delta: Mapping[str, Any]) -> None:
         for key, value in delta.items():
-            if key in self._known or value is None:
+            # An empty list or object gives nothing back (``annotations: []``); an empty
+            # string is kept: DeepSeek wants ``reasoning_content`` even when it is "".
+            if key in self._known or value is None or value == [] or value == {}:
                 continue
             held = self.fields.get(key)
             if isinstance(value, str) and isinstance(held, str):
