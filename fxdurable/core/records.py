@@ -184,6 +184,15 @@ class ToolCallRequest:
     name: str
     arguments: str  # the raw JSON text the model produced
     provider_id: str | None = None
+    # What the provider sent with this call and must get back, verbatim (docs/reasoning.md):
+    # ``wire`` names the format that wrote ``parts`` ("anthropic", "openai-chat"); a request
+    # in another format ignores them. Anthropic: the response's content blocks after the
+    # previous call up to this call's own ``tool_use`` (thinking with its signature,
+    # redacted thinking, server-tool blocks, text), unknown fields kept. Chat completions:
+    # the assistant message's own fields (``reasoning_content``, ``reasoning_details``, ...)
+    # and the call's (``extra_content`` thought signatures, ...). Empty on older records.
+    wire: str | None = None
+    parts: tuple[JsonObject, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

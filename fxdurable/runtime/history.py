@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from fxdurable.core.records import MessageRecord, ToolCallRequest, ToolTaskRecord
+from fxdurable.core.records import MessageRecord, ToolTaskRecord
 from fxdurable.core.states import is_terminal
 from fxdurable.core.store import ReadView
 from fxdurable.runtime.models.base import INTERRUPTED_NOTE, ChatMessage
@@ -70,7 +70,7 @@ def build_history(
             by_round.get((message.turn_id, message.round or 0), []), key=lambda t: t.index
         )
         calls = tuple(
-            ToolCallRequest(name=call.name, arguments=call.arguments, provider_id=call_id(task))
+            replace(call, provider_id=call_id(task))  # provider parts kept, as recorded
             for call, task in zip(message.tool_calls, round_tasks, strict=False)
         )
         history.append(ChatMessage(role="assistant", text=message.text, tool_calls=calls))

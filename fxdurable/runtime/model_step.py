@@ -5,8 +5,9 @@ retried with exponential backoff and jitter, honouring the provider's Retry-Afte
 context-length error compacts older turns into a durable summary, then retries. Streamed text
 is written to the event log every so often, so a crash mid-stream leaves it visible. A
 response cut by its output limit in the middle of a tool call fails the turn
-(``model_truncated``) without recording or running any of its calls; a text answer cut so is
-recorded as it is, marked ``truncated``.
+(``model_truncated``) without recording or running any of its calls (its text and tokens are
+recorded, so usage totals count them); a text answer cut so is recorded as it is, marked
+``truncated``.
 """
 
 from __future__ import annotations
@@ -157,8 +158,23 @@ class ModelStep:
         crash_point("model.after-finish")
         cut = cut_tool_calls(response)
         if cut:
-            # Nothing is recorded: none of its calls may run, and none may be shown back to the
-            # model as a call it made. A recovery that finds no record calls the model again.
+            # None of its calls may run, and none may be shown back to the model as a call it
+            # made: the response is recorded without them, for its text and the tokens it
+            # spent (usage totals count them), and the turn fails.
+            await durable(
+                self._journal.record_model_call,
+                self._fence,
+                turn.id,
+                round_=round_,
+                text=response.text,
+                tool_calls=(),
+                policies=(),
+                usage=self._priced(response.usage),
+                steering=steering,
+                stop_reason=response.stop_reason,
+                stop_inferred=response.stop_inferred,
+                truncated=True,
+            )
             return Failed("model_truncated", truncated_message(response, cut))
         tools = [self._agent.tool(call.name) for call in response.tool_calls]
         receipt = Receipt()

@@ -214,6 +214,9 @@ class ScriptedModelServer:
             request = wire.parse(body)
             if body.get("stream") is not True:
                 raise WireError("this scripted server only streams: send stream=true")
+            refused = wire.follow_up_error(body, quirks)
+            if refused is not None:
+                raise WireError(refused)
         except WireError as e:
             record(400, error=str(e))
             return _error(wire, "bad_request", str(e))

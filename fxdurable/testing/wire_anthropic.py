@@ -27,6 +27,8 @@ from fxdurable.testing.wire_common import (
     argument_fragments,
     content_text,
     object_list,
+    reasoning_for,
+    signature_for,
     sse,
     string_field,
     text_pieces,
@@ -120,6 +122,13 @@ class AnthropicWire:
         if quirks.anthropic_ping:
             head.append(_event({"type": "ping"}))
         index = 0
+        ids = [call.provider_id for call in response.tool_calls]
+        if quirks.reasoning:
+            head += _thinking_blocks(ids, quirks)
+            index = 2
+        if response.stop_reason == "pause_turn":  # a server tool ran; the turn is paused
+            head += _server_tool_blocks(index, response.text)
+            index += 2
         if response.text:
             head.append(_block_start(index, {"type": "text", "text": ""}))
             head += [
@@ -140,6 +149,8 @@ class AnthropicWire:
             head.append(_event({"type": "content_block_stop", "index": index}))
             index += 1
         stop_reason = "tool_use" if response.tool_calls else "end_turn"
+        if response.stop_reason == "pause_turn":
+            stop_reason = "pause_turn"
         tail = [
             _event(
                 {
@@ -152,6 +163,42 @@ class AnthropicWire:
         ]
         return StreamPlan(head, tail)
 
+    def follow_up_error(self, body: dict[str, Any], quirks: Quirks) -> str | None:
+        """Why the API would refuse this request's history, as its 400 says, or None: the
+        last assistant message's thinking when it has ``tool_use`` blocks (``reasoning``),
+        and a paused turn's server-tool blocks sent back without their results."""
+        messages = [m for m in body.get("messages") or () if isinstance(m, dict)]
+        assistant = [(i, m) for i, m in enumerate(messages) if m.get("role") == "assistant"]
+        if not assistant:
+            return None
+        at, last = assistant[-1]
+        blocks = [b for b in last.get("content") or () if isinstance(b, dict)]
+        results = {b.get("tool_use_id") for b in blocks if b.get("type") == _SEARCH_RESULT}
+        for block in blocks:
+            if block.get("type") == "server_tool_use" and block.get("id") not in results:
+                return (
+                    f"messages.{at}: `web_search` tool use with id {block.get('id')!r} was "
+                    f"found without a corresponding `{_SEARCH_RESULT}` block"
+                )
+        ids = [b.get("id") for b in blocks if b.get("type") == "tool_use"]
+        if not quirks.reasoning or not ids:
+            return None
+        if [b.get("type") for b in blocks[:2]] != ["thinking", "redacted_thinking"]:
+            return (
+                f"messages.{at}.content.0.type: Expected `thinking` or `redacted_thinking`, "
+                "but found `tool_use`. When `thinking` is enabled, a final `assistant` "
+                "message must start with a thinking block"
+            )
+        # Each thinking block as issued: its signature signs its text, and the redacted
+        # block after it is the one issued with it (a paused turn has a pair per piece).
+        for j, block in enumerate(blocks):
+            if block.get("type") != "thinking":
+                continue
+            issued = _thinking_pair(str(block.get("thinking")))
+            if blocks[j : j + 2] != issued:
+                return f"messages.{at}.content.{j}: Invalid `signature` in `thinking` block"
+        return None
+
     def error(self, kind: ErrorKind, detail: str = "") -> dict[str, Any]:
         type_, message = _MESSAGES[kind]
         return {"type": "error", "error": {"type": type_, "message": detail or message}}
@@ -161,6 +208,57 @@ class AnthropicWire:
 
     def stream_error(self, detail: str = "") -> bytes:
         return _event(self.error("stream_error", detail))
+
+
+_SEARCH_RESULT = "web_search_tool_result"
+
+
+def _thinking_pair(thinking: str) -> list[dict[str, Any]]:
+    return [
+        {"type": "thinking", "thinking": thinking, "signature": signature_for(thinking)},
+        {"type": "redacted_thinking", "data": "EmwKAhgBEgy" + signature_for(thinking)[:24]},
+    ]
+
+
+def _thinking_blocks(ids: list[str | None], quirks: Quirks) -> list[bytes]:
+    thinking, redacted = _thinking_pair(reasoning_for(ids))
+    events = [_block_start(0, {"type": "thinking", "thinking": "", "signature": ""})]
+    events += [
+        _block_delta(0, {"type": "thinking_delta", "thinking": piece})
+        for piece in text_pieces(thinking["thinking"], quirks)
+    ]
+    events.append(_block_delta(0, {"type": "signature_delta", "signature": thinking["signature"]}))
+    events.append(_event({"type": "content_block_stop", "index": 0}))
+    events.append(_block_start(1, redacted))
+    events.append(_event({"type": "content_block_stop", "index": 1}))
+    return events
+
+
+def _server_tool_blocks(index: int, query: str) -> list[bytes]:
+    """A web search the API ran itself: its ``server_tool_use`` (input streamed) and result."""
+    tool_id = "srvtoolu_" + signature_for(query).replace("+", "").replace("/", "")[:20]
+    use = {"type": "server_tool_use", "id": tool_id, "name": "web_search", "input": {}}
+    result = {
+        "type": _SEARCH_RESULT,
+        "tool_use_id": tool_id,
+        "content": [
+            {
+                "type": "web_search_result",
+                "url": "https://example.com/result",
+                "title": "A result",
+                "encrypted_content": signature_for(tool_id),
+                "page_age": None,
+            }
+        ],
+    }
+    partial = json.dumps({"query": query or "search"})
+    return [
+        _block_start(index, use),
+        _block_delta(index, {"type": "input_json_delta", "partial_json": partial}),
+        _event({"type": "content_block_stop", "index": index}),
+        _block_start(index + 1, result),
+        _event({"type": "content_block_stop", "index": index + 1}),
+    ]
 
 
 def _event(data: dict[str, Any]) -> bytes:

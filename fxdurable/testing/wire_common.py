@@ -8,7 +8,10 @@ frozen values: a test swaps them between requests with ``server.quirks = Quirks(
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
+import hmac
 import json
 import secrets
 from collections.abc import Mapping, Sequence
@@ -33,6 +36,8 @@ __all__ = [
     "context_chars",
     "interleave",
     "object_list",
+    "reasoning_for",
+    "signature_for",
     "sse",
     "string_field",
     "text_pieces",
@@ -95,6 +100,15 @@ class Quirks:
       Setting ``server.quirks`` re-arms the list.
     - ``context_limit_chars``: a request whose instructions, message texts and tool-call
       arguments add up to more characters than this gets the provider's context-length 400.
+    - ``reasoning``: a reasoning model. Anthropic: each response opens with a ``thinking``
+      block (``thinking_delta`` pieces, then one ``signature_delta``) and a
+      ``redacted_thinking`` block, and a request whose last assistant message has
+      ``tool_use`` blocks is refused (400) unless it starts with those two blocks unchanged.
+      OpenAI: ``reasoning_content`` deltas before the answer (DeepSeek) and a Gemini thought
+      signature (``extra_content``) on each tool call, and a request is refused (400) when an
+      assistant message with tool calls lacks its ``reasoning_content`` or a call its
+      signature, or either was altered. The reasoning is derived from the call ids, so the
+      check needs no state and survives a restart of the server.
     - ``require_api_key``: without ``Authorization: Bearer <key>`` (OpenAI) or
       ``x-api-key: <key>`` (Anthropic) the answer is 401.
     """
@@ -113,6 +127,7 @@ class Quirks:
     fail_first: Sequence[Failure] = field(default=())
     context_limit_chars: int | None = None
     require_api_key: str | None = None
+    reasoning: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fail_first", tuple(self.fail_first))
@@ -161,7 +176,25 @@ def as_streamed(request: ModelRequest, response: ModelResponse, id_prefix: str) 
         input_tokens=sum(len(m.text.split()) for m in request.messages),
         output_tokens=len(response.text.split()) + len(calls),
     )
-    return ModelResponse(text=response.text, tool_calls=calls, usage=usage)
+    return ModelResponse(
+        text=response.text, tool_calls=calls, usage=usage, stop_reason=response.stop_reason
+    )
+
+
+def reasoning_for(call_ids: Sequence[str | None]) -> str:
+    """The reasoning a ``reasoning`` server sends with a response making these calls: bytes a
+    client must keep exactly (non-ASCII, quotes, backslashes, a newline, trailing space)."""
+    named = ", ".join(i or "-" for i in call_ids) or "no calls"
+    return f'Considering naïve options ✓ for {named}:\n "quoted" \\ path\\ done '
+
+
+def signature_for(text: str) -> str:
+    """The signature a ``reasoning`` server gives ``text`` (stands in for Anthropic's)."""
+    digest = hmac.new(_SIGNING_KEY, text.encode(), hashlib.sha256).digest()
+    return base64.b64encode(digest * 3).decode()
+
+
+_SIGNING_KEY = b"fxdurable scripted reasoning"
 
 
 def context_chars(request: ModelRequest) -> int:
@@ -237,6 +270,10 @@ class Wire(Protocol):
         self, response: ModelResponse, *, body: dict[str, Any], quirks: Quirks
     ) -> StreamPlan:
         """``response`` as events; its calls have ids and its usage is set (``as_streamed``)."""
+        ...
+
+    def follow_up_error(self, body: dict[str, Any], quirks: Quirks) -> str | None:
+        """Why the provider would refuse the history this request sends back (400), or None."""
         ...
 
     def error(self, kind: ErrorKind, detail: str = "") -> dict[str, Any]:

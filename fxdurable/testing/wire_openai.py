@@ -26,6 +26,8 @@ from fxdurable.testing.wire_common import (
     content_text,
     interleave,
     object_list,
+    reasoning_for,
+    signature_for,
     sse,
     string_field,
     text_pieces,
@@ -133,6 +135,12 @@ class OpenAIWire:
             return {**base, "choices": [choice]}
 
         head = [sse(chunk({"role": "assistant", "content": ""}))]
+        ids = [call.provider_id for call in response.tool_calls]
+        if quirks.reasoning:  # DeepSeek's thinking mode: reasoning first, content null
+            head += [
+                sse(chunk({"content": None, "reasoning_content": piece}))
+                for piece in text_pieces(reasoning_for(ids), quirks)
+            ]
         head += [sse(chunk({"content": piece})) for piece in text_pieces(response.text, quirks)]
         per_call: list[list[dict[str, Any]]] = []
         for index, call in enumerate(response.tool_calls):
@@ -142,6 +150,8 @@ class OpenAIWire:
                 "type": "function",
                 "function": {"name": call.name, "arguments": ""},
             }
+            if quirks.reasoning:  # Gemini's OpenAI-compatible thought signature
+                opening["extra_content"] = _signature_field(call.provider_id)
             fragments = [
                 {"index": index, "function": {"arguments": fragment}}
                 for fragment in argument_fragments(call.arguments, quirks)
@@ -170,6 +180,32 @@ class OpenAIWire:
             tail.append(sse("[DONE]"))
         return StreamPlan(head, tail)
 
+    def follow_up_error(self, body: dict[str, Any], quirks: Quirks) -> str | None:
+        """Why a reasoning server would refuse this request's history (``reasoning``), as
+        its 400 says, or None: an assistant message with tool calls must carry its
+        ``reasoning_content`` (DeepSeek) and each call its thought signature (Gemini), as
+        they were sent."""
+        if not quirks.reasoning:
+            return None
+        for i, message in enumerate(body.get("messages") or ()):
+            if not isinstance(message, dict) or message.get("role") != "assistant":
+                continue
+            calls = [c for c in message.get("tool_calls") or () if isinstance(c, dict)]
+            if not calls:
+                continue
+            if message.get("reasoning_content") != reasoning_for([c.get("id") for c in calls]):
+                return (
+                    "The reasoning_content in the thinking mode must be passed back to the "
+                    f"API. (messages[{i}])"
+                )
+            for j, call in enumerate(calls):
+                if call.get("extra_content") != _signature_field(call.get("id")):
+                    return (
+                        f"Function call is missing a thought_signature in functionCall parts "
+                        f"(messages[{i}].tool_calls[{j}])"
+                    )
+        return None
+
     def error(self, kind: ErrorKind, detail: str = "") -> dict[str, Any]:
         type_, code, message = _MESSAGES[kind]
         return {
@@ -190,6 +226,10 @@ class OpenAIWire:
 
     def stream_error(self, detail: str = "") -> bytes:
         return sse(self.error("stream_error", detail))
+
+
+def _signature_field(call_id: object) -> dict[str, Any]:
+    return {"google": {"thought_signature": signature_for(f"call {call_id}")}}
 
 
 def _tool_call(call: dict[str, Any], where: str) -> ToolCallRequest:

@@ -252,7 +252,8 @@ async def main_async(args: argparse.Namespace) -> int:
     # The SAME policy, served over HTTP in the provider's wire format, in this very process: a
     # SIGKILL takes the server down with the worker, as a real crash takes down a connection.
     server_type = KeyEchoingServer if args.wrong_key else ScriptedModelServer
-    server = server_type(logged_policy(workdir), quirks=HTTP_QUIRKS).start()
+    quirks = dataclasses.replace(HTTP_QUIRKS, reasoning=True) if args.reasoning else HTTP_QUIRKS
+    server = server_type(logged_policy(workdir), quirks=quirks).start()
     try:
         base_url = server.openai_base_url if args.provider == "openai" else server.url
         model = http_model(args.provider, base_url, wrong_key=args.wrong_key)
@@ -377,6 +378,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         metavar="SECONDS",
         help="Durability.partial_text_every_s (0: every streamed delta is written)",
+    )
+    parser.add_argument(
+        "--reasoning",
+        action="store_true",
+        help="a reasoning model: the server sends thinking and refuses follow-ups without it",
     )
     parser.add_argument(
         "--wrong-key",

@@ -171,7 +171,13 @@ def test_a_tool_call_cut_by_the_output_limit_never_runs_and_the_turn_fails_reada
 
     assert log == [], "a truncated call never runs"
     assert requests == 1, "and is never sent back as a call the model made"
-    assert turn.calls == []
+    # Recorded without its calls, for the tokens it spent: the usage totals count them.
+    (recorded,) = turn.calls
+    assert recorded.tool_calls == () and recorded.truncated
+    assert recorded.usage.output_tokens == 256
+    (completed,) = of_type(turn.events, "model.completed")
+    assert completed.data["tools"] == [] and completed.data["output_tokens"] == 256
+    assert "256 output tokens" in turn.trace
     assert turn.failed is not None and turn.failed.error is not None
     assert turn.failed.error["code"] == "model_truncated"
     message = turn.failed.error["message"]

@@ -13,15 +13,29 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
 
 from fxdurable.core.records import Usage
 from fxdurable.errors import ModelError, ModelRetryableError
-from fxdurable.runtime.models.base import ChatMessage, ModelRequest, ModelResponse, ToolSpec
+from fxdurable.runtime.models.anthropic_parts import (
+    Block,
+    assistant_blocks,
+    attach_parts,
+    block_part,
+    start_input,
+)
+from fxdurable.runtime.models.base import (
+    ChatMessage,
+    Finish,
+    ModelRequest,
+    ModelResponse,
+    StreamPart,
+    ToolSpec,
+)
 from fxdurable.runtime.models.errors import redact, stream_error
 from fxdurable.runtime.models.http import Timeouts
 from fxdurable.runtime.models.httpmodel import HttpModel, StreamParser
@@ -64,6 +78,7 @@ class AnthropicModel(HttpModel):
         base_url: str | None = None,
         api_key: str | None = None,
         max_tokens: int = 4096,
+        max_pause_continuations: int = 8,
         timeout: Timeouts | float | None = None,
         finish_grace_s: float = 1.0,
         transport: httpx.AsyncBaseTransport | None = None,
@@ -77,6 +92,38 @@ class AnthropicModel(HttpModel):
             transport=transport,
         )
         self._max_tokens = max_tokens
+        self._max_pauses = max_pause_continuations
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        """As :meth:`HttpModel.stream`, and a turn the API paused (``stop_reason:
+        "pause_turn"``, a long server-tool loop) is continued: the paused content goes back as
+        the assistant turn, as it was sent, until the model stops for another reason. The
+        one :class:`Finish` has every piece's content in order and their usage summed (each
+        continuation is billed), so the turn's token totals count them all."""
+        paused: list[ModelResponse] = []
+        while True:
+            asked = _Continued(
+                instructions=request.instructions,
+                messages=request.messages,
+                tools=request.tools,
+                paused=tuple(p for r in paused for p in r.parts),
+            )
+            response: ModelResponse | None = None
+            async for part in super().stream(asked):
+                if isinstance(part, Finish):
+                    response = part.response
+                    break
+                yield part
+            assert response is not None  # HttpModel.stream always ends with a Finish
+            if response.stop_reason != "pause_turn":
+                yield Finish(_joined([*paused, response]))
+                return
+            paused.append(response)
+            if len(paused) > self._max_pauses:
+                raise ModelError(
+                    f"{self._label} paused the turn {len(paused)} times (pause_turn); the "
+                    f"limit is max_pause_continuations={self._max_pauses}"
+                )
 
     def _url(self) -> str:
         # A base URL that already ends in /v1 (as gateways are often given) is not doubled.
@@ -90,10 +137,47 @@ class AnthropicModel(HttpModel):
         return headers
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
-        return build_anthropic_body(self._model, request, max_tokens=self._max_tokens)
+        paused: tuple[dict[str, Any], ...] = ()
+        if isinstance(request, _Continued):
+            paused = request.paused
+        body = build_anthropic_body(self._model, request, max_tokens=self._max_tokens)
+        if paused:  # the paused turn's content, as the API sent it: the model goes on
+            body["messages"].append({"role": "assistant", "content": list(paused)})
+        return body
 
     def _parser(self, key: str | None) -> StreamParser:
         return _AnthropicParser(secret=key, provider=self._label)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Continued(ModelRequest):
+    """A request with the content of the paused responses it continues (this call only)."""
+
+    paused: tuple[dict[str, Any], ...] = ()
+
+
+def _joined(pieces: Sequence[ModelResponse]) -> ModelResponse:
+    """One response from a paused turn's pieces, in order: their texts, their content (the
+    first call carries the paused pieces' blocks), their usage summed."""
+    last = pieces[-1]
+    if len(pieces) == 1:
+        return last
+    before = tuple(p for piece in pieces[:-1] for p in piece.parts)
+    calls = last.tool_calls
+    if calls:
+        first = calls[0]
+        calls = (replace(first, parts=before + first.parts), *calls[1:])
+    usage = Usage(
+        input_tokens=sum(p.usage.input_tokens for p in pieces),
+        output_tokens=sum(p.usage.output_tokens for p in pieces),
+    )
+    return replace(
+        last,
+        text="".join(p.text for p in pieces),
+        tool_calls=calls,
+        usage=usage,
+        parts=before + last.parts,
+    )
 
 
 def build_anthropic_body(model: str, request: ModelRequest, *, max_tokens: int) -> dict[str, Any]:
@@ -129,6 +213,18 @@ def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
         if message.role == "user":
             add("user", [{"type": "text", "text": message.text}] if message.text else [])
         elif message.role == "assistant":
+            kept = assistant_blocks(
+                message.tool_calls,
+                lambda call: {
+                    "type": "tool_use",
+                    "id": ids.for_call(call.provider_id),
+                    "name": call.name,
+                    "input": _input(call.arguments),
+                },
+            )
+            if kept is not None:  # the provider's own blocks, thinking and all
+                add("assistant", kept)
+                continue
             blocks: list[dict[str, Any]] = []
             if message.text:
                 blocks.append({"type": "text", "text": message.text})
@@ -170,21 +266,12 @@ def _tool(spec: ToolSpec) -> dict[str, Any]:
     return {"name": spec.name, "description": spec.description, "input_schema": spec.parameters}
 
 
-@dataclass(slots=True)
-class _Block:
-    kind: str
-    id: str | None = None
-    name: str = ""
-    start_input: str = ""  # the input content_block_start gave, when no deltas follow
-    parts: list[str] = field(default_factory=list)
-
-
 class _AnthropicParser:
     def __init__(self, *, secret: str | None, provider: str) -> None:
         self._secret = secret
         self._provider = provider  # how messages name the endpoint
         self._text: list[str] = []
-        self._blocks: dict[int, _Block] = {}
+        self._blocks: dict[int, Block] = {}
         self._usage: dict[str, int] = {}
         self._stop_reason: str | None = None
         self._stop_inferred = False
@@ -270,19 +357,21 @@ class _AnthropicParser:
             input_tokens=sum(self._usage.get(name, 0) for name in _INPUT_FIELDS),
             output_tokens=self._usage.get("output_tokens", 0),
         )
+        parts = tuple(block_part(block) for _, block in sorted(self._blocks.items()))
         return ModelResponse(
             text="".join(self._text),
-            tool_calls=calls,
+            tool_calls=attach_parts(calls, parts),
             usage=usage,
             stop_reason=self._stop_reason,
             stop_inferred=self._stop_inferred,
+            parts=parts,
         )
 
-    def _tool_blocks(self) -> list[_Block]:
+    def _tool_blocks(self) -> list[Block]:
         return [block for _, block in sorted(self._blocks.items()) if block.kind == "tool_use"]
 
     @staticmethod
-    def _input_text(block: _Block) -> str:
+    def _input_text(block: Block) -> str:
         return "".join(block.parts) or block.start_input
 
     def _decode(self, event: SSEEvent) -> dict[str, Any] | None:
@@ -309,14 +398,12 @@ class _AnthropicParser:
         index = as_int(payload.get("index")) or 0
         content = as_dict(payload.get("content_block"))
         kind = as_str(content.get("type")) or "unknown"
-        block = self._blocks[index] = _Block(kind=kind)
+        block = self._blocks[index] = Block(kind=kind, start=dict(content))
         if kind == "tool_use":
             block.id = as_str(content.get("id")) or None
             block.name = as_str(content.get("name")) or ""
-            start = content.get("input")
-            if isinstance(start, dict) and start:
-                # Not text the model streamed (a whole message): compact, as the API shows it.
-                block.start_input = json.dumps(start, separators=(",", ":"), ensure_ascii=False)
+            # Not text the model streamed (a whole message): compact, as the API shows it.
+            block.start_input = start_input(content)
             return ""
         if kind == "text":
             return self._add_text(as_str(content.get("text")) or "")
@@ -326,14 +413,26 @@ class _AnthropicParser:
         index = as_int(payload.get("index")) or 0
         delta = as_dict(payload.get("delta"))
         kind = as_str(delta.get("type"))
+        block = self._blocks.get(index)
         if kind == "text_delta":
-            return self._add_text(as_str(delta.get("text")) or "")
+            text = as_str(delta.get("text")) or ""
+            if block is None:
+                block = self._blocks[index] = Block(kind="text", start={"type": "text"})
+            block.text.append(text)
+            return self._add_text(text)
         if kind == "input_json_delta":
-            block = self._blocks.get(index)
             if block is None:  # a delta without its start: keep the input, name unknown
-                block = self._blocks[index] = _Block(kind="tool_use")
+                block = self._blocks[index] = Block(kind="tool_use", start={"type": "tool_use"})
             block.parts.append(as_str(delta.get("partial_json")) or "")
-        # thinking_delta, signature_delta, citations_delta: not part of the answer text
+        elif block is None:
+            return ""
+        # Never part of the answer text: kept on the block, given back as it came.
+        elif kind == "thinking_delta":
+            block.thinking.append(as_str(delta.get("thinking")) or "")
+        elif kind == "signature_delta":
+            block.signature = as_str(delta.get("signature")) or ""  # sent once, whole
+        elif kind == "citations_delta" and "citation" in delta:
+            block.citations.append(delta["citation"])
         return ""
 
     def _message_delta(self, payload: dict[str, Any]) -> None:

@@ -89,6 +89,9 @@ class ModelResponse:
     usage: Usage = field(default_factory=Usage)
     stop_reason: str | None = None
     stop_inferred: bool = False
+    # The provider's whole assistant content in order, verbatim (Anthropic content blocks):
+    # what a continuation after ``pause_turn`` sends back. The calls carry their own share.
+    parts: tuple[dict[str, Any], ...] = ()
 
     @property
     def truncated(self) -> bool:

@@ -24,6 +24,13 @@ from fxdurable.runtime.models.endpoint import env_value
 from fxdurable.runtime.models.errors import redact, stream_error
 from fxdurable.runtime.models.http import Timeouts
 from fxdurable.runtime.models.httpmodel import HttpModel, StreamParser
+from fxdurable.runtime.models.openai_parts import (
+    Extras,
+    attach_fields,
+    call_fields,
+    given_back,
+    message_fields,
+)
 from fxdurable.runtime.models.sse import SSEEvent
 from fxdurable.runtime.models.wire import (
     CallIds,
@@ -157,14 +164,21 @@ def _messages(instructions: str, messages: Sequence[ChatMessage]) -> list[dict[s
             # With tool calls and no text, content is null (an empty string is refused by
             # some servers' templates).
             entry["content"] = message.text if message.text or not message.tool_calls else None
+            kept, per_call = given_back(message.tool_calls)
+            entry.update(kept)  # reasoning_content, reasoning_details, ... as they came
             if message.tool_calls:
                 entry["tool_calls"] = [
                     {
+                        **own,
                         "id": ids.for_call(call.provider_id),
                         "type": "function",
-                        "function": {"name": call.name, "arguments": call.arguments},
+                        "function": {
+                            **own.get("function", {}),
+                            "name": call.name,
+                            "arguments": call.arguments,
+                        },
                     }
-                    for call in message.tool_calls
+                    for call, own in zip(message.tool_calls, per_call, strict=True)
                 ]
             out.append(entry)
         else:
@@ -194,6 +208,7 @@ class _Call:
     id: str | None = None
     name: str = ""
     parts: list[str] = field(default_factory=list)
+    extras: tuple[Extras, Extras] = field(default_factory=call_fields)
 
 
 class _OpenAIParser:
@@ -202,6 +217,7 @@ class _OpenAIParser:
         self._provider = provider  # how messages name the endpoint
         self._text: list[str] = []
         self._calls: dict[int, _Call] = {}
+        self._extras = message_fields()  # reasoning and other fields beyond the answer
         self._last_index: int | None = None
         self._usage: Usage | None = None
         # Usage sent before the finish may be partial (prompt tokens only, say): only usage
@@ -245,6 +261,7 @@ class _OpenAIParser:
                 continue  # only the first choice is ours (n=1)
             # "message": a server that ignored "stream": true sent the whole completion
             delta = as_dict(choice.get("delta") or choice.get("message"))
+            self._extras.take(delta)
             for key in ("content", "refusal"):
                 text = as_str(delta.get(key))
                 if text:
@@ -292,12 +309,14 @@ class _OpenAIParser:
         self._stop_inferred = True
 
     def response(self) -> ModelResponse:
-        calls = finish_calls(
-            (call.id, call.name, "".join(call.parts)) for _, call in sorted(self._calls.items())
-        )
+        ordered = [call for _, call in sorted(self._calls.items())]
+        calls = finish_calls((call.id, call.name, "".join(call.parts)) for call in ordered)
+        per_call = [
+            (own.merged(), function.merged()) for own, function in (c.extras for c in ordered)
+        ]
         return ModelResponse(
             text="".join(self._text),
-            tool_calls=calls,
+            tool_calls=attach_fields(calls, self._extras.merged(), per_call),
             usage=self._usage or Usage(),
             stop_reason=self._stop_reason,
             stop_inferred=self._stop_inferred,
@@ -339,6 +358,8 @@ class _OpenAIParser:
         if call_id and call.id is None:
             call.id = call_id
         function = as_dict(fragment.get("function"))
+        call.extras[0].take(fragment)
+        call.extras[1].take(function)
         name = as_str(function.get("name"))
         if name and not call.name:
             call.name = name
