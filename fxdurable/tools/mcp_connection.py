@@ -56,6 +56,8 @@ _CONNECTION_CLOSED = -32000
 _REQUEST_TIMEOUT = 408
 # How long a reconnect after a lost call waits before each new try (doubling to the cap).
 _BACKOFF_S, _BACKOFF_MAX_S = 0.1, 1.0
+# How often a call in flight over HTTP checks that its server is still there.
+_PING_EVERY_S = 1.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,12 +206,7 @@ class Connection:
                     "was built; the call was not sent (restart the worker to take the new list)"
                 )
             try:
-                return await session.call_tool(
-                    name,
-                    arguments,
-                    read_timeout_seconds=timedelta(seconds=spec.call_timeout_s),
-                    meta=meta,
-                )
+                return await self._send(session, name, arguments, meta)
             except McpError as exc:
                 code, message = exc.error.code, exc.error.message
                 if code == _REQUEST_TIMEOUT:
@@ -232,6 +229,53 @@ class Connection:
                 "MCP server %s lost mid-call of %s; reconnecting to run it again", spec.name, name
             )
             rerun = False  # once: a server that dies again settles the call by its policy
+
+    async def _send(
+        self, session: ClientSession, name: str, arguments: dict[str, Any], meta: dict[str, Any]
+    ) -> CallToolResult:
+        """Send the call and wait for its answer. Over stdio a dead server's pipe closes and
+        the SDK fails the call; over HTTP it does not (a dropped SSE stream leaves the request
+        waiting for its timeout), so a call in flight pings the server every
+        ``_PING_EVERY_S``: a ping that fails means the server (or its session) is gone."""
+        spec = self.spec
+        call = asyncio.ensure_future(
+            session.call_tool(
+                name,
+                arguments,
+                read_timeout_seconds=timedelta(seconds=spec.call_timeout_s),
+                meta=meta,
+            )
+        )
+        if spec.url is None:
+            return await call
+        holder = self._holder
+        ping: asyncio.Future[Any] | None = None
+        try:
+            while True:
+                watched: set[asyncio.Future[Any]] = {call} if holder is None else {call, holder}
+                if ping is not None:
+                    watched.add(ping)
+                done, _ = await asyncio.wait(
+                    watched,
+                    timeout=spec.connect_timeout_s if ping is not None else _PING_EVERY_S,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if call in done:
+                    return call.result()
+                if holder is None or holder in done:
+                    # The transport's task group failed (a ping's POST found nobody there).
+                    raise ConnectionError("the connection to the server ended")
+                if ping is None:
+                    ping = asyncio.ensure_future(session.send_ping())
+                elif ping in done and ping.exception() is None:
+                    ping = None  # answered: the server is there; wait for the call again
+                else:
+                    failure = ping.exception() if ping in done else TimeoutError()
+                    raise ConnectionError(f"the server stopped answering pings ({failure!r})")
+        finally:
+            call.cancel()  # no-ops once they are done
+            if ping is not None:
+                ping.cancel()
 
     async def _connected(self) -> ClientSession:
         """The live session, connecting (with retries until the connect timeout) if needed."""
