@@ -155,3 +155,16 @@ def test_a_server_killed_mid_call_reruns_a_safe_or_idempotent_call(
     if tool == "set_flag":
         assert lines(world, "flags.log") == calls[:1]  # the server deduplicated the re-run
     assert_checked(store)
+
+
+def test_a_tool_gone_after_a_redeploy_fails_naming_it(store: str, world: Path) -> None:
+    """The model asked for deploy, the worker died before its intent; the server and worker
+    are redeployed without deploy: the recovered call fails naming it, nothing was sent."""
+    crash_at = "model.after-finish"
+    code, _, err = finish(start_driver(store, world, "deploy", crash_at=crash_at))
+    assert code == -signal.SIGKILL and f"crash injected at {crash_at}" in err, err
+    (world / "hidden").write_text("deploy\n")
+    kind, result = outcome(run_clean(store, world, "deploy"), "deploy")
+    assert kind == "tool.failed" and "unknown tool 'deploy'" in result, (kind, result)
+    assert lines(world, "effects.log") == []
+    assert_checked(store)

@@ -119,3 +119,25 @@ def test_import_fxdurable_does_not_import_mcp_and_a_missing_sdk_names_the_extra(
 def test_a_string_that_is_not_a_url_is_refused() -> None:
     with pytest.raises(ConfigurationError, match=r"MCPServer\.stdio"):
         fx.mcp_tools("npx some-server")
+
+
+def test_a_tool_raising_outcome_unknown_is_settled_by_its_policy(tmp_path: Path) -> None:
+    """The runtime's side of MCPServerLostError: any tool may raise ToolOutcomeUnknownError."""
+    import pydantic
+
+    from fxdurable.errors import ToolOutcomeUnknownError
+
+    class Empty(pydantic.BaseModel):
+        pass
+
+    def lost(inp: Empty, ctx: fx.ToolContext) -> str:
+        raise ToolOutcomeUnknownError("the line went dead")
+
+    tools = [
+        fx.define_tool(n, description=n, input_model=Empty, execute=lost, replay=p)
+        for n, p in (("push", "unsafe"), ("peek", "safe"))
+    ]
+    done = outcomes(run_turn(tmp_path, tools, fx.call("push"), fx.call("peek")))
+    assert done["push"][0] == "tool.outcome_unknown"
+    assert "the line went dead" in done["push"][1] and "may or may not" in done["push"][1]
+    assert done["peek"] == ("tool.cancelled", "peek was cut short (the line went dead)")
