@@ -141,3 +141,22 @@ def test_a_tool_raising_outcome_unknown_is_settled_by_its_policy(tmp_path: Path)
     assert done["push"][0] == "tool.outcome_unknown"
     assert "the line went dead" in done["push"][1] and "may or may not" in done["push"][1]
     assert done["peek"] == ("tool.cancelled", "peek was cut short (the line went dead)")
+
+
+def test_a_parallel_batch_shares_the_connection(world: Path) -> None:
+    """Safe and idempotent calls of one response run at once on the process's connection."""
+    tools = fx.mcp_tools(stdio(world))
+    reads = [fx.call("read_status", service=s) for s in ("eu", "us", "ap")]
+    events = run_turn(world, tools, *reads, fx.call("set_flag", name="beta", value=True))
+    done = [e for e in events if e.type == "tool.completed"]
+    assert sorted(e.data["result"] for e in done) == ["ap: ok", "beta=True", "eu: ok", "us: ok"]
+    assert len(lines(world, "flags.log")) == 1
+
+
+def test_no_answer_within_the_call_timeout_leaves_an_unsafe_call_unknown(world: Path) -> None:
+    (world / "block-deploy").touch()  # deploys, then never answers
+    tools = fx.mcp_tools(stdio(world, call_timeout_s=1))
+    kind, result = outcomes(run_turn(world, tools, fx.call("deploy", version="v3")))["deploy"]
+    assert kind == "tool.outcome_unknown", result
+    assert "no answer from the MCP server" in result and "within 1s" in result
+    assert len(lines(world, "effects.log")) == 1  # it happened, and was not sent again
