@@ -57,6 +57,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what ru
     from fxdurable.runtime.task_view import ToolTask
     from fxdurable.runtime.tools import ReplayPolicy, Tool, ToolContext, define_tool, tool
     from fxdurable.runtime.worker import WorkerSettings
+    from fxdurable.tools.mcp import MCPServer, mcp_tools
 
 __all__ = [
     "Agent",
@@ -77,6 +78,7 @@ __all__ = [
     "FxDurableError",
     "InvalidAnswerError",
     "LeaseLostError",
+    "MCPServer",
     "ModelError",
     "ModelRequest",
     "ModelResponse",
@@ -117,6 +119,7 @@ __all__ = [
     "call",
     "define_tool",
     "deny",
+    "mcp_tools",
     "reply",
     "rewrite",
     "subagent",
@@ -189,5 +192,6 @@ if not TYPE_CHECKING:
                 "tool",
             ),
             "fxdurable.runtime.worker": ("WorkerSettings",),
+            "fxdurable.tools.mcp": ("MCPServer", "mcp_tools"),
         },
     )

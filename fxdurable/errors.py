@@ -27,6 +27,14 @@ FxDurableError
  │    │                         nothing was sent; the store still holds the work
  │    └── WakeNotSentError      a prompt admitted whose wake was not queued: the scan runs it
  ├── ToolInputError            tool arguments that do not validate (the model reads it)
+ ├── ToolOutcomeUnknownError   a tool cannot tell whether its effect happened: settled by its
+ │                              replay policy as an interrupted call (unsafe: outcome_unknown)
+ ├── MCPError                  an MCP server's tool could not be used (``fxdurable[mcp]``)
+ │    ├── MCPConnectError      no connection within the connect timeout: nothing was sent
+ │    ├── MCPToolChangedError  the server no longer offers the tool (or changed its schema)
+ │    ├── MCPToolError         the server answered with an error (the model reads it)
+ │    ├── MCPServerLostError   the server went away mid-call (also ToolOutcomeUnknownError)
+ │    └── MCPTimeoutError      no answer within the call timeout (also ToolOutcomeUnknownError)
  ├── WorkspaceError            a workspace tool could not do it (the model reads it)
  │    ├── PathRefusedError     a path that would leave the workspace, or names a special file
  │    └── EditError            edit_file's old text missing or ambiguous, its file not text
@@ -64,6 +72,12 @@ __all__ = [
     "IllegalTransitionError",
     "InvalidAnswerError",
     "LeaseLostError",
+    "MCPConnectError",
+    "MCPError",
+    "MCPServerLostError",
+    "MCPTimeoutError",
+    "MCPToolChangedError",
+    "MCPToolError",
     "ModelError",
     "ModelRetryableError",
     "NoPendingQuestionError",
@@ -86,6 +100,7 @@ __all__ = [
     "SubmissionFailedError",
     "Suspend",
     "ToolInputError",
+    "ToolOutcomeUnknownError",
     "UnknownAgentError",
     "WakeNotSentError",
     "WorkspaceError",
@@ -348,6 +363,42 @@ class WakeNotSentError(QueueError):
 
 class ToolInputError(FxDurableError):
     """Tool arguments did not validate against the tool's input model."""
+
+
+class ToolOutcomeUnknownError(FxDurableError):
+    """Raised by a tool whose call was cut short after its effect may have started (its
+    server went away, no answer in time). The turn settles the call as it settles one a
+    timeout interrupted: a ``safe`` call ``cancelled``, any other ``outcome_unknown``, and the
+    model is told not to repeat it blindly."""
+
+
+class MCPError(FxDurableError):
+    """An MCP server's tool (:func:`fxdurable.mcp_tools`) could not be used."""
+
+
+class MCPConnectError(MCPError):
+    """The server could not be started or reached, or did not initialize, within the connect
+    timeout. Nothing was sent: the call failed without running."""
+
+
+class MCPToolChangedError(MCPError):
+    """The server no longer offers a tool the agent was built with, or offers it with another
+    input schema (a redeploy of the server). The call was not sent."""
+
+
+class MCPToolError(MCPError):
+    """The server answered the call with an error (a result with ``isError``, or a JSON-RPC
+    error): the call failed, and the model reads the server's message."""
+
+
+class MCPServerLostError(MCPError, ToolOutcomeUnknownError):
+    """The server went away (its process died, the connection dropped) after the call was
+    sent and before its answer: the call's outcome is unknown."""
+
+
+class MCPTimeoutError(MCPError, ToolOutcomeUnknownError):
+    """No answer within the call timeout: the server may still be running the call, so its
+    outcome is unknown."""
 
 
 class WorkspaceError(FxDurableError):

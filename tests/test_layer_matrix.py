@@ -29,7 +29,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "testing": frozenset({"core", "errors", "runtime"}),
     # The workspace tools (fxdurable.tools): tools like any user's, on the runtime's API.
     "tools": frozenset({"core", "errors", "runtime"}),
-    "fxdurable": frozenset({"core", "errors", "runtime"}),
+    # "tools": fx.mcp_tools and fx.MCPServer (fxdurable/tools/mcp.py), imported on first use.
+    "fxdurable": frozenset({"core", "errors", "runtime", "tools"}),
     "http": frozenset({"core", "errors", "runtime", "fxdurable"}),
     # The RQ worker consumes the RQ queue itself (its connection, queue name and job function).
     "workers": frozenset({"core", "errors", "backends", "queues", "runtime"}),

@@ -49,7 +49,13 @@ from fxdurable.core.records import (
 from fxdurable.core.session_state import StateWrites
 from fxdurable.core.states import ToolTaskStatus
 from fxdurable.core.subagent import child_failure, child_session_id
-from fxdurable.errors import StateTooLargeError, SteeringPendingError, Suspend, ToolInputError
+from fxdurable.errors import (
+    StateTooLargeError,
+    SteeringPendingError,
+    Suspend,
+    ToolInputError,
+    ToolOutcomeUnknownError,
+)
 from fxdurable.runtime import relay, tracing
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.batch import HookGate, TurnCrossings, parallel_batch, run_batch
@@ -538,6 +544,8 @@ class TurnDriver:
             # call stays running and the next attempt re-executes it (runtime/children.py).
             await progress.aclose()
             raise
+        except ToolOutcomeUnknownError as exc:  # e.g. an MCP server lost mid-call
+            status, result = self._interrupted(tool, f"was cut short ({exc})")
         except Exception as exc:
             status, result = ToolTaskStatus.FAILED, f"{type(exc).__name__}: {exc}"
         finally:

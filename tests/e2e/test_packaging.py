@@ -33,7 +33,7 @@ from fxdurable import __version__
 
 pytestmark = pytest.mark.slow
 
-ALL_EXTRAS = "aws,http,lambda,otel,redis"
+ALL_EXTRAS = "aws,http,lambda,mcp,otel,redis"
 
 # What each extra makes importable: a module of ours that needs it, and the package it needs.
 EXTRA_IMPORTS = {
@@ -42,6 +42,7 @@ EXTRA_IMPORTS = {
     "lambda": ("fxdurable.aws_lambda.http", "fxdurable.aws_lambda.wake", "mangum"),
     "http": ("fxdurable.http.app", "fxdurable.http.env", "uvicorn"),
     "otel": ("opentelemetry.trace", "fxdurable.runtime.tracing"),
+    "mcp": ("mcp.client.stdio", "mcp.client.streamable_http", "fxdurable.tools.mcp"),
 }
 
 # A user's program against the public API: tools with each replay policy (one durable, with
