@@ -12,8 +12,10 @@ BENCH_BIN := $(BENCH_VENV)/bin
 # Directories that are linted; ones that do not exist yet (e.g. bench/) are skipped.
 LINT_PATHS := $(wildcard fxdurable tests bench workers handlers examples)
 # The example projects a user copies (examples/*/ but the coding agent): each is its own
-# project, typed as users type theirs (mypy --strict, files as given, no package).
+# project, typed as users type theirs (mypy --strict, files as given, no package), one mypy run
+# per project (two projects may each have an agent.py).
 EXAMPLE_PROJECTS := $(wildcard examples/real_provider_agent/*.py examples/starlette_app/*.py examples/rq_workers/*.py)
+EXAMPLE_MCP := $(wildcard examples/mcp_project/*.py)
 
 .PHONY: demo coding-demo venv-python lint test browser bench bench-venv wheel clean deploy \
 	localstack-test docs soak
@@ -61,6 +63,7 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff format --check $(LINT_PATHS)
 	$(BIN)/mypy fxdurable
 	$(BIN)/mypy --strict $(EXAMPLE_PROJECTS)
+	$(BIN)/mypy --strict $(EXAMPLE_MCP)
 
 # The docs site (mkdocs.yml, docs/) into site/, strictly: a broken link, a missing page or a
 # docstring the API reference cannot render fails it. Uses the test environment (the test
