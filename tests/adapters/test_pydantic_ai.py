@@ -1,0 +1,163 @@
+"""The pydantic-ai adapter in process: what it takes from a pydantic-ai agent, what it
+refuses, and the version check. The crashes are in ``test_pydantic_ai_crash.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydai_agent import build
+from pydantic import BaseModel
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RunUsage
+
+import fxdurable as fx
+from fxdurable.adapters.pydantic_ai import (
+    UnsupportedFrameworkError,
+    check_version,
+    durable_agent,
+    replay,
+    tool_context,
+)
+from fxdurable.runtime.models.base import ChatMessage
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_policies_come_from_the_metadata_and_default_to_unsafe(tmp_path: Path) -> None:
+    agent = build(tmp_path)
+    assert {t.name: t.policy for t in agent.tools} == {
+        "read_status": "safe",
+        "record_note": "idempotent",
+        "deploy": "unsafe",
+    }
+    schema = agent.tool("deploy").json_schema()  # type: ignore[union-attr]
+    assert schema["properties"] == {"release": {"type": "string"}}
+
+
+def test_a_turn_runs_a_non_streamed_model_with_the_instructions_and_execution_ids(
+    tmp_path: Path,
+) -> None:
+    seen: list[tuple[str | None, list[str]]] = []
+    keys: list[tuple[str, str | None]] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append((info.instructions, [t.name for t in info.function_tools]))
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("deploy", {"release": "r2"})])
+        return ModelResponse(parts=[TextPart("done")])
+
+    pa = Agent(FunctionModel(respond), name="plain")
+
+    @pa.tool
+    def deploy(ctx: RunContext[str], release: str) -> str:
+        keys.append((tool_context(ctx).execution_id, ctx.tool_call_id))
+        return f"{release} by {ctx.deps}"
+
+    agent = durable_agent(
+        pa, instructions="Be careful.", deps="ops-bot", stream=False, replay={"deploy": "unsafe"}
+    )
+
+    async def main() -> tuple[str, list[ChatMessage]]:
+        async with fx.Runtime([agent], store=f"sqlite:///{tmp_path}/s.db") as rt:
+            session = rt.session("plain-1")
+            text = await session.run("deploy r2")
+            return text, await session.history()
+
+    text, history = asyncio.run(main())
+    assert text == "done"
+    assert seen == [("Be careful.", ["deploy"])] * 2
+    ((execution_id, call_id),) = keys
+    assert execution_id == call_id and execution_id  # the key reaches the tool both ways
+    assert [(m.role, m.text) for m in history][-2:] == [
+        ("tool", "r2 by ops-bot"),
+        ("assistant", "done"),
+    ]
+
+
+def test_what_the_adapter_does_not_make_durable_is_refused() -> None:
+    class Plan(BaseModel):
+        steps: list[str]
+
+    model = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("x")]))
+    with pytest.raises(fx.ConfigurationError, match="output_type"):
+        durable_agent(Agent(model, name="a", output_type=Plan))
+    plain = Agent(model, name="b")
+
+    @plain.tool_plain(requires_approval=True)
+    def wipe() -> str:
+        return "wiped"
+
+    with pytest.raises(fx.ConfigurationError, match="'wipe' is a 'unapproved' tool"):
+        durable_agent(plain)
+    with pytest.raises(fx.ConfigurationError, match="lacks: \\['nope'\\]"):
+        durable_agent(Agent(model, name="c"), replay={"nope": "safe"})
+    with pytest.raises(fx.ConfigurationError, match="needs a name"):
+        durable_agent(Agent(model))
+    with pytest.raises(fx.ConfigurationError, match="replay policy must be one of"):
+        replay("sometimes")  # type: ignore[arg-type]
+
+
+def test_tool_context_outside_fxdurable_says_so() -> None:
+    model = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("x")]))
+    ctx = RunContext(deps=None, model=model, usage=RunUsage())
+    with pytest.raises(fx.ConfigurationError, match="outside an fxdurable turn"):
+        tool_context(ctx)
+
+
+@pytest.mark.parametrize("version", ["1.0.0", "2.67.3", "2.69.0", "3.0.0", "unknown"])
+def test_an_unsupported_version_fails_with_a_clear_message(version: str) -> None:
+    with pytest.raises(UnsupportedFrameworkError) as raised:
+        check_version(version)
+    assert str(raised.value) == (
+        "fxdurable.adapters.pydantic_ai supports pydantic-ai-slim>=2.68,<2.69 (the releases it "
+        f"was tested with); {version} is installed: pip install 'pydantic-ai-slim>=2.68,<2.69' "
+        "(or 'fxdurable[pydantic-ai]')"
+    )
+    assert isinstance(raised.value, fx.ConfigurationError)
+    assert check_version("2.68.0") == "2.68.0"
+
+
+def test_importing_the_adapter_under_an_unsupported_release_fails_before_pydantic_ai_loads(
+    tmp_path: Path,
+) -> None:
+    # A real distribution of another release, first on the path: the installed metadata
+    # is what the check reads (and pydantic-ai is never imported).
+    dist = tmp_path / "pydantic_ai_slim-1.0.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: pydantic-ai-slim\nVersion: 1.0.0\n"
+    )
+    code = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "try:\n"
+        "    import fxdurable.adapters.pydantic_ai\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+        "print('pydantic_ai' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    error, loaded = done.stdout.strip().splitlines()
+    assert error.startswith("UnsupportedFrameworkError fxdurable.adapters.pydantic_ai supports")
+    assert "1.0.0 is installed" in error
+    assert loaded == "False"
+
+
+def test_import_fxdurable_does_not_load_the_adapter_or_pydantic_ai() -> None:
+    code = (
+        "import sys, fxdurable; fxdurable.Runtime\n"
+        "print(sorted(m for m in sys.modules if 'pydantic_ai' in m))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
