@@ -86,6 +86,8 @@ def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 
 def build(world: Path) -> fx.Agent:
+    (world / "notes.log").touch()  # the change log the note deduplicates against
+
     def log(name: str, line: str) -> None:
         with (world / name).open("a") as out:
             out.write(line + "\n")

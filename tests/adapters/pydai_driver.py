@@ -22,7 +22,6 @@ import fxdurable as fx
 
 async def main(args: argparse.Namespace) -> int:
     world = Path(args.dir)
-    (world / "notes.log").touch()
     settings = fx.WorkerSettings(lease_ttl_s=2.0, heartbeat_s=0.5, scan_interval_s=0.2)
     async with fx.Runtime([build(world)], store=args.store, settings=settings) as rt:
         session = rt.session("s")
