@@ -12,8 +12,10 @@ import pytest
 from pydai_agent import build
 from pydantic import BaseModel
 from pydantic_ai import Agent, RunContext
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import ExternalToolset
 from pydantic_ai.usage import RunUsage
 
 import fxdurable as fx
@@ -87,20 +89,58 @@ def test_what_the_adapter_does_not_make_durable_is_refused() -> None:
     model = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("x")]))
     with pytest.raises(fx.ConfigurationError, match="output_type"):
         durable_agent(Agent(model, name="a", output_type=Plan))
-    plain = Agent(model, name="b")
-
-    @plain.tool_plain(requires_approval=True)
-    def wipe() -> str:
-        return "wiped"
-
-    with pytest.raises(fx.ConfigurationError, match="'wipe' is a 'unapproved' tool"):
-        durable_agent(plain)
+    external = ExternalToolset([ToolDefinition(name="wipe", description="Wipe it.")])
+    with pytest.raises(fx.ConfigurationError, match="'wipe' is a 'external' tool"):
+        durable_agent(Agent(model, name="b", toolsets=[external]))
     with pytest.raises(fx.ConfigurationError, match="lacks: \\['nope'\\]"):
         durable_agent(Agent(model, name="c"), replay={"nope": "safe"})
     with pytest.raises(fx.ConfigurationError, match="needs a name"):
         durable_agent(Agent(model))
     with pytest.raises(fx.ConfigurationError, match="replay policy must be one of"):
         replay("sometimes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("answer", ["allow", "deny"])
+def test_an_approval_tool_asks_a_person_and_runs_only_when_allowed(
+    tmp_path: Path, answer: str
+) -> None:
+    wiped: list[str] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("wipe", {"disk": "d1"})])
+        last = messages[-1]
+        assert isinstance(last, ModelRequest)
+        return ModelResponse(parts=[TextPart(f"result: {last.parts[0].content}")])
+
+    pa = Agent(FunctionModel(respond), name="careful")
+
+    @pa.tool_plain(requires_approval=True)
+    def wipe(disk: str) -> str:
+        wiped.append(disk)
+        return f"{disk} wiped"
+
+    agent = durable_agent(pa, stream=False)
+    assert {t.name: t.policy for t in agent.tools} == {"wipe": "unsafe"}
+
+    async def main() -> tuple[str | None, fx.Submission]:
+        async with fx.Runtime([agent], store=f"sqlite:///{tmp_path}/s.db") as rt:
+            session = rt.session("careful-1")
+            sub = await session.submit("wipe d1")
+            question = None
+            while question is None:  # the turn waits for the answer, durably
+                question = await session.question()
+                await asyncio.sleep(0.02)
+            assert wiped == []  # nothing ran before a person answered
+            await session.answer(fx.allow() if answer == "allow" else fx.deny("not today"))
+            return question.question, await session.wait(sub.id, timeout=30)
+
+    question, done = asyncio.run(main())
+    assert question == 'Allow wipe with {"disk":"d1"}?'
+    if answer == "allow":
+        assert (wiped, done.result) == (["d1"], "result: d1 wiped")
+    else:
+        assert (wiped, done.result) == ([], "result: denied: not today")
 
 
 def test_tool_context_outside_fxdurable_says_so() -> None:

@@ -14,7 +14,8 @@ tool's definition, argument validator and function, called with ``AbstractToolse
 and a ``RunContext``). What is not run: pydantic-ai's own run loop (``Agent.run`` and its
 graph), so its capabilities and hooks, output types and validators, history processors,
 usage limits and deferred tools do not apply; :func:`durable_agent` refuses an agent whose
-output type or tools need them rather than dropping them quietly.
+output type or tools need them rather than dropping them quietly. Approval tools
+(``requires_approval=True``) become fxdurable questions (a ``before_tool`` that asks).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from fxdurable.adapters.pydantic_ai._model import FrameworkModel
 from fxdurable.errors import ConfigurationError, ToolInputError
 from fxdurable.runtime.agent import Agent, Durability
 from fxdurable.runtime.decide import canonical_arguments
+from fxdurable.runtime.hooks import Ask, ask
 from fxdurable.runtime.tools import REPLAY_POLICIES, ReplayPolicy, Tool, ToolContext
 
 __all__ = [
@@ -95,8 +97,9 @@ class FrameworkTool(Tool):
     """A pydantic-ai tool as an fxdurable :class:`Tool`: validated by pydantic-ai's argument
     validator, run by its toolset's ``call_tool``, recorded and replayed by fxdurable."""
 
-    __slots__ = ("definition",)
+    __slots__ = ("approval", "definition")
     definition: ToolsetTool[Any]
+    approval: bool  # pydantic-ai's requires_approval: a person allows each call first
 
     def __init__(
         self,
@@ -108,6 +111,7 @@ class FrameworkTool(Tool):
         policy: ReplayPolicy,
     ) -> None:
         tool_def = found.tool_def
+        approval = tool_def.kind == "unapproved"
 
         async def execute(arguments: ToolArguments, ctx: ToolContext) -> Any:
             run = RunContext(
@@ -119,6 +123,8 @@ class FrameworkTool(Tool):
                 # execution id, the same on every retry of this call, across crashes.
                 tool_call_id=ctx.execution_id,
                 run_step=ctx.round,
+                # An approval tool runs only once a person allowed it (its before_tool asks).
+                tool_call_approved=approval,
                 metadata={CONTEXT_KEY: ctx},
             )
             async with toolset:
@@ -133,6 +139,7 @@ class FrameworkTool(Tool):
             timeout_s=tool_def.timeout if tool_def.timeout is not None else 300.0,
         )
         object.__setattr__(self, "definition", found)
+        object.__setattr__(self, "approval", approval)
 
     def json_schema(self) -> dict[str, Any]:
         return dict(self.definition.tool_def.parameters_json_schema)
@@ -171,9 +178,11 @@ def durable_agent(
     system instructions (pydantic-ai has no public accessor for an agent's own). ``deps`` is
     what each tool's ``RunContext.deps`` holds. ``replay`` maps tool names to replay policies,
     over the ``replay(...)`` metadata of each tool; a tool with neither is ``unsafe``.
-    ``stream=False`` for a model without streamed requests. Raises
-    :class:`ConfigurationError` for what this adapter does not make durable (a structured
-    output type, deferred or external tools, a policy for a tool the agent lacks)."""
+    ``stream=False`` for a model without streamed requests. A tool with pydantic-ai's
+    ``requires_approval=True`` asks a person before each call (``fx.ask``; answered with
+    ``session.answer``). Raises :class:`ConfigurationError` for what this adapter does not
+    make durable (a structured output type, deferred or external tools, a policy for a tool
+    the agent lacks)."""
     agent_name = name or agent.name
     if not agent_name:
         raise ConfigurationError("durable_agent needs a name (name=... or Agent(name=...))")
@@ -195,15 +204,16 @@ def durable_agent(
     tools: list[FrameworkTool] = []
     for tool_name, definition in found.items():
         kind = definition.tool_def.kind
-        if kind != "function":
+        if kind not in ("function", "unapproved"):
             raise ConfigurationError(
-                f"{agent_name}: tool {tool_name!r} is a {kind!r} tool (deferred, approval or "
-                "external tools are not supported by the fxdurable adapter)"
+                f"{agent_name}: tool {tool_name!r} is a {kind!r} tool (deferred and external "
+                "tools are not supported by the fxdurable adapter)"
             )
         policy = overrides.get(tool_name) or _policy_of(agent_name, definition)
         tools.append(
             FrameworkTool(definition, toolset=toolset, model=model, deps=deps, policy=policy)
         )
+    approvals = frozenset(t.name for t in tools if t.approval)
     return Agent(
         agent_name,
         FrameworkModel(
@@ -215,9 +225,23 @@ def durable_agent(
         instructions=instructions,
         tools=tools,
         durability=durability,
+        before_tool=_asking_before(approvals) if approvals else None,
         # pydantic-ai's ``sequential`` tools must not overlap with others.
         parallel_tools=not any(t.definition.tool_def.sequential for t in tools),
     )
+
+
+def _asking_before(approvals: frozenset[str]) -> Callable[[str, str], Ask | None]:
+    """pydantic-ai's approval tools (``requires_approval=True``) as fxdurable questions: the
+    turn waits, durably and holding no lease, until ``session.answer(fx.allow())`` (the call
+    runs), ``fx.deny(reason)`` (the model reads the reason) or ``fx.rewrite(input)``."""
+
+    def before_tool(tool: str, arguments: str) -> Ask | None:
+        if tool in approvals:
+            return ask(f"Allow {tool} with {arguments}?")
+        return None
+
+    return before_tool
 
 
 def _policy_of(agent_name: str, definition: ToolsetTool[Any]) -> ReplayPolicy:
