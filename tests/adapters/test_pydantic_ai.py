@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,29 @@ def test_a_turn_runs_a_non_streamed_model_with_the_instructions_and_execution_id
         ("tool", "r2 by ops-bot"),
         ("assistant", "done"),
     ]
+
+
+def test_streamed_text_reaches_the_event_log_the_http_stream_sends(tmp_path: Path) -> None:
+    answer = "All four regions are healthy, nothing to deploy today."
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        for start in range(0, len(answer), 10):
+            yield answer[start : start + 10]
+
+    pa = Agent(FunctionModel(stream_function=stream), name="streamer")
+    # Every delta written at once (the default waits a second): each becomes a partial.
+    agent = durable_agent(pa, durability=fx.Durability(partial_text_every_s=0.0))
+
+    async def main() -> tuple[str, list[fx.EventRecord]]:
+        async with fx.Runtime([agent], store=f"sqlite:///{tmp_path}/s.db") as rt:
+            session = rt.session("stream-1")
+            text = await session.run("status?")
+            return text, await session.events()
+
+    text, events = asyncio.run(main())
+    partials = [e.data["text"] for e in events if e.type == "model.partial"]
+    assert text == answer
+    assert len(partials) == 6 and "".join(partials) == answer  # each 10-character delta
 
 
 def test_what_the_adapter_does_not_make_durable_is_refused() -> None:
