@@ -16,7 +16,7 @@ from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import ToolDefinition
-from pydantic_ai.toolsets import ExternalToolset
+from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
 from pydantic_ai.usage import RunUsage
 
 import fxdurable as fx
@@ -28,6 +28,7 @@ from fxdurable.adapters.pydantic_ai import (
     tool_context,
 )
 from fxdurable.runtime.models.base import ChatMessage
+from fxdurable.runtime.tools import ReplayPolicy
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -104,6 +105,51 @@ def test_streamed_text_reaches_the_event_log_the_http_stream_sends(tmp_path: Pat
     partials = [e.data["text"] for e in events if e.type == "model.partial"]
     assert text == answer
     assert len(partials) == 6 and "".join(partials) == answer  # each 10-character delta
+
+
+@pytest.mark.parametrize("where", ["tool", "toolset"])
+@pytest.mark.parametrize(
+    ("policy", "status"), [("unsafe", "outcome_unknown"), ("safe", "cancelled")]
+)
+def test_pydantic_ai_s_own_tool_timeout_is_a_call_cut_short_not_a_retry(
+    tmp_path: Path, where: str, policy: ReplayPolicy, status: str
+) -> None:
+    """pydantic-ai reports its timeout as a ModelRetry; the call is settled by its policy
+    instead. A per-tool timeout is also fxdurable's; a toolset's is pydantic-ai's alone."""
+    shown: list[str] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("migrate", {})])
+        last = messages[-1]
+        assert isinstance(last, ModelRequest)
+        shown.append(str(last.parts[0].content))
+        return ModelResponse(parts=[TextPart("stopped")])
+
+    async def migrate() -> str:
+        await asyncio.sleep(30)
+        return "migrated"
+
+    if where == "tool":
+        pa = Agent(FunctionModel(respond), name="slow")
+        pa.tool_plain(timeout=0.2)(migrate)
+    else:
+        toolset = FunctionToolset([migrate], timeout=0.2)
+        pa = Agent(FunctionModel(respond), name="slow", toolsets=[toolset])
+    agent = durable_agent(pa, stream=False, replay={"migrate": policy})
+
+    async def main() -> list[fx.ToolTask]:
+        async with fx.Runtime([agent], store=f"sqlite:///{tmp_path}/s.db") as rt:
+            session = rt.session("slow-1")
+            assert await session.run("migrate") == "stopped"
+            ids = [e.data["task"] for e in await session.events() if e.type == "tool.started"]
+            return [t for t in [await session.task(i) for i in ids] if t is not None]
+
+    (task,) = asyncio.run(main())
+    assert task.status == status
+    (result,) = shown
+    assert result.startswith("migrate timed out after "), result
+    assert ("may or may not have completed" in result) == (status == "outcome_unknown")
 
 
 def test_what_the_adapter_does_not_make_durable_is_refused() -> None:

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import pydantic
 from pydantic_ai import Agent as PydanticAIAgent
 from pydantic_ai import RunContext
+from pydantic_ai.exceptions import ModelRetry
 from pydantic_ai.models import Model as PydanticAIModel
 from pydantic_ai.models import infer_model
 from pydantic_ai.settings import ModelSettings
@@ -60,6 +62,8 @@ CONTEXT_KEY = "fxdurable"
 DEFAULT_POLICY: ReplayPolicy = "unsafe"
 
 T = TypeVar("T")
+# What pydantic-ai's FunctionToolset raises (as a ModelRetry) when a tool's timeout expires.
+_TIMED_OUT = re.compile(r"Timed out after [0-9.]+ seconds\.")
 
 
 def replay(policy: ReplayPolicy) -> dict[str, Any]:
@@ -127,8 +131,16 @@ class FrameworkTool(Tool):
                 tool_call_approved=approval,
                 metadata={CONTEXT_KEY: ctx},
             )
-            async with toolset:
-                return await toolset.call_tool(tool_def.name, arguments.values, run, found)
+            try:
+                async with toolset:
+                    return await toolset.call_tool(tool_def.name, arguments.values, run, found)
+            except ModelRetry as exc:
+                if _TIMED_OUT.fullmatch(exc.message) is None:
+                    raise
+                # pydantic-ai's own tool timeout (per tool or per toolset), which it reports
+                # as "retry": for fxdurable it is a call cut short, settled by its policy (an
+                # unsafe one is outcome_unknown, never a failure the model may just retry).
+                raise TimeoutError(f"{tool_def.name} {exc.message}") from exc
 
         super().__init__(
             name=tool_def.name,
