@@ -14,7 +14,7 @@ LINT_PATHS := $(wildcard fxdurable tests bench workers handlers examples)
 # The example projects a user copies (examples/*/ but the coding agent): each is its own
 # project, typed as users type theirs (mypy --strict, files as given, no package), one mypy run
 # per project (two projects may each have an agent.py).
-EXAMPLE_PROJECTS := $(wildcard examples/real_provider_agent/*.py examples/starlette_app/*.py examples/rq_workers/*.py)
+EXAMPLE_PROJECTS := $(wildcard examples/real_provider_agent/*.py examples/starlette_app/*.py examples/rq_workers/*.py examples/pydantic_ai_project/*.py)
 EXAMPLE_MCP := $(wildcard examples/mcp_project/*.py)
 
 .PHONY: demo coding-demo venv-python lint test browser bench bench-venv wheel clean deploy \

@@ -29,6 +29,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "testing": frozenset({"core", "errors", "runtime"}),
     # The workspace tools (fxdurable.tools): tools like any user's, on the runtime's API.
     "tools": frozenset({"core", "errors", "runtime"}),
+    # Framework adapters (fxdurable.adapters.pydantic_ai): agents of other frameworks as ours.
+    "adapters": frozenset({"core", "errors", "runtime"}),
     # "tools": fx.mcp_tools and fx.MCPServer (fxdurable/tools/mcp.py), imported on first use.
     "fxdurable": frozenset({"core", "errors", "runtime", "tools"}),
     "http": frozenset({"core", "errors", "runtime", "fxdurable"}),

@@ -13,7 +13,13 @@ from examples_support import DOCS_PAGE, REPO
 
 # The projects with a README and tests here; the coding agent and the Lambda project have
 # pages (and tests) of their own.
-PROJECTS = ("real_provider_agent", "starlette_app", "rq_workers", "mcp_project")
+PROJECTS = (
+    "real_provider_agent",
+    "starlette_app",
+    "rq_workers",
+    "mcp_project",
+    "pydantic_ai_project",
+)
 _SH_BLOCK = re.compile(r"(?:<!-- ([^\n]*?) -->\n)?```sh\n(.*?)```", flags=re.S)
 _MARKER = re.compile(r"(tested|not-runnable): (.+)")
 

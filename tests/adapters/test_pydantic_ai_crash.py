@@ -1,0 +1,78 @@
+"""A pydantic-ai agent SIGKILLed at each crash point that matters, in a real process on the
+embedded SQLite runtime (``pydai_driver.py``), then run to rest and checked
+(``pydai_checks.py``): the deploy happened at most once, the model was told when its outcome
+is unknown (and its first blind repeat refused), the idempotent note took effect once per
+execution id, ``fxdurable check`` is clean, and the session completes a follow-up. The same
+matrix on RQ workers: ``tests/workers/test_rq_pydantic_ai.py``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydai_checks import MATRIX, REPO, assert_checked, assert_recovered, lines
+
+DRIVER = Path(__file__).resolve().with_name("pydai_driver.py")
+
+pytestmark = [pytest.mark.crash, pytest.mark.slow]
+
+
+def run(
+    store: str, world: Path, crash_at: str | None = None, *, follow_up: bool = False
+) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FXD_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    if crash_at is not None:
+        env["FXD_CRASH_AT"] = crash_at
+    argv = [sys.executable, str(DRIVER), "--store", store, "--dir", str(world)]
+    done = subprocess.run(
+        argv + (["--next"] if follow_up else []),
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def outcome(stdout: str) -> dict[str, str]:
+    (line,) = [x for x in stdout.splitlines() if x.startswith("outcome ")]
+    parsed: dict[str, str] = json.loads(line.removeprefix("outcome "))
+    return parsed
+
+
+@pytest.mark.parametrize(("spec", "deploys", "unknown"), MATRIX, ids=[m[0] for m in MATRIX])
+def test_a_killed_pydantic_ai_turn_resumes_from_its_last_step(
+    tmp_path: Path, spec: str, deploys: int, unknown: bool
+) -> None:
+    store, world = f"sqlite:///{tmp_path}/pydai.db", tmp_path / "world"
+    world.mkdir()
+    code, out, err = run(store, world, spec)
+    assert code == -signal.SIGKILL and f"crash injected at {spec}" in err, (code, out, err)
+    crashed_pid = json.loads(lines(world / "model.log")[-1])["pid"]
+
+    code, out, err = run(store, world)
+    assert code == 0 and "Traceback" not in err, (code, out, err)
+    done = outcome(out)
+    assert done["status"] == "completed", done
+    assert_recovered(
+        world, spec, deploys=deploys, unknown=unknown, text=done["text"], crashed_pid=crashed_pid
+    )
+    assert_checked(store, world)
+
+    code, out, err = run(store, world, follow_up=True)
+    assert code == 0, (code, out, err)
+    assert outcome(out) == {
+        "request_id": "pa-2",
+        "status": "completed",
+        "text": "status: eu: healthy",
+    }
+    assert len(lines(world / "effects.log")) == deploys
+    assert_checked(store, world)
