@@ -73,6 +73,7 @@ from fxdurable.runtime.progress import ProgressPump
 from fxdurable.runtime.state import ToolState
 from fxdurable.runtime.steps import StepLog
 from fxdurable.runtime.subagent import SubagentTool
+from fxdurable.runtime.tool_records import BlobWriter, ToolRecords
 from fxdurable.runtime.tools import Tool, ToolContext
 from fxdurable.runtime.turn_state import ReadyTool, TurnState
 
@@ -504,7 +505,8 @@ class TurnDriver:
             steps=self._step_log(task, tool, state) if tool.durable and task.durable else None,
             children=self._child_sessions(task) if isinstance(tool, SubagentTool) else None,
             state=state,
-            store=self._journal.store,
+            records=ToolRecords(self._journal.store),
+            blobs=BlobWriter(self._journal.store),
             turn_id=task.turn_id,
             round=task.round,
             lease=current_lease(),
