@@ -25,6 +25,7 @@ ROOT = PACKAGE.parent
 TOOL_MODULES = sorted(
     [
         *(PACKAGE / "tools").rglob("*.py"),
+        PACKAGE / "cli" / "demo_agent.py",  # fxdurable demo's tools
         ROOT / "examples/lambda_project/myapp/agents.py",
         ROOT / "examples/rq_workers/myagents.py",
         ROOT / "examples/real_provider_agent/agent.py",
@@ -79,10 +80,9 @@ def test_what_a_tool_is_handed_cannot_transact(tmp_path: Path) -> None:
     assert "store" not in fields and {"records", "blobs"} <= fields
 
 
-def test_ctx_store_says_where_reads_and_writes_went() -> None:
+def test_ctx_store_is_gone() -> None:
     ctx = fx.ToolContext(execution_id="x", session_id="s", tool_name="t", attempt=1)
-    with pytest.raises(AttributeError, match=r"ctx\.records"):
-        _ = ctx.store
+    assert not hasattr(ctx, "store")  # and mypy reports a use of it: no alias to hide behind
 
 
 def test_the_records_view_reads_what_the_store_holds(tmp_path: Path) -> None:
@@ -91,6 +91,7 @@ def test_the_records_view_reads_what_the_store_holds(tmp_path: Path) -> None:
     digest = BlobWriter(store).put(b"bytes")
     assert records.get_blob(digest) == b"bytes"
     assert records.get_session("nobody") is None
+    assert records.tool_tasks("no-turn") == []
     assert records.url == store.url
 
 

@@ -15,15 +15,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from fxdurable.core.records import SessionRecord
+    from collections.abc import Sequence
+
+    from fxdurable.core.records import SessionRecord, ToolTaskRecord
     from fxdurable.core.store import Store
 
 __all__ = ["BlobWriter", "ToolRecords"]
 
 
 class ToolRecords:
-    """Read-only: the reads the tools we ship use (a session's record, a blob), each one
-    consistent snapshot of the store."""
+    """Read-only: the reads the tools we ship use (a session's record, a turn's tool tasks,
+    a blob), each one consistent snapshot of the store."""
 
     __slots__ = ("_store",)
 
@@ -39,6 +41,11 @@ class ToolRecords:
     def get_session(self, session_id: str) -> SessionRecord | None:
         """The session's record as last committed, or None when there is none."""
         return self._store.read(lambda view: view.get_session(session_id))
+
+    def tool_tasks(self, turn_id: str) -> Sequence[ToolTaskRecord]:
+        """The turn's tool tasks as last committed, by (round, index): how its earlier calls
+        ended (``fxdurable demo``'s check reads which deploy was left unknown)."""
+        return self._store.read(lambda view: view.tool_tasks(turn_id))
 
     def get_blob(self, digest: str) -> bytes | None:
         """The blob under ``digest``, or None (see ``Store.get_blob``: verified)."""

@@ -24,7 +24,6 @@ from typing import (
     TYPE_CHECKING,
     Any,
     Literal,
-    NoReturn,
     TypeAlias,
     TypeVar,
     cast,
@@ -110,14 +109,6 @@ class ToolContext:
     round: int = -1
     # The lease this call runs under, as the heartbeat last renewed it (runtime-only).
     lease: LeaseView = field(default_factory=LeaseView, repr=False)
-
-    @property
-    def store(self) -> NoReturn:
-        """Removed: a tool never held the whole store (``transact`` included)."""
-        raise AttributeError(
-            "ToolContext.store was removed: read with ctx.records (get_session, get_blob), "
-            "put blobs with ctx.blobs.put, and write the session through ctx.state"
-        )
 
     def progress(self, chunk: str) -> None:
         """Report progress: ``chunk`` is appended to the running task's ``progress`` (its last
