@@ -45,7 +45,7 @@ class DeployInput(pydantic.BaseModel):
 
 def _tools(workdir: Path, pace_s: float = 0.2) -> list[Tool]:
     def ledger(ctx: ToolContext) -> Path:
-        return ledger_path(workdir, ctx.store.url if ctx.store is not None else None)
+        return ledger_path(workdir, ctx.records.url if ctx.records is not None else None)
 
     def run_tests(_: NoInput, ctx: ToolContext) -> str:
         time.sleep(pace_s)
@@ -83,10 +83,9 @@ def _tools(workdir: Path, pace_s: float = 0.2) -> list[Tool]:
 def _interrupted_deploy(ctx: ToolContext) -> str | None:
     """The execution id of this turn's latest deploy whose outcome is unknown, if any: the
     call a check after a crash is about (read from the store, as the runtime recorded it)."""
-    if ctx.store is None:
+    if ctx.records is None:
         return None
-    turn_id = ctx.turn_id
-    tasks = ctx.store.read(lambda view: view.tool_tasks(turn_id))  # by (round, index)
+    tasks = ctx.records.tool_tasks(ctx.turn_id)  # by (round, index)
     unknown = [
         task.execution_id
         for task in tasks

@@ -1,7 +1,11 @@
 """Sans-I/O: from what the records prove, decide the turn's next action (DESIGN §4).
 
 Pure functions over records, so every recovery case is testable without a model, a tool or a
-store.
+store. Two decisions: :func:`next_action` (what the records say comes next) and
+:func:`at_boundary` (whether the turn may take that step now: an abort, the attempts budget, the
+turn's timeout, the invocation's deadline). The driver gathers the facts and does what they
+decide; it checks none of them itself, in the loop or when it starts a call in the crossing of
+the commit before it (``TurnDriver._start_next``).
 """
 
 from __future__ import annotations
@@ -9,18 +13,27 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Literal, TypeAlias
 
 from fxdurable.core.codec import dumps
 from fxdurable.core.records import ModelCallRecord, ToolTaskRecord, TurnRecord
 from fxdurable.core.states import ToolTaskStatus, is_terminal
 
 __all__ = [
+    "AbortTurn",
     "Action",
+    "AskExhausted",
+    "Boundary",
+    "BoundaryAction",
     "CallModel",
     "Complete",
+    "FailTurn",
+    "GoOn",
     "RecoverTool",
+    "RefreshReads",
     "RunTool",
+    "StopInvocation",
+    "at_boundary",
     "canonical_arguments",
     "is_blind_repeat",
     "next_action",
@@ -74,6 +87,102 @@ def next_action(
     if not last_call.tool_calls and not steering_pending:
         return Complete(last_call.text)
     return CallModel(turn.rounds)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Boundary:
+    """What the driver knows at a step boundary, as plain values (no clock, no store)."""
+
+    abort: bool  # an abort intent recorded, or seen by this process
+    timed_out: bool  # the turn ran past ``timeout_s`` since it started
+    timeout_s: float
+    stop_reason: str | None  # the invocation budget's (``InvocationBudget.stop_reason``)
+    # The first boundary of an attempt also checks the attempts budget and recovery's reads.
+    first: bool = False
+    recovered: bool = False  # the attempt took over from a crashed one
+    interruptions: int = 0
+    max_attempts: int = 1
+    on_exhausted: Literal["fail", "ask"] = "fail"
+    denied: str | None = None  # a person's reason for denying an exhausted turn
+
+
+@dataclass(frozen=True, slots=True)
+class GoOn:
+    """Take the step."""
+
+
+@dataclass(frozen=True, slots=True)
+class AbortTurn:
+    """Settle the submission ``aborted`` (its running calls resolved first)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FailTurn:
+    code: str
+    message: str
+    exhausted: Literal["attempts_exhausted", "time_exhausted"]
+
+
+@dataclass(frozen=True, slots=True)
+class AskExhausted:
+    """Ask a person whether an exhausted turn may go on (``on_exhausted="ask"``)."""
+
+    question: str
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshReads:
+    """Re-run the interrupted round's ``reuse=False`` reads, then decide again."""
+
+
+@dataclass(frozen=True, slots=True)
+class StopInvocation:
+    """Stop this invocation (``Suspend``) with a continuation: its deadline, not the turn's."""
+
+    reason: str
+
+
+BoundaryAction: TypeAlias = (
+    GoOn | AbortTurn | FailTurn | AskExhausted | RefreshReads | StopInvocation
+)
+
+
+def at_boundary(b: Boundary) -> BoundaryAction:
+    """Whether the turn may take its next step. In order: an abort intent wins over every
+    budget (DESIGN §3.8); at an attempt's first boundary, a person's deny, then the attempts
+    budget, then recovery's stale reads; the turn's timeout; the invocation's deadline.
+    A step the records prove finished (:class:`Complete`) is decided before this: finished
+    work is never discarded by an abort or a spent budget (DESIGN §4)."""
+    if b.abort:
+        return AbortTurn()
+    if b.first:
+        if b.denied is not None:
+            return FailTurn(
+                "attempts_exhausted",
+                f"interrupted {b.interruptions} times; a person denied going on: {b.denied}",
+                "attempts_exhausted",
+            )
+        if b.interruptions >= b.max_attempts:
+            if b.on_exhausted == "ask":
+                return AskExhausted(
+                    f"This turn was interrupted {b.interruptions} times, which spends its "
+                    f"budget of {b.max_attempts} attempts. Try again with a fresh budget "
+                    "(allow), or let it fail (deny)?"
+                )
+            return FailTurn(
+                "attempts_exhausted",
+                f"interrupted {b.interruptions} times; the budget is {b.max_attempts} attempts",
+                "attempts_exhausted",
+            )
+        if b.recovered:
+            return RefreshReads()
+    if b.timed_out:
+        return FailTurn(
+            "timeout", f"the turn ran past its {b.timeout_s:g}s budget", "time_exhausted"
+        )
+    if b.stop_reason is not None:
+        return StopInvocation(b.stop_reason)
+    return GoOn()
 
 
 def unknown_message(tool: str) -> str:

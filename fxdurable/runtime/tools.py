@@ -43,8 +43,8 @@ from fxdurable.runtime.state import ToolState
 from fxdurable.runtime.steps import StepFn, StepLog
 
 if TYPE_CHECKING:
-    from fxdurable.core.store import Store
     from fxdurable.runtime.children import ChildSessions
+    from fxdurable.runtime.tool_records import BlobWriter, ToolRecords
 
 __all__ = [
     "REPLAY_POLICIES",
@@ -77,9 +77,10 @@ class ToolContext:
     past its grace); a long tool should check it and stop: its run keeps the session's lease
     until its code has returned. ``step`` records a durable tool's
     sub-steps. ``state`` is the session's persisted key/value state: this call's writes
-    commit with its result (:mod:`fxdurable.runtime.state`). ``store`` is the runtime's
-    store, for reads and content-addressed blobs (the workspace tools, :mod:`fxdurable.tools`);
-    a tool's writes to its session go through ``state``, never the store directly.
+    commit with its result (:mod:`fxdurable.runtime.state`). ``records`` reads the runtime's
+    store (a session's record, a blob) and ``blobs`` puts content-addressed blobs (the
+    workspace tools, :mod:`fxdurable.tools`); neither can open a transaction: a tool's writes
+    to its session go through ``state`` (:mod:`fxdurable.runtime.tool_records`).
     ``lease`` is the lease the call runs under (``held``, ``expires_at``, ``remaining_s()``;
     docs/leases.md): a long tool checks it at safe points and stops once it is no longer
     held, before the runtime stops it for good (a sync tool still running then ends the
@@ -98,8 +99,10 @@ class ToolContext:
     children: ChildSessions | None = None
     # The session's persisted state as of the call's start, plus the call's own writes.
     state: ToolState = field(default_factory=ToolState)
-    # The runtime's store (runtime-only, never stored); None outside a runtime (unit tests).
-    store: Store | None = field(default=None, repr=False)
+    # The runtime's store, read-only, and its blob writer (runtime-only, never stored); None
+    # outside a runtime (unit tests).
+    records: ToolRecords | None = field(default=None, repr=False)
+    blobs: BlobWriter | None = field(default=None, repr=False)
     # Where the call sits in its turn: the calls of one parallel batch share turn_id and
     # round (the stored workspace tells a sibling's concurrent write from an older one).
     turn_id: str = ""

@@ -64,10 +64,18 @@ from fxdurable.runtime.children import ChildDriver, ChildSessions, abort_child, 
 from fxdurable.runtime.conversation import ConversationCache
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.decide import (
+    AbortTurn,
+    AskExhausted,
+    Boundary,
     CallModel,
     Complete,
+    FailTurn,
+    GoOn,
     RecoverTool,
+    RefreshReads,
     RunTool,
+    StopInvocation,
+    at_boundary,
     is_blind_repeat,
     refusal_message,
     unknown_message,
@@ -79,6 +87,7 @@ from fxdurable.runtime.progress import ProgressPump
 from fxdurable.runtime.state import ToolState
 from fxdurable.runtime.steps import StepLog
 from fxdurable.runtime.subagent import SubagentTool
+from fxdurable.runtime.tool_records import BlobWriter, ToolRecords
 from fxdurable.runtime.tools import Tool, ToolContext
 from fxdurable.runtime.turn_state import ReadyTool, TurnState
 
@@ -190,55 +199,24 @@ class TurnDriver:
                     state.steering = state.steering or ("",)  # the model answers it
                     continue
                 return
-            # An abort intent wins over every budget (DESIGN §3.8).
-            if state.abort_requested or self._abort_seen:
-                await self._resolve_running(state.round_tasks)
-                await durable(j.settle, self._fence, submission_id, "aborted")
-                return
-            if first_boundary:
-                first_boundary = False
-                sub = state.submission
-                denied = _exhausted_denied(sub.input_request)
-                if denied is not None:
-                    await self._fail(
-                        sub.id,
-                        "attempts_exhausted",
-                        f"interrupted {sub.interruptions} times; a person denied going on: "
-                        + denied,
-                        exhausted="attempts_exhausted",
-                    )
+            check = at_boundary(self._boundary(first=first_boundary, recovered=start.recovered))
+            first_boundary = False
+            match check:
+                case AbortTurn():
+                    await self._resolve_running(state.round_tasks)
+                    await durable(j.settle, self._fence, submission_id, "aborted")
                     return
-                if sub.interruptions >= self._agent.durability.max_attempts:
-                    if self._agent.durability.on_exhausted == "ask":
-                        await self._ask(
-                            f"This turn was interrupted {sub.interruptions} times, which "
-                            f"spends its budget of {self._agent.durability.max_attempts} "
-                            "attempts. Try again with a fresh budget (allow), or let it "
-                            "fail (deny)?",
-                            about="exhausted",
-                        )
-                        return
-                    await self._fail(
-                        sub.id,
-                        "attempts_exhausted",
-                        f"interrupted {sub.interruptions} times; the budget is "
-                        f"{self._agent.durability.max_attempts} attempts",
-                        exhausted="attempts_exhausted",
-                    )
+                case FailTurn(code=code, message=message, exhausted=exhausted):
+                    await self._fail(submission_id, code, message, exhausted=exhausted)
                     return
-                if start.recovered and await self._refresh_stale_reads(state.round_tasks):
-                    continue  # refreshed results were recorded: decide again
-            if self._timed_out():
-                await self._fail(
-                    submission_id,
-                    "timeout",
-                    f"the turn ran past its {self._agent.durability.timeout_s:g}s budget",
-                    exhausted="time_exhausted",
-                )
-                return
-            reason = self._budget.stop_reason()
-            if reason is not None:
-                raise Suspend(reason)
+                case AskExhausted(question=question):
+                    await self._ask(question, about="exhausted")
+                    return
+                case RefreshReads():
+                    await self._refresh_stale_reads(state.round_tasks)
+                    continue  # decide again (what was refreshed is recorded)
+                case StopInvocation(reason=reason):
+                    raise Suspend(reason)
             self._budget.record_progress()
             match action:
                 case CallModel(round=round_):
@@ -275,10 +253,23 @@ class TurnDriver:
             wait -= remaining
         raise Suspend("model backoff", resume_after_s=wait, attempt_started=False)
 
-    def _timed_out(self) -> bool:
-        assert self._state is not None
-        started = self._state.submission.started_at or 0.0
-        return self._now() - started > self._agent.durability.timeout_s
+    def _boundary(self, *, first: bool = False, recovered: bool = False) -> Boundary:
+        """The facts :func:`~fxdurable.runtime.decide.at_boundary` decides on, as of now."""
+        state = self._state
+        assert state is not None
+        sub, durability = state.submission, self._agent.durability
+        return Boundary(
+            abort=state.abort_requested or self._abort_seen,
+            timed_out=self._now() - (sub.started_at or 0.0) > durability.timeout_s,
+            timeout_s=durability.timeout_s,
+            stop_reason=self._budget.stop_reason(),
+            first=first,
+            recovered=recovered,
+            interruptions=sub.interruptions,
+            max_attempts=durability.max_attempts,
+            on_exhausted=durability.on_exhausted,
+            denied=_exhausted_denied(sub.input_request),
+        )
 
     # -- model ---------------------------------------------------------------------------------
 
@@ -481,10 +472,8 @@ class TurnDriver:
             return None  # a person's answer to apply first (a deny must not start it)
         if len(self._batch()) > 1:
             return None  # its calls start together, after the boundary's checks
-        if state.abort_requested or self._abort_seen or self._timed_out():
-            return None
-        if self._budget.stop_reason() is not None:
-            return None
+        if not isinstance(at_boundary(self._boundary()), GoOn):
+            return None  # the loop does what the boundary decides
         ready = self._ready(action.task)
         if isinstance(ready, str) or self._blind_repeat(action.task, ready[0]):
             return None
@@ -510,7 +499,8 @@ class TurnDriver:
             steps=self._step_log(task, tool, state) if tool.durable and task.durable else None,
             children=self._child_sessions(task) if isinstance(tool, SubagentTool) else None,
             state=state,
-            store=self._journal.store,
+            records=ToolRecords(self._journal.store),
+            blobs=BlobWriter(self._journal.store),
             turn_id=task.turn_id,
             round=task.round,
             lease=current_lease(),
@@ -671,7 +661,8 @@ class TurnDriver:
             if not merge:
                 return None, None
             action = state.next_action()
-            if isinstance(action, CallModel) and not (state.abort_requested or self._abort_seen):
+            # The next model request is read in this crossing only if the loop will make it.
+            if isinstance(action, CallModel) and isinstance(at_boundary(self._boundary()), GoOn):
                 turn, known = state.turn, state.round_tasks
                 request = self._journal.read(lambda v: self._model_step.prepare(v, turn, known))
                 if self._gate is not None:  # a batch's last result: the batch hands it on

@@ -30,6 +30,8 @@ from fxdurable.core.states import (
 from fxdurable.core.store import ReadView
 from fxdurable.core.subagent import child_request_id, child_session_id
 from fxdurable.testing.batches import unsafe_overlaps
+from fxdurable.testing.questions import check_questions
+from fxdurable.testing.violations import Violation
 
 __all__ = ["Effect", "StoreSummary", "Violation", "check_effects", "check_store"]
 
@@ -44,16 +46,6 @@ _TURN_FOR = {
     SubmissionStatus.FAILED: TurnStatus.FAILED,
     SubmissionStatus.ABORTED: TurnStatus.ABORTED,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Violation:
-    code: str
-    session_id: str
-    detail: str
-
-    def __str__(self) -> str:
-        return f"{self.code}: session {self.session_id}: {self.detail}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +94,7 @@ def check_store(view: ReadView, *, now: float, at_rest: bool = False) -> StoreSu
         violations += _check_steps(view, session, subs, events, now, at_rest)
         violations += _check_steering(session, events)
         violations += _check_messages(view, session, events)
-        violations += _check_questions(view, session, subs, events)
+        violations += check_questions(view, session, subs, events)
         violations += _check_subagents(view, session, session_tasks)
         violations += _check_state(session, events)
         violations += [Violation("unsafe-overlap", session.id, o) for o in unsafe_overlaps(events)]
@@ -210,18 +202,6 @@ def _check_messages(
                 )
             )
     return out
-
-
-def _check_questions(
-    view: ReadView,
-    session: SessionRecord,
-    subs: Sequence[SubmissionRecord],
-    events: Sequence[EventRecord],
-) -> list[Violation]:
-    # Imported here: that module builds on this one's Violation.
-    from fxdurable.testing.questions import check_questions
-
-    return check_questions(view, session, subs, events)
 
 
 def _check_state(session: SessionRecord, events: Sequence[EventRecord]) -> list[Violation]:

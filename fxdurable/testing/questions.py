@@ -27,7 +27,7 @@ from fxdurable.core.events import EventType
 from fxdurable.core.records import EventRecord, SessionRecord, SubmissionRecord
 from fxdurable.core.states import AttemptStatus, ToolTaskStatus
 from fxdurable.core.store import ReadView
-from fxdurable.testing.invariants import Violation
+from fxdurable.testing.violations import Violation
 
 __all__ = ["check_questions"]
 

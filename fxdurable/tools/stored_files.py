@@ -21,9 +21,8 @@ from fxdurable.tools.scratch import make_scratch
 from fxdurable.tools.workspace import ChangeFn
 
 if TYPE_CHECKING:
-    from fxdurable.core.store import Store
     from fxdurable.runtime.tools import ToolContext
-    from fxdurable.tools.stored_workspace import StoredWorkspace
+    from fxdurable.tools.stored_blobs import BatchClaims, FileBlobs
 
 __all__ = ["BASE_KEY", "PATH_KEY_PREFIX", "StoredFiles"]
 
@@ -37,16 +36,16 @@ class StoredFiles:
 
     def __init__(
         self,
-        workspace: StoredWorkspace,
-        store: Store,
+        blobs: FileBlobs,
+        claims: BatchClaims,
         root: str,
         state: Mapping[str, Any],
         manifest: Mapping[str, str],
         ctx: ToolContext | None,
     ) -> None:
         """``ctx``: the call that may write (its own session's files), or None (read-only)."""
-        self._ws = workspace
-        self._store = store
+        self._blobs = blobs
+        self._claims = claims
         self._root = root
         self._state = state
         self._manifest = manifest
@@ -72,7 +71,7 @@ class StoredFiles:
             if any(p.startswith(path + "/") for p in files):
                 raise WorkspaceError(f"{path} is a directory; use glob_files to list its files")
             raise WorkspaceError(f"no such file: {path}")
-        return self._ws.blob(self._store, digest, path)
+        return self._blobs.get(digest, path)
 
     def list(self) -> list[str]:
         return sorted(self.files())
@@ -89,7 +88,7 @@ class StoredFiles:
         for n in range(1, len(parts)):
             if "/".join(parts[:n]) in files:
                 raise WorkspaceError(f"cannot write {path}: a parent of it is a file")
-        current = None if path not in files else self._ws.blob(self._store, files[path], path)
+        current = None if path not in files else self._blobs.get(files[path], path)
         after, result = change(current)
         self.write({path: after}, files)
         return result
@@ -98,10 +97,10 @@ class StoredFiles:
         """Put the changed contents' blobs, then set their state keys (None: deleted). Past
         the state's bound, or racing a sibling of its batch, nothing is set."""
         ctx = self._writer()
-        self._ws.claims.claim(ctx, self._root, {p: files.get(p) for p in changes})
+        self._claims.claim(ctx, self._root, {p: files.get(p) for p in changes})
         keys: dict[str, str | None] = {}
         for path, data in changes.items():
-            digest = None if data is None else self._ws.put(self._store, path, data)
+            digest = None if data is None else self._blobs.put(path, data)
             keys[PATH_KEY_PREFIX + path] = digest
         state = ctx.state
         projected = dict(state)
@@ -170,7 +169,7 @@ class StoredFiles:
         for path, digest in files.items():
             target = scratch / path
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(self._ws.blob(self._store, digest, path))
+            target.write_bytes(self._blobs.get(digest, path))
 
 
 def _changes(scratch: Path, before: Mapping[str, str]) -> tuple[dict[str, bytes | None], list[str]]:

@@ -52,9 +52,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fxdurable.core.blobs import MAX_BLOB_BYTES
-from fxdurable.errors import BlobTooLargeError, ConfigurationError, WorkspaceError
+from fxdurable.errors import ConfigurationError
+from fxdurable.runtime.tool_records import BlobWriter, ToolRecords
 from fxdurable.tools import fsfiles
+from fxdurable.tools.stored_blobs import BatchClaims, BlobCache, FileBlobs
 from fxdurable.tools.stored_files import BASE_KEY, StoredFiles
 from fxdurable.tools.workspace import workspace_session
 
@@ -65,67 +66,6 @@ if TYPE_CHECKING:
 __all__ = ["BatchClaims", "BlobCache", "StoredWorkspace", "stored"]
 
 DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
-_MAX_CLAIMS = 10_000  # writes remembered for the batch check (a batch is a few calls)
-
-
-class BlobCache:
-    """Blobs by digest, least recently used dropped past ``limit`` bytes. A blob never
-    changes, so a cached one is never stale, whichever store or session it came from."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._held: OrderedDict[str, bytes] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, digest: str) -> bytes | None:
-        with self._lock:
-            data = self._held.get(digest)
-            if data is not None:
-                self._held.move_to_end(digest)
-            return data
-
-    def put(self, digest: str, data: bytes) -> None:
-        if len(data) > self.limit:
-            return
-        with self._lock:
-            if digest in self._held:
-                return
-            self._held[digest] = data
-            self._bytes += len(data)
-            while self._bytes > self.limit:
-                _, dropped = self._held.popitem(last=False)
-                self._bytes -= len(dropped)
-
-
-class BatchClaims:
-    """Which call of a parallel batch wrote a path, and from which content: a sibling that
-    writes the same path from the same content would drop that write (see the module)."""
-
-    def __init__(self) -> None:
-        self._claims: OrderedDict[tuple[str, ...], tuple[str, str | None]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def claim(self, ctx: ToolContext, root: str, bases: Mapping[str, str | None]) -> None:
-        """Record ``ctx``'s writes (path -> the digest it started from), or raise if a
-        sibling wrote one of those paths from the same content; nothing recorded then."""
-        if not ctx.turn_id or ctx.store is None:
-            return  # outside a runtime's turn: no batch
-        batch = (ctx.store.url, root, ctx.turn_id, str(ctx.round))
-        with self._lock:
-            for path, base in bases.items():
-                held = self._claims.get((*batch, path))
-                if held is not None and held[0] != ctx.execution_id and held[1] == base:
-                    raise WorkspaceError(
-                        f"{path} is being changed by another call of this same batch of "
-                        "parallel tool calls; this call's change to it was not applied (it "
-                        "would overwrite that one). Read the file again after this batch and "
-                        "make the change then"
-                    )
-            for path, base in bases.items():
-                self._claims[(*batch, path)] = (ctx.execution_id, base)
-            while len(self._claims) > _MAX_CLAIMS:
-                self._claims.popitem(last=False)
 
 
 class StoredWorkspace:
@@ -148,84 +88,58 @@ class StoredWorkspace:
         self._lock = threading.Lock()
 
     def open(self, ctx: ToolContext) -> StoredFiles:
-        store = ctx.store
-        if store is None:
+        if ctx.records is None:
             raise ConfigurationError(
                 "the stored workspace keeps files in the runtime's store, and this call has "
-                "none (ctx.store is None): run its tools in an fxdurable runtime"
+                "none (ctx.records is None): run its tools in an fxdurable runtime"
             )
+        blobs = FileBlobs(self.cache, ctx.records, ctx.blobs)
         root = workspace_session(ctx)
         if root == ctx.session_id:
-            base = self._base(store, ctx.state)
+            base = self._base(blobs, ctx.state)
             if base is not None and ctx.state.get(BASE_KEY) is None:
                 ctx.state[BASE_KEY] = base  # pins the template as this session first saw it
-            return StoredFiles(self, store, root, ctx.state, self._manifest(store, base), ctx)
+            manifest = self._manifest(blobs, base)
+            return StoredFiles(blobs, self.claims, root, ctx.state, manifest, ctx)
         # A subagent's child: its root's files as committed, read-only.
-        state = self._committed_state(store, root)
-        manifest = self._manifest(store, self._base(store, state))
-        return StoredFiles(self, store, root, state, manifest, None)
+        state = _committed_state(ctx.records, root)
+        manifest = self._manifest(blobs, self._base(blobs, state))
+        return StoredFiles(blobs, self.claims, root, state, manifest, None)
 
     def files_of(self, store: Store, session_id: str) -> dict[str, bytes]:
         """Every file of ``session_id`` as its committed state has them, path -> bytes (to
         export a session's work, or to check it)."""
-        state = self._committed_state(store, session_id)
-        manifest = self._manifest(store, self._base(store, state))
-        files = StoredFiles(self, store, session_id, state, manifest, None)
+        blobs = FileBlobs(self.cache, ToolRecords(store), BlobWriter(store))
+        state = _committed_state(blobs.records, session_id)
+        manifest = self._manifest(blobs, self._base(blobs, state))
+        files = StoredFiles(blobs, self.claims, session_id, state, manifest, None)
         return {path: files.read(path) for path in files.list()}
 
-    def _committed_state(self, store: Store, session_id: str) -> dict[str, Any]:
-        record = store.read(lambda view: view.get_session(session_id))
-        return {} if record is None else dict(record.state)
-
-    def _base(self, store: Store, state: Mapping[str, Any]) -> str | None:
+    def _base(self, blobs: FileBlobs, state: Mapping[str, Any]) -> str | None:
         """The session's base manifest digest: the one its state pins, else the template's."""
         base = state.get(BASE_KEY)
         if base is None and self.template is not None:
-            return self._template_base(store)
+            return self._template_base(blobs)
         return None if base is None else str(base)
 
-    # -- blobs ------------------------------------------------------------------------------
-
-    def blob(self, store: Store, digest: str, path: str) -> bytes:
-        data = self.cache.get(digest)
-        if data is None:
-            data = store.get_blob(digest)
-            if data is None:
-                raise WorkspaceError(
-                    f"the content of {path} (blob {digest[:16]}) is missing from the store"
-                )
-            self.cache.put(digest, data)
-        return data
-
-    def put(self, store: Store, path: str, data: bytes) -> str:
-        try:
-            digest = store.put_blob(data)
-        except BlobTooLargeError as exc:
-            raise WorkspaceError(
-                f"{path} would be {len(data)} bytes, over the {MAX_BLOB_BYTES}-byte limit of "
-                "a file in a stored workspace; nothing was written"
-            ) from exc
-        self.cache.put(digest, data)
-        return digest
-
-    def _manifest(self, store: Store, digest: str | None) -> dict[str, str]:
+    def _manifest(self, blobs: FileBlobs, digest: str | None) -> dict[str, str]:
         if digest is None:
             return {}
         with self._lock:
             held = self._manifests.get(digest)
         if held is None:
-            held = dict(json.loads(self.blob(store, digest, "the workspace's base manifest")))
+            held = dict(json.loads(blobs.get(digest, "the workspace's base manifest")))
             with self._lock:
                 self._manifests[digest] = held
                 while len(self._manifests) > 64:
                     self._manifests.popitem(last=False)
         return held
 
-    def _template_base(self, store: Store) -> str:
-        """The template's manifest digest in ``store``: its files and the manifest put there
+    def _template_base(self, blobs: FileBlobs) -> str:
+        """The template's manifest digest in the store: its files and the manifest put there
         once (the manifest last, so a manifest found proves its files are there)."""
         with self._lock:
-            known = self._bases.get(store.url)
+            known = self._bases.get(blobs.url)
         if known is not None:
             return known
         assert self.template is not None
@@ -236,13 +150,18 @@ class StoredWorkspace:
         manifest = {path: hashlib.sha256(data).hexdigest() for path, data in files.items()}
         encoded = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
         digest = hashlib.sha256(encoded).hexdigest()
-        if store.get_blob(digest) is None:
+        if blobs.records.get_blob(digest) is None:
             for path, data in files.items():
-                self.put(store, path, data)
-            self.put(store, "the workspace's base manifest", encoded)
+                blobs.put(path, data)
+            blobs.put("the workspace's base manifest", encoded)
         with self._lock:
-            self._bases[store.url] = digest
+            self._bases[blobs.url] = digest
         return digest
+
+
+def _committed_state(records: ToolRecords, session_id: str) -> dict[str, Any]:
+    record = records.get_session(session_id)
+    return {} if record is None else dict(record.state)
 
 
 def stored(

@@ -28,12 +28,10 @@ workspace implements exactly them. What an implementation must provide:
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
-    from fxdurable.core.records import SessionRecord
-    from fxdurable.core.store import ReadView, Store
+    from fxdurable.runtime.tool_records import ToolRecords
     from fxdurable.runtime.tools import ToolContext
 
 __all__ = ["ALREADY_APPLIED", "Change", "Files", "Workspace", "root_session", "workspace_session"]
@@ -80,22 +78,22 @@ _MAX_DEPTH = 64  # subagents nest a few levels; a longer chain is a loop in corr
 def workspace_session(ctx: ToolContext) -> str:
     """The session whose files a call works on: ``ctx.session_id``, except in a subagent's
     child session (its ``parent_session`` set), where it is the root ancestor's, so an
-    explore subagent sees its parent's files. Outside a runtime (``ctx.store`` None): the
+    explore subagent sees its parent's files. Outside a runtime (``ctx.records`` None): the
     call's own session."""
-    if ctx.store is None:
+    if ctx.records is None:
         return ctx.session_id
-    return root_session(ctx.store, ctx.session_id)
+    return root_session(ctx.records, ctx.session_id)
 
 
-def root_session(store: Store, session_id: str) -> str:
+def root_session(records: ToolRecords, session_id: str) -> str:
     """``session_id``'s root ancestor (following ``parent_session``), or itself: the session
     whose files a subagent's child works on."""
-    key = (store.url, session_id)
+    key = (records.url, session_id)
     cached = _ROOTS.get(key)
     if cached is not None:
         return cached
     for _ in range(_MAX_DEPTH):
-        record = store.read(partial(_get_session, session_id=session_id))
+        record = records.get_session(session_id)
         if record is None or record.parent_session is None:
             break
         session_id = record.parent_session
@@ -103,7 +101,3 @@ def root_session(store: Store, session_id: str) -> str:
         _ROOTS.clear()
     _ROOTS[key] = session_id
     return session_id
-
-
-def _get_session(view: ReadView, *, session_id: str) -> SessionRecord | None:
-    return view.get_session(session_id)

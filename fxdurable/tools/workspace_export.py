@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fxdurable.errors import SessionNotFoundError, WorkspaceError
+from fxdurable.runtime.tool_records import ToolRecords
 from fxdurable.tools.paths import confine
 from fxdurable.tools.stored_files import BASE_KEY, PATH_KEY_PREFIX
 from fxdurable.tools.stored_workspace import StoredWorkspace
@@ -33,8 +34,9 @@ def export_workspace(store: Store, session_id: str, target: str | os.PathLike[st
     :class:`~fxdurable.errors.WorkspaceError` for a session that never used a stored
     workspace, a ``target`` that is not an empty directory, or a path in the store that is
     not a plain workspace path (nothing written then)."""
-    root = root_session(store, session_id)
-    record = store.read(lambda view: view.get_session(root))
+    records = ToolRecords(store)
+    root = root_session(records, session_id)
+    record = records.get_session(root)
     if record is None:
         raise SessionNotFoundError(session_id)
     if not any(key == BASE_KEY or key.startswith(PATH_KEY_PREFIX) for key in record.state):
