@@ -19,7 +19,11 @@ must never wait on a connection whose request the proxy is holding). Its modes, 
 And for one request (:meth:`lose_answer`), the fault a store must treat as an *unknown
 outcome*: the next request whose bytes contain a marker reaches the server, which applies it,
 and its answer is lost: the connection is closed once the server has answered (``drop``), or
-the answer is held until the client gives up and closes it (``stall``, a client timeout).
+the answer is held until the client gives up and closes it (``stall``, a client timeout). Or
+the request itself is held (``late``): the client times out, and only once it has closed the
+connection and its next request with the marker (its resend) has been answered does the held
+one reach the server (as a segment delayed in the network can), its answer lost;
+:attr:`FaultProxy.landed_late` is set when the server has answered it.
 
 No ``sleep`` decides anything: pumps wait on a condition and on ``select`` with a short
 timeout, so a mode change takes effect within ``_TICK_S``.
@@ -38,7 +42,7 @@ from typing import Literal
 __all__ = ["Answer", "FaultProxy", "Mode"]
 
 Mode = Literal["open", "stall", "blackhole", "down"]
-Answer = Literal["drop", "stall"]
+Answer = Literal["drop", "stall", "late"]
 _TICK_S = 0.1
 
 
@@ -48,6 +52,8 @@ class _Link:
     upstream: socket.socket | None
     tainted: bool = False  # lost bytes in a black hole: closed when the proxy opens
     losing: Answer | None = None  # the answer to the request just forwarded is lost so
+    held: bytearray = field(default_factory=bytearray)  # a "late" request, not yet forwarded
+    resending: bool = False  # carries the resend a held late request waits for
     closed: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -82,6 +88,9 @@ class FaultProxy:
         self._stopped = False
         self._armed: tuple[bytes, Answer] | None = None
         self.lost = 0  # requests forwarded whose answer the client never got
+        self.landed_late = threading.Event()  # a "late" request reached the server, answered
+        self._late: bytes | None = None  # the marker of a held late request
+        self._resent = threading.Event()  # the resend it waits for was answered
         self._acceptor = threading.Thread(target=self._accept, name="fault-proxy", daemon=True)
         self._acceptor.start()
 
@@ -129,7 +138,8 @@ class FaultProxy:
     def lose_answer(self, marker: bytes, how: Answer = "drop") -> None:
         """The next request whose bytes contain ``marker`` is forwarded and its answer lost
         (``drop``: the connection closed when the server answers; ``stall``: the answer held
-        until the client closes the connection). :attr:`lost` counts them."""
+        until the client closes the connection; ``late``: the request held until the client
+        closes the connection, then forwarded). :attr:`lost` counts them."""
         with self._cond:
             self._armed = (marker, how)
 
@@ -175,14 +185,26 @@ class FaultProxy:
         threading.Thread(target=self._pump, args=(link, False), daemon=True).start()
         return True
 
-    def _take_fault(self, data: bytes) -> Answer | None:
+    def _take_fault(self, link: _Link, data: bytes) -> Answer | None:
         with self._cond:
+            if self._late is not None and self._late in data:
+                link.resending = True
             if self._armed is None or self._armed[0] not in data:
                 return None
-            how = self._armed[1]
+            marker, how = self._armed
             self._armed = None
             self.lost += 1
+            if how == "late":
+                self._late = marker
             return how
+
+    def _deliver_late(self, link: _Link) -> None:
+        """The client gave up on a held request and closed: now it reaches the server."""
+        assert link.upstream is not None
+        self._resent.wait(5.0)  # after the resend: the order the token must survive
+        link.upstream.sendall(bytes(link.held))
+        link.held.clear()
+        self.landed_late.wait(5.0)  # its answer, swallowed by the other pump
 
     def _pump(self, link: _Link, outbound: bool) -> None:
         """Client → upstream when ``outbound``, else upstream → client."""
@@ -195,6 +217,8 @@ class FaultProxy:
                     continue
                 data = src.recv(65536)
                 if not data:
+                    if outbound and link.held:
+                        self._deliver_late(link)
                     break
                 with self._cond:
                     while self._mode == "stall" and not link.closed:
@@ -208,7 +232,15 @@ class FaultProxy:
                 if outbound and link.upstream is None and not self._connect(link):
                     break
                 if outbound and link.losing is None:
-                    link.losing = self._take_fault(data)
+                    link.losing = self._take_fault(link, data)
+                if outbound and link.losing == "late":
+                    link.held += data
+                    continue
+                if not outbound and link.losing == "late":
+                    self.landed_late.set()  # the server answered the late request: lost too
+                    continue
+                if not outbound and link.resending:
+                    self._resent.set()
                 if not outbound and link.losing == "drop":
                     break  # the server answered (so it applied the request): lose it
                 if not outbound and link.losing == "stall":

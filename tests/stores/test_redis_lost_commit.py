@@ -62,6 +62,8 @@ def _lose_begin_attempt(store: RedisStore, proxy: FaultProxy, how: Answer) -> tu
         journal.begin_attempt(fence, sub.id, worker="w")
     finally:
         assert proxy.lost == 1, "the proxy never faulted the commit: the test proves nothing"
+    if how == "late":  # the first send reaches the server after its resend was answered
+        assert proxy.landed_late.wait(10), "the held commit never reached the server"
     journal.settle(fence, sub.id, "completed", text="done")
     journal.release(fence)
     return sub.id, claimed.version
@@ -81,7 +83,7 @@ def _once(store: RedisStore, sub_id: str, version_before: int) -> None:
     assert summary.violations == ()
 
 
-@pytest.mark.parametrize("how", ["drop", "stall"])
+@pytest.mark.parametrize("how", ["drop", "stall", "late"])
 def test_a_commit_whose_answer_is_lost_lands_once(
     redis_url: str, proxy: FaultProxy, how: Answer
 ) -> None:
@@ -92,11 +94,14 @@ def test_a_commit_whose_answer_is_lost_lands_once(
         store.close()
 
 
-def test_a_lost_commit_on_the_watch_path_is_found_by_its_token(
-    redis_url: str, proxy: FaultProxy
+@pytest.mark.parametrize("how", ["drop", "late"])
+def test_a_lost_commit_on_the_watch_path_is_found_or_fenced_by_its_token(
+    redis_url: str, proxy: FaultProxy, how: Answer
 ) -> None:
     """A body that lists sessions commits with WATCH/MULTI/EXEC, whose writes cannot be sent
-    again: the store fences the token, finds the commit landed, and the body ran once."""
+    again: the store fences the token. Dropped after it ran, the fence finds the commit landed
+    and the body ran once; held until after the fence (late), the fence wins, the body runs
+    again from fresh reads, and the first send, arriving last, applies nothing."""
     store = _proxied(redis_url, proxy)
     try:
         Journal(store, SystemClock(), RandomIds()).admit("s1", agent="a", prompt="go")
@@ -111,12 +116,17 @@ def test_a_lost_commit_on_the_watch_path_is_found_by_its_token(
             tx.put_session(new, expected_version=session.version)
             return new.version
 
-        proxy.lose_answer(COMMIT, "drop")
+        before = store.read(lambda v: v.get_session("s1"))
+        assert before is not None
+        proxy.lose_answer(COMMIT, how)
         version = store.transact(body)
         assert proxy.lost == 1
-        assert runs == [1]
+        if how == "late":
+            assert proxy.landed_late.wait(10), "the held commit never reached the server"
+        assert runs == ([1] if how == "drop" else [1, 1])
         stored = store.read(lambda v: v.get_session("s1"))
         assert stored is not None and (stored.version, stored.steering) == (version, ("hi",))
+        assert version == before.version + 1  # one commit landed, whichever run made it
     finally:
         store.close()
 
