@@ -59,6 +59,40 @@ def _import_rq() -> tuple[Any, Any]:
     return redis, rq
 
 
+# What redis-py raises, as the project's errors, at the one boundary (check, enqueue_now):
+# first match wins, so subclasses come before their bases (redis-py's AuthenticationError and
+# BusyLoadingError are ConnectionErrors, its ReadOnlyError and OutOfMemoryError
+# ResponseErrors). QueueUnavailableError: the same call may succeed later (the worker waits,
+# the scan rides it out, a submission is admitted and its wake left to the scan);
+# ConfigurationError: it answered and refused, waiting will not help. The messages name the
+# address, never the password (the exception's text is kept only for refusals, which quote
+# no URL).
+_REDIS_ERRORS: tuple[tuple[tuple[str, ...], type[Exception] | None, str], ...] = (
+    (
+        ("AuthenticationError", "AuthorizationError", "NoPermissionError"),
+        ConfigurationError,
+        "the RQ Redis at {address} refused the credentials",
+    ),
+    (("BusyLoadingError",), QueueUnavailableError, "the RQ Redis at {address} is loading its data"),
+    (("TimeoutError",), QueueUnavailableError, "the RQ Redis at {address} did not answer in time"),
+    (
+        ("ConnectionError", "OSError"),
+        QueueUnavailableError,
+        "cannot reach the RQ Redis at {address}; is redis-server running?",
+    ),
+    (("ReadOnlyError",), QueueUnavailableError, "the RQ Redis at {address} is a read-only replica"),
+    (
+        ("OutOfMemoryError",),
+        QueueUnavailableError,
+        "the RQ Redis at {address} is out of memory (maxmemory)",
+    ),
+    # None: the caller's call. A refusal of the ping at start (a wrong database) is
+    # configuration; of a wake (MISCONF: it cannot persist), the queue is away for now.
+    (("ResponseError",), None, "the RQ Redis at {address} refused to answer"),
+    (("RedisError",), QueueUnavailableError, "the RQ Redis at {address} failed"),
+)
+
+
 class RqQueue:
     delays_wakes = False
 
@@ -68,48 +102,46 @@ class RqQueue:
         redis, rq = _import_rq()
         self._redis = redis.Redis.from_url(self.settings.redis_url)
         self.queue: Any = rq.Queue(self.settings.queue, connection=self._redis)
-        # redis-py's ConnectionError and TimeoutError derive from its RedisError; OSError for
-        # what the socket raises before redis-py wraps it.
-        self._redis_down: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
 
     def check(self) -> None:
         """Raise if Redis does not answer, naming the address (never the password):
         :class:`QueueUnavailableError` when it cannot be reached or times out (it may come up:
         ``fxdurable worker`` waits for it), :class:`ConfigurationError` when it answers and
         refuses (credentials, a wrong database)."""
+        try:
+            self._redis.ping()
+        except Exception as exc:
+            raise self._mapped(exc, "a ping", refused=ConfigurationError) from None
+
+    def enqueue_now(self, session_id: str, *, reason: str) -> None:
+        """Synchronous enqueue (for callers outside an event loop). A Redis that cannot be
+        reached, times out, or refuses the wake for now (out of memory, a read-only replica,
+        MISCONF) raises :class:`~fxdurable.errors.QueueUnavailableError`; one that refuses
+        the credentials, :class:`~fxdurable.errors.ConfigurationError`. The messages name the
+        address, never the password (:data:`_REDIS_ERRORS`)."""
+        try:
+            self._enqueue(session_id, reason)
+        except Exception as exc:
+            raise self._mapped(exc, "a wake not taken", refused=QueueUnavailableError) from None
+
+    def _mapped(self, exc: Exception, doing: str, *, refused: type[Exception]) -> Exception:
+        """The project's error for what redis-py (or the socket under it) raised: the first
+        row of :data:`_REDIS_ERRORS` that matches (``refused`` for a refusal); anything else
+        (a bug) as it is."""
         redis, _ = _import_rq()
         where = urlparse(self.settings.redis_url)
         address = f"{where.hostname}:{where.port or 6379}"
-        try:
-            self._redis.ping()
-        except redis.exceptions.AuthenticationError as exc:  # a ConnectionError in redis-py
-            raise ConfigurationError(
-                f"the RQ Redis at {address} refused the credentials: {exc}"
-            ) from None
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-            raise QueueUnavailableError(
-                f"cannot reach the RQ Redis at {address}: {type(exc).__name__}; "
-                "is redis-server running?",
-                url=address,
-            ) from None
-        except Exception as exc:  # an answer that is a refusal (NOAUTH, a bad db index, ...)
-            raise ConfigurationError(
-                f"the RQ Redis at {address} refused to answer: {type(exc).__name__}: {exc}"
-            ) from None
-
-    def enqueue_now(self, session_id: str, *, reason: str) -> None:
-        """Synchronous enqueue (for callers outside an event loop). An unreachable or failing
-        Redis raises :class:`~fxdurable.errors.QueueUnavailableError` (address, no password)."""
-        try:
-            self._enqueue(session_id, reason)
-        except self._redis_down as exc:
-            where = urlparse(self.settings.redis_url)
-            address = f"{where.hostname}:{where.port or 6379}"
-            raise QueueUnavailableError(
-                f"the RQ Redis at {address} did not take the wake ({type(exc).__name__}); "
-                "is redis-server running?",
-                url=f"rq://{address}{where.path}",
-            ) from None
+        for names, error, says in _REDIS_ERRORS:
+            classes = tuple(
+                OSError if name == "OSError" else getattr(redis.exceptions, name) for name in names
+            )
+            if not isinstance(exc, classes):
+                continue
+            message = f"{says.format(address=address)} ({doing}: {type(exc).__name__})"
+            if (error or refused) is ConfigurationError:
+                return ConfigurationError(f"{message}: {exc}")
+            return QueueUnavailableError(message, url=f"rq://{address}{where.path}")
+        return exc
 
     def _enqueue(self, session_id: str, reason: str) -> None:
         trace_parent = tracecontext.current_traceparent()

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 
 from fxdurable.core.recordcodec import decode
 from fxdurable.core.records import MessageRecord, ModelCallRecord, SessionRecord
+from fxdurable.errors import ConflictError
 from fxdurable.stores._redis_cache import (
     Caches,
     Fetched,
@@ -49,8 +50,11 @@ from fxdurable.stores._redis_wire import (
     Keys,
     Link,
     Rerun,
+    Unanswered,
     commit_command,
     commit_outcome,
+    new_token,
+    resend,
     text,
 )
 
@@ -318,10 +322,23 @@ class CachedTx(RedisTx):
             return
         link = self._link
         conditions = [*self._read_conditions(), *self._conditions]
-        (reply,) = link.call([commit_command(self._k, conditions, self._ops)], committing=True)
+        command = commit_command(self._k, conditions, self._ops, token=new_token())
+        try:
+            (reply,) = link.call([command], committing=True)
+        except Unanswered as lost:
+            # Unknown outcome: what the caches would be moved to is a guess, so they go; the
+            # same commit (same token) is sent again and answers what it did, applied at most
+            # once. A Rerun from it reads afresh.
+            with self._caches.lock:
+                touched = [sid for _, key, _ in self._ops if (sid := self._caches.session_of(key))]
+            self._caches.drop([*self._used, *touched])
+            commit_outcome(resend(link, command, lost), conditions, link.where)
+            return
         try:
             bumped = commit_outcome(reply, conditions, link.where)
-        except Rerun:
+        except (Rerun, ConflictError):
+            # Refused: what this run read may be what made it wrong; the next run (the
+            # store's, or the wake's after a conflict) reads afresh rather than recompute it.
             self._caches.drop(list(self._used))
             raise
         records = {k: v for k, v in self._new.items() if not isinstance(v, str)}

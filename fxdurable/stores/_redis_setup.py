@@ -116,8 +116,9 @@ def check_eviction(info: object, where: str) -> None:
         raise StoreError(
             f"redis at {where} evicts keys under memory pressure "
             f"(maxmemory-policy {text(policy.group(1))}): fxdurable's records must "
-            "never be evicted; use noeviction (or a volatile-* policy: fxdurable's "
-            "keys have no TTL)"
+            "never be evicted; use noeviction (or a volatile-* policy: only the commit "
+            "tokens have a TTL, and losing one early only weakens a resend after a lost "
+            "answer)"
         )
 
 

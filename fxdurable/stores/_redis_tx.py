@@ -39,9 +39,12 @@ from fxdurable.stores._redis_wire import (
     NoScript,
     Op,
     Rerun,
+    Unanswered,
     commit_command,
     commit_outcome,
+    new_token,
     raise_errors,
+    resend,
     text,
 )
 
@@ -448,8 +451,17 @@ class RedisTx:
             if not self.still_current():
                 raise Rerun
             return
-        evalsha = commit_command(self._k, self._conditions, self._ops)
-        _, queued, result = link.call([("MULTI",), evalsha, ("EXEC",)], committing=True)
+        token = new_token()
+        evalsha = commit_command(self._k, self._conditions, self._ops, token=token)
+        try:
+            _, queued, result = link.call([("MULTI",), evalsha, ("EXEC",)], committing=True)
+        except Unanswered as lost:
+            # The WATCHes went with the connection and the script's conditions do not carry
+            # this body's reads, so the writes cannot be sent again: fence the token off (or
+            # learn that the commit landed) and run the body again if it did not.
+            fence = commit_command(self._k, [], [], token=token, fence=True)
+            commit_outcome(resend(link, fence, lost), self._conditions, link.where)
+            return
         link.watched.clear()
         if isinstance(queued, redis.exceptions.NoScriptError):
             raise NoScript

@@ -5,11 +5,20 @@ Shared by the two transaction paths (:mod:`._redis_cached_tx`, the scripted one,
 key layout and which session each key belongs to (:meth:`Keys.owner`, as the Lua scripts
 resolve it), a :class:`Link` that sends commands in one write and reads every reply (one
 round trip), and the ``EVALSHA`` of ``lua/commit.lua`` with what its reply means.
+
+A commit whose answer is lost (the connection dropped after the request left, or no answer
+within ``socket_timeout``) is an unknown outcome. Each commit carries a random token that the
+script records with its reply (``lua/commit.lua``, for :data:`TOKEN_TTL_S`), so
+:func:`resend` can send the same token again on a new connection, a bounded number of times,
+and learn what the first one did instead of applying it twice.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import secrets
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -22,6 +31,7 @@ from fxdurable.errors import ConflictError, StoreError, StoreUnavailableError
 __all__ = [
     "SCRIPT",
     "SCRIPT_SHA",
+    "TOKEN_TTL_S",
     "Command",
     "Condition",
     "Disconnected",
@@ -30,15 +40,25 @@ __all__ = [
     "NoScript",
     "Op",
     "Rerun",
+    "Unanswered",
     "commit_command",
     "commit_outcome",
+    "new_token",
     "raise_errors",
+    "resend",
     "text",
 ]
 
 _BY_SESSION = frozenset({"session", "subs", "unsettled", "stasks", "msgs", "events"})
 SCRIPT = resources.files("fxdurable.stores").joinpath("lua/commit.lua").read_bytes()
 SCRIPT_SHA = hashlib.sha1(SCRIPT).hexdigest()
+# How long a commit's recorded reply outlives it: longer than any resend waits (seconds) and
+# than a request held in the network can still arrive (TCP gives up on a segment within
+# about 15 minutes at most; 10 is DynamoDB's ClientRequestToken window).
+TOKEN_TTL_S = 600
+# Waits before each resend of a commit whose answer was lost: about 4 s in all, beside a
+# restarting server's ~3 s (the store's reconnect delays) and one socket_timeout per try.
+_RESEND_DELAYS = (0.0, 0.1, 0.3, 1.0, 2.5)
 
 Command = tuple[str | bytes | int | float, ...]
 
@@ -56,6 +76,10 @@ class Disconnected(BaseException):
     def __init__(self, cause: BaseException) -> None:
         super().__init__(str(cause))
         self.cause = cause
+
+
+class Unanswered(StoreUnavailableError):
+    """A commit was sent and its answer never came: it may or may not have been applied."""
 
 
 class NoScript(BaseException):
@@ -154,15 +178,29 @@ class Condition:
 Op = tuple[str, str, tuple[str | int | float, ...]]
 
 
-def commit_command(keys: Keys, conditions: Sequence[Condition], ops: Sequence[Op]) -> Command:
+def new_token() -> str:
+    return secrets.token_hex(12)
+
+
+def commit_command(
+    keys: Keys,
+    conditions: Sequence[Condition],
+    ops: Sequence[Op],
+    *,
+    token: str = "",
+    fence: bool = False,
+) -> Command:
     """The ``EVALSHA`` of ``lua/commit.lua`` for these conditions and writes; every session
-    a write touches gets its version bumped."""
+    a write touches gets its version bumped. With a ``token`` the script records its reply
+    (and answers a resend with it); ``fence`` records "not applied" for a token not yet
+    recorded and writes nothing else."""
     index: dict[str, int] = {}
 
     def ix(key: str) -> int:
         return index.setdefault(key, len(index) + 1)
 
-    argv: list[str | bytes | int | float] = [keys.p, len(conditions)]
+    mode = "f" if fence else "c"
+    argv: list[str | bytes | int | float] = [keys.p, token, TOKEN_TTL_S, mode, len(conditions)]
     for c in conditions:
         argv += [c.kind, ix(c.key), c.field, "" if c.expected is None else c.expected]
     owners = dict.fromkeys(o for _, key, _ in ops if (o := keys.owner(key)) is not None)
@@ -180,6 +218,10 @@ def commit_outcome(reply: Any, conditions: Sequence[Condition], where: str) -> d
         raise NoScript
     if isinstance(reply, redis.ResponseError):
         raise StoreError(f"redis at {where} refused a commit: {reply}")
+    if reply[0] == -1:  # a resend: what the script did the first time it saw this token
+        reply = [v.encode() if isinstance(v, str) else v for v in json.loads(reply[1])]
+    if reply[0] == -2:
+        raise Rerun  # a lost commit fenced off before it was applied: nothing was written
     if reply[0] != 0:
         condition = conditions[int(reply[0]) - 1]
         if condition.kind in ("v", "s", "r", "f"):
@@ -209,8 +251,7 @@ class Link:
 
         An error reply comes back as its exception object in the list (the replies after it
         are still read); a lost connection raises ``Disconnected`` before the commit and
-        StoreError during it, when the outcome is unknown.
-        """
+        :class:`Unanswered` during it, when the outcome is unknown (:func:`resend`)."""
         self.trips += 1
         conn = self.conn
         replies: list[Any] = []
@@ -223,7 +264,7 @@ class Link:
                     replies.append(exc)
         except redis.TimeoutError as exc:
             self.broken = True
-            raise StoreUnavailableError(
+            raise (Unanswered if committing else StoreUnavailableError)(
                 f"redis at {self.where} did not answer in time ({exc}); raise "
                 "?socket_timeout= if the server is slow"
                 + (": the commit may or may not have been applied" if committing else ""),
@@ -233,7 +274,7 @@ class Link:
         except redis.ConnectionError as exc:
             self.broken = True
             if committing:
-                raise StoreUnavailableError(
+                raise Unanswered(
                     f"lost the connection to redis at {self.where} during a commit ({exc}): "
                     "it may or may not have been applied",
                     where=self.where,
@@ -244,6 +285,26 @@ class Link:
             self.broken = True  # replies left unread: the connection cannot be reused
             raise
         return replies
+
+
+def resend(link: Link, command: Command, lost: Unanswered) -> Any:
+    """The reply to ``command`` (a commit whose answer was lost, or the fence of its token),
+    sent again on a new connection up to five times with the script loaded in the same round
+    trip (a restarted server lost it). The script answers a token it has seen with what it
+    did then (``commit_outcome`` reads that), so whatever happened to the first send, the
+    commit is applied at most once. Raises ``lost`` (the outcome stays unknown) if no resend
+    is answered."""
+    for delay in _RESEND_DELAYS:
+        time.sleep(delay)
+        link.conn.disconnect()
+        link.broken = False
+        link.watched.clear()  # a new connection: the WATCHes went with the old one
+        try:
+            _, reply = link.call([("SCRIPT", "LOAD", SCRIPT), command], committing=True)
+        except Unanswered:
+            continue
+        return reply
+    raise lost
 
 
 def raise_errors(replies: Sequence[Any], where: str) -> None:

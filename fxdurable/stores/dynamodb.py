@@ -107,7 +107,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from fxdurable.core.store import ReadView, Tx
-from fxdurable.errors import ConfigurationError, StoreError
+from fxdurable.errors import ConfigurationError, ConflictError, StoreError
 
 try:
     import boto3  # noqa: F401
@@ -241,8 +241,14 @@ class DynamoStore:
                 result = body(tx)
                 if writable:
                     refuse_awaitable(result)
-            except Exception:
+            except Exception as exc:
                 if reads.still_current():
+                    if isinstance(exc, ConflictError):
+                        # A refusal drawn from what this run read (a suspect read back, say):
+                        # the next transaction reads afresh, so a record that has gone since
+                        # is not refused again from the cache (issue 22 §2).
+                        self._caches.drop(list(reads.used))
+                        self._caches.forget(suspects)
                     raise
                 continue  # the body saw a stale or torn view: its error may be spurious
             try:

@@ -46,13 +46,16 @@ key collide with another::
                                       reads ZRANGEBYSCORE k (after +inf LIMIT 0 n
     p:blob:<sha256 hex>       string  a blob's bytes (``put_blob``: ``SET NX``, one round
                                       trip; ``get_blob``: ``GET``, one; no session owns it)
+    p:tok:<token>             string  a commit's reply, JSON, for 10 minutes (a TTL): what
+                                      a resend of that commit answers (below)
 
 Blob keys came after layout version 1 without changing it: they are new keys beside the old
 ones, which an older fxdurable never reads.
 
-Records are JSON from :mod:`fxdurable.core.recordcodec`. No key has a TTL: a lease is a field
-of the session record with an expiry timestamp the journal compares, never a key that
-expires; and a server that may evict keys (``maxmemory-policy allkeys-*``) is refused. The
+Records are JSON from :mod:`fxdurable.core.recordcodec`. No record has a TTL (only the commit
+tokens do): a lease is a field of the session record with an expiry timestamp the journal
+compares, never a key that expires; and a server that may evict keys
+(``maxmemory-policy allkeys-*``) is refused. The
 layout is for one Redis node (no hash tags; Redis Cluster is not supported).
 
 Round trips (measured by tests/stores/test_redis_store.py and
@@ -83,8 +86,17 @@ With ``appendfsync everysec``, Redis's default, the AOF is
 written before a commit is acknowledged but fsynced once a second, so a power cut may lose
 about the last second of commits; ``appendfsync always`` matches SQLite's
 ``synchronous=FULL``. A connection lost while reading runs the transaction again on a new
-connection (a restarting server gets about three seconds); one lost during the commit raises
-:class:`~fxdurable.errors.StoreUnavailableError`, because the commit may or may not have been
+connection (a restarting server gets about three seconds). A commit whose answer is lost
+(the connection dropped once the request left, or no answer within ``socket_timeout``) is an
+unknown outcome: each commit carries a random token, and the script records its reply under
+``p:tok:<token>`` in the same atomic step as its writes (no extra round trip), so the store
+sends the same commit again on a new connection (up to five times over about four seconds)
+and the script answers a token it has seen with what it did then — applied at most once,
+whichever send arrives first. The store's cache of the sessions it touched is dropped (the
+next read fetches). On the WATCH path, whose script does not carry the body's reads, the
+resend is a fence: it records "not applied" for a token not yet seen (so a first send still
+in flight can no longer apply) and the body runs again. When no resend is answered the
+commit raises :class:`~fxdurable.errors.StoreUnavailableError`: it may or may not have been
 applied. A server that cannot be reached, or does not answer within ``socket_timeout``, raises
 that same error (a :class:`~fxdurable.errors.StoreError`), never a redis-py exception.
 

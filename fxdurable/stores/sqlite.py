@@ -110,11 +110,29 @@ _UNSETTLED = "('queued', 'running')"
 _BUSY, _LOCKED, _IOERR, _FULL, _CANTOPEN, _PROTOCOL = 5, 6, 10, 13, 14, 15
 
 
-def _fault(exc: sqlite3.Error, path: Path, doing: str, busy_timeout_ms: int) -> StoreError:
-    """SQLite's error as the store's: what happened, to which file, and what to do."""
+def _fault(
+    exc: sqlite3.Error, path: Path, doing: str, busy_timeout_ms: int, *, committing: bool = False
+) -> StoreError:
+    """SQLite's error as the store's: what happened, to which file, and what to do.
+
+    Every fault but one is a known non-commit: a lock past the busy timeout (at ``BEGIN
+    IMMEDIATE``, or a ``COMMIT`` that SQLite leaves open and the store rolls back), a full
+    disk (SQLite rolls the transaction back itself), an I/O error before ``COMMIT``. The one
+    that is not is an I/O error *during* ``COMMIT`` (``committing``): the WAL frames and their
+    commit marker may have reached the file before the write or fsync that failed, and the
+    next recovery of the WAL (the file opened after a crash) may then replay the transaction.
+    That outcome is unknown, and the error says so."""
     code = getattr(exc, "sqlite_errorcode", None)
     primary = None if code is None else code & 0xFF
     where = str(path)
+    if committing and primary == _IOERR:
+        return StoreUnavailableError(
+            f"SQLite store {path} failed with an I/O error during a commit ({exc}): it may or "
+            "may not have been applied (what reached its write-ahead log may be replayed when "
+            "the file is next recovered); check its disk, then read before retrying",
+            where=where,
+            cause=exc,
+        )
     if primary == _FULL or (primary is None and "full" in str(exc)):
         return StoreFullError(
             f"SQLite store {path} is full while {doing} ({exc}): nothing was written and what "
@@ -478,8 +496,14 @@ class SqliteStore:
                 time.sleep(pause)
                 pause = min(pause * 2, 0.1)
 
-    def _fault(self, exc: sqlite3.Error, doing: str) -> StoreError:
-        return _fault(exc, self.path, doing, self._busy_timeout_ms)
+    def _fault(self, exc: sqlite3.Error, doing: str, *, committing: bool = False) -> StoreError:
+        return _fault(exc, self.path, doing, self._busy_timeout_ms, committing=committing)
+
+    def _commit(self, conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise self._fault(exc, "committing", committing=True) from exc
 
     @contextlib.contextmanager
     def _faults(self, doing: str) -> Iterator[None]:
@@ -552,7 +576,7 @@ class SqliteStore:
             try:
                 result = body(_SqliteTx(conn))
                 refuse_awaitable(result)
-                conn.execute("COMMIT")
+                self._commit(conn)
                 return result
             except BaseException:
                 _roll_back(conn)

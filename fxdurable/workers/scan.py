@@ -46,4 +46,5 @@ def scan_target(queue_url: str) -> tuple[Callable[[str], None], tuple[type[Excep
 
     rq = open_rq_queue(queue_url)
     rq.check()
-    return (lambda s: rq.enqueue_now(s, reason="reconcile")), REDIS_DOWN
+    # enqueue_now raises QueueUnavailableError (fxdurable.queues.rq), the store's reads redis-py's
+    return (lambda s: rq.enqueue_now(s, reason="reconcile")), (QueueUnavailableError, *REDIS_DOWN)

@@ -92,11 +92,13 @@ def prefix_of(url: str) -> str:
 
 
 def dump(url: str) -> dict[bytes, bytes]:
-    """Every key under the URL's prefix with its serialized value (committed data only)."""
+    """Every key under the URL's prefix with its serialized value (committed data only: not
+    the commits' tokens, which even a refused commit records for a resend to read)."""
     client = redis.Redis.from_url(url.split("?")[0])
+    tokens = f"{prefix_of(url)}:tok:".encode()
     try:
         keys = sorted(client.scan_iter(match=f"{prefix_of(url)}:*", count=1000))
-        return {k: client.dump(k) for k in keys}  # type: ignore[misc]
+        return {k: client.dump(k) for k in keys if not k.startswith(tokens)}  # type: ignore[misc]
     finally:
         client.close()
 
@@ -822,7 +824,7 @@ def test_an_evicting_server_is_refused(redis_factory: Callable[..., Any]) -> Non
         client.config_set("maxmemory-policy", "allkeys-lru")
         with pytest.raises(StoreError, match="noeviction"):
             RedisStore(f"{server.url}/0")
-        client.config_set("maxmemory-policy", "volatile-lru")  # our keys have no TTL
+        client.config_set("maxmemory-policy", "volatile-lru")  # only commit tokens expire
         RedisStore(f"{server.url}/0").close()
     finally:
         client.close()
@@ -882,14 +884,18 @@ def test_durability_takes_aof_or_none() -> None:
 
 @pytest.mark.redis
 def test_no_key_has_a_ttl(journal: Journal, store: RedisStore, redis_url: str) -> None:
-    """Nothing durable may depend on expiry: leases are timestamps in the session record."""
+    """Nothing durable may depend on expiry: leases are timestamps in the session record.
+    Only the commits' tokens (the replies a resend after a lost answer reads) expire."""
     _whole_turn(journal, store)
     journal.admit("s1", agent="a", prompt="again")
     client = redis.Redis.from_url(redis_url.split("?")[0])
     try:
         keys = list(client.scan_iter(match=f"{prefix_of(redis_url)}:*"))
+        tokens = [k for k in keys if k.startswith(f"{prefix_of(redis_url)}:tok:".encode())]
+        keys = [k for k in keys if k not in tokens]
         assert len(keys) > 10
         assert {k: client.ttl(k) for k in keys} == {k: -1 for k in keys}
+        assert tokens and all(0 < client.ttl(k) <= 600 for k in tokens)
     finally:
         client.close()
 

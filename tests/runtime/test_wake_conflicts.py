@@ -1,0 +1,211 @@
+"""A wake that meets a real store conflict runs again inside its invocation.
+
+The wake function (Lambda's, in process) runs a story turn on DynamoDB (the serial moto
+server) or Redis. Another writer plants a stray event item where the turn's next commit
+appends its event, between that commit's reads and its write, without moving the session's
+version (what the threaded moto server's torn transactions left behind, issue 22 §2): the
+commit is refused with a :class:`~fxdurable.errors.ConflictError`, the only refusal that
+reaches the wake (a moved version reruns the body inside the store). When the stray goes away
+after the first refusal, the wake runs again from fresh reads in the same invocation: the
+turn completes and no record of the batch is failed (no receive count towards the
+dead-letter queue). When it never goes away, the wake runs a bounded number of times and the
+function hands the session on as a fresh wake, naming the conflict, instead of failing the
+record.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "aws_lambda"))
+
+from lambda_support import FakeContext, LambdaWorld, sqs_event
+
+from fxdurable.aws_lambda.wake import WakeFunction
+from fxdurable.backends import open_store
+from fxdurable.core.recordcodec import encode
+from fxdurable.core.records import EventRecord
+from fxdurable.errors import ConflictError
+from fxdurable.queues.sqs import decode_wake
+from fxdurable.runtime import wake_conflicts
+from tests.kit.story import done_text
+from tests.kit.world import read_world
+
+SESSION = "conflicted"
+
+
+@dataclass
+class Stray:
+    """Plants a stray event at the session's next event seq inside the wake's next commit
+    (after its reads); takes it away after ``clears_after`` refusals (None: never)."""
+
+    plant: Callable[[int], None]
+    remove: Callable[[int], None]
+    clears_after: int | None
+    armed: bool = False
+    seq: int | None = None
+    refused: int = 0
+    runs: list[int] = field(default_factory=list)
+
+    def wrap(self, store: Any, url: str) -> Callable[[], None]:
+        """Wrap ``store.transact``; returns what closes the reader it opens on ``url``."""
+        real = store.transact
+        reader = open_store(url)
+
+        def transact(body: Callable[[Any], Any]) -> Any:
+            def planted(tx: Any) -> Any:
+                result = body(tx)
+                if self.armed and self.seq is None:
+                    session = reader.read(lambda v: v.get_session(SESSION))
+                    self.seq = session.next_event_seq
+                    self.plant(self.seq)
+                return result
+
+            try:
+                return real(planted)
+            except ConflictError:
+                self.refused += 1
+                if self.clears_after is not None and self.refused == self.clears_after:
+                    assert self.seq is not None
+                    self.remove(self.seq)
+                raise
+
+        store.transact = transact
+        return reader.close
+
+
+def _redis_stray(url: str) -> tuple[Callable[[int], None], Callable[[int], None]]:
+    import redis
+
+    prefix = parse_qs(urlsplit(url).query)["prefix"][0]
+    client = redis.Redis.from_url(url.split("?")[0])
+    key = f"{prefix}:events:{SESSION}"
+
+    def plant(seq: int) -> None:
+        stray = EventRecord(
+            session_id=SESSION, seq=seq, type="stray", turn_id=None, data={}, at=time.time()
+        )
+        client.zadd(key, {encode(stray): seq})
+
+    def remove(seq: int) -> None:
+        client.zremrangebyscore(key, seq, seq)
+
+    return plant, remove
+
+
+def _dynamo_stray(url: str) -> tuple[Callable[[int], None], Callable[[int], None]]:
+    from aws_support import aws_session
+
+    where = urlsplit(url)
+    query = parse_qs(where.query)
+    client = aws_session().client("dynamodb", endpoint_url=query["endpoint_url"][0])
+    table = where.netloc
+
+    def key(seq: int) -> dict[str, Any]:
+        return {"pk": {"S": f"S#{SESSION}"}, "sk": {"S": f"EV#{seq:012d}"}}
+
+    def plant(seq: int) -> None:
+        stray = EventRecord(
+            session_id=SESSION, seq=seq, type="stray", turn_id=None, data={}, at=time.time()
+        )
+        client.put_item(TableName=table, Item={**key(seq), "b": {"S": encode(stray)}})
+
+    def remove(seq: int) -> None:
+        client.delete_item(TableName=table, Key=key(seq))
+
+    return plant, remove
+
+
+@pytest.fixture(params=[pytest.param("dynamodb", marks=pytest.mark.aws), "redis"])
+def world(
+    request: pytest.FixtureRequest,
+    moto_server: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[tuple[LambdaWorld, Callable[[str], tuple[Any, Any]]]]:
+    if request.param == "redis":
+        pytest.importorskip("redis")
+        world = LambdaWorld.create(moto_server, tmp_path)
+        world.store_url = request.getfixturevalue("redis_url")
+        stray = _redis_stray
+    else:
+        serial = request.getfixturevalue("serial_moto_server")
+        world = LambdaWorld.create(
+            moto_server, tmp_path, store="dynamodb", table_endpoint_url=serial
+        )
+        stray = _dynamo_stray
+    for name, value in world.env().items():
+        monkeypatch.setenv(name, value)
+    yield world, stray
+    world.close()
+
+
+def _wake_with_stray(
+    world: LambdaWorld,
+    stray_of: Callable[[str], tuple[Any, Any]],
+    clears_after: int | None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[dict[str, Any], Stray, list[dict[str, Any]]]:
+    """One invocation of the wake function for a fresh story, with the stray planted."""
+    world.admit(SESSION, "story q", "req-q")
+    messages = world.receive()
+    assert len(messages) == 1
+    function = WakeFunction.from_env()
+    try:
+        plant, remove = stray_of(world.store_url)
+        stray = Stray(plant, remove, clears_after)
+        close_reader = stray.wrap(function.store, world.store_url)
+        real = function.handler.handle
+
+        async def counted(session_id: str, budget: Any) -> bool:
+            stray.runs.append(1)
+            return await real(session_id, budget)
+
+        monkeypatch.setattr(function.handler, "handle", counted)
+        monkeypatch.setattr(wake_conflicts, "_PAUSE_S", 0.001)
+        stray.armed = True
+        answer = function(sqs_event(messages), FakeContext(60))
+        close_reader()
+    finally:
+        function.close()
+    world.delete(messages)
+    return answer, stray, world.receive()
+
+
+def test_a_conflict_that_clears_is_run_again_in_the_invocation(
+    world: tuple[LambdaWorld, Callable[[str], tuple[Any, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lambda_world, stray_of = world
+    answer, stray, after = _wake_with_stray(lambda_world, stray_of, 1, monkeypatch)
+    assert stray.refused == 1, "the planted event never conflicted: the test proves nothing"
+    assert answer == {"batchItemFailures": []}  # no receive count burnt
+    assert len(stray.runs) == 2  # the wake, and its run again from fresh reads
+    state = read_world(lambda_world.store_url, lambda_world.world_dir)
+    (done,) = state.submissions
+    assert (done.status, done.result_text) == ("completed", done_text("q", "q"))
+    assert after == []  # nothing handed on: the turn completed in this invocation
+
+
+def test_a_conflict_that_never_clears_is_bounded_and_handed_on(
+    world: tuple[LambdaWorld, Callable[[str], tuple[Any, Any]]],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    lambda_world, stray_of = world
+    with caplog.at_level(logging.WARNING):
+        answer, stray, after = _wake_with_stray(lambda_world, stray_of, None, monkeypatch)
+    assert stray.refused == wake_conflicts.CONFLICT_RUNS
+    assert len(stray.runs) == wake_conflicts.CONFLICT_RUNS
+    assert answer == {"batchItemFailures": []}  # not failed: handed on instead
+    (passed_on,) = after
+    assert decode_wake(passed_on["Body"])[:2] == (SESSION, "after a conflict (submitted)")
+    assert any("still conflicts" in r.getMessage() for r in caplog.records)
