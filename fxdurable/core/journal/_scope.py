@@ -69,7 +69,8 @@ class _SessionScope:
         return session
 
     def create(self, session: SessionRecord) -> None:
-        """Scope the transition to a session it creates (written with no expected version)."""
+        """Scope the transition to a session it creates (written with no expected version),
+        in place of any it was opened on (which is then not written)."""
         self._session = session
         self._initial = None
         self._read_version = None

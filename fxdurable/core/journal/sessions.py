@@ -202,8 +202,10 @@ class Sessions(Transitions):
         """
 
         def body(tx: Tx, scope: _SessionScope) -> Admission:
-            # Fenced by the parent's lease, but the session the transition writes is the child.
-            parent = self._fenced(tx, fence)
+            # Fenced by the parent's lease (the template's check), but the session the
+            # transition writes is the child: the scope moves to it, and the parent, unchanged,
+            # is not written.
+            parent = scope.session
             task = _owned(fence, _task(tx, task_id))
             self._running_turn(tx, fence, task.turn_id)
             if task.status != ToolTaskStatus.RUNNING:
@@ -242,4 +244,4 @@ class Sessions(Transitions):
             )
             return Admission(submission, created=True)
 
-        return self._transition(None, body)
+        return self._transition(fence, body)
