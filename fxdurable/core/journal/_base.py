@@ -96,8 +96,9 @@ class AttemptStart:
 
 @dataclass(slots=True)
 class Receipt:
-    """Filled in by a step's transition, in its transaction: what the driver needs for its
-    next decision, so that no read has to follow the commit (pass one as ``receipt=``)."""
+    """What a step's commit wrote, for the driver's next decision, so that no read has to
+    follow the commit (pass one as ``receipt=``). The template fills the session's part from
+    the commit's frozen :class:`Written`; ``record_model_call`` adds the turn and the call."""
 
     session_version: int = 0  # the session's version as this commit wrote it
     steering: tuple[str, ...] = ()  # still pending on the session
