@@ -122,9 +122,10 @@ def test_a_journal_emitting_a_payload_of_the_wrong_type_writes_nothing(
     def body(tx: Tx) -> None:
         session = tx.get_session("s1")
         assert session is not None
-        scope = _SessionScope(tx, session, 1_000.0)
+        scope = _SessionScope(tx, lambda: 1_000.0)
+        scope.open(session)
         scope.emit(EventType.MODEL_COMPLETED, SubmissionSettled(submission="sub-1"))
-        scope.write()
+        scope.commit()
 
     with pytest.raises(TypeError, match="ModelCompleted payload"):
         store.transact(body)

@@ -1,0 +1,89 @@
+"""The journal: every durable write fxdurable can make, as a named transition.
+
+"What can this system write?" is answered by :class:`Journal`'s docstring (DESIGN §2): one
+method per transition, each one atomic store transaction, grouped by the state machine it
+belongs to, one module each. Every transition runs through one template
+(:meth:`~fxdurable.core.journal._base.Transitions._transition`): the fence check (methods
+that act for a worker take its :class:`Fence` and refuse with
+:class:`~fxdurable.errors.LeaseLostError` once another worker has taken the session over),
+the body, the events appended to the session's gap-free sequence, and the session row
+written back with its version check (which serialises writers on the session), all in one
+commit. Every status change goes through :func:`~fxdurable.core.states.advance`, so an
+illegal transition raises and the transaction rolls back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from fxdurable.core.store import ReadView, Store
+
+from ._base import (
+    AttemptStart,
+    Exhausted,
+    Fence,
+    Outcome,
+    Receipt,
+    WorkerIdentity,
+)
+from ._scope import Written, _SessionScope
+from .admission import Admission, Admissions
+from .leases import Leases
+from .questions import Questions
+from .rounds import Rounds
+from .sessions import MAX_PENDING_STEERING, Fork, Sessions, Steering
+from .tools import MAX_PROGRESS_CHARS, Tools
+from .turns import Turns
+
+__all__ = [
+    "MAX_PENDING_STEERING",
+    "MAX_PROGRESS_CHARS",
+    "Admission",
+    "AttemptStart",
+    "Exhausted",
+    "Fence",
+    "Fork",
+    "Journal",
+    "Outcome",
+    "Receipt",
+    "Steering",
+    "WorkerIdentity",
+    "Written",
+    "_SessionScope",
+]
+
+T = TypeVar("T")
+
+
+class Journal(Admissions, Sessions, Leases, Turns, Rounds, Tools, Questions):
+    """Named durable transitions over a :class:`Store`. Synchronous; no I/O besides the store.
+
+    Every durable write this system makes is one of these methods:
+
+    - admission (:mod:`.admission`): ``admit``
+    - sessions (:mod:`.sessions`): ``steer``, ``request_abort``, ``fork``, ``admit_child``
+    - leases (:mod:`.leases`): ``claim``, ``heartbeat``, ``release``
+    - turns and attempts (:mod:`.turns`): ``begin_attempt``, ``suspend``, ``settle``
+    - model rounds (:mod:`.rounds`): ``record_model_call``, ``record_model_error``,
+      ``record_partial``, ``record_compaction``
+    - tool tasks (:mod:`.tools`): ``start_tool``, ``record_step``, ``finish_tool``,
+      ``record_progress``
+    - questions (:mod:`.questions`): ``request_input``, ``answer_input``
+
+    A test pins this list against the methods (``tests/core/test_journal_package.py``).
+    """
+
+    @property
+    def store_url(self) -> str:
+        return self._store.url
+
+    @property
+    def store(self) -> Store:
+        """The store itself, for what is not a journal transition: a tool's blobs
+        (``ctx.store``) and reads outside a turn's records."""
+        return self._store
+
+    def read(self, body: Callable[[ReadView], T]) -> T:
+        """A read-only snapshot: the only way runtime code looks at the store."""
+        return self._store.read(body)

@@ -1,0 +1,303 @@
+"""What every state machine of the journal shares: the results it hands back, the fence, and
+the one transition template (:meth:`Transitions._transition`) that owns the preamble of
+every durable write: the fence check, the session's version check, the events, the commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Literal, TypeVar
+
+from fxdurable.core.clock import Clock, IdSource
+from fxdurable.core.codec import JsonObject
+from fxdurable.core.events import EventType, SubmissionAdmitted, TaskRef
+from fxdurable.core.records import (
+    AttemptRecord,
+    ModelCallRecord,
+    SessionRecord,
+    SubmissionRecord,
+    ToolTaskRecord,
+    TurnRecord,
+)
+from fxdurable.core.states import (
+    AttemptStatus,
+    SessionStatus,
+    SubmissionStatus,
+    ToolTaskStatus,
+    TurnStatus,
+    advance,
+)
+from fxdurable.core.store import ReadView, Store, Tx
+from fxdurable.errors import (
+    IllegalTransitionError,
+    LeaseLostError,
+    RecordNotFoundError,
+    SessionNotFoundError,
+)
+
+from ._scope import Written, _SessionScope
+
+T = TypeVar("T")
+_R = TypeVar("_R", SubmissionRecord, TurnRecord, ToolTaskRecord)
+_Found = TypeVar("_Found")
+
+Outcome = Literal["completed", "failed", "aborted"]
+# The budget a submission ran out of, as the submission.interrupted advisory names it.
+Exhausted = Literal["attempts_exhausted", "time_exhausted"]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerIdentity:
+    """Where a lease holder runs: lets a restarted process take over from its dead self."""
+
+    host: str
+    pid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """Proof of ownership presented with every worker write: stale once the token moves on."""
+
+    session_id: str
+    owner: str
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class Named:
+    """A transition's session by id, for a caller that holds no lease. ``visible``: a
+    session ``owner`` may not see is as absent (:class:`SessionNotFoundError`); otherwise a
+    missing one is a :class:`RecordNotFoundError`."""
+
+    session_id: str
+    owner: str | None = None
+    visible: bool = True
+
+
+# What the template opens the session scope on: a worker's fence, a session named by id, or
+# nothing (the transition creates a session, or opens one it looked for itself).
+Access = Fence | Named | None
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptStart:
+    """What an attempt starts from: enough for the driver's first decision without a read."""
+
+    submission: SubmissionRecord
+    turn: TurnRecord
+    attempt: AttemptRecord
+    recovered: bool  # a previous attempt of this submission was interrupted (a crash)
+    last_call: ModelCallRecord | None = None  # the turn's latest recorded model call
+    tasks: tuple[ToolTaskRecord, ...] = ()  # the turn's tool tasks, by (round, index)
+    steering: tuple[str, ...] = ()  # pending on the session
+
+
+@dataclass(slots=True)
+class Receipt:
+    """What a step's commit wrote, for the driver's next decision, so that no read has to
+    follow the commit (pass one as ``receipt=``). The template fills the session's part from
+    the commit's frozen :class:`Written`; ``record_model_call`` adds the turn and the call."""
+
+    session_version: int = 0  # the session's version as this commit wrote it
+    steering: tuple[str, ...] = ()  # still pending on the session
+    abort_requested: bool = False  # the turn's submission carries an abort intent
+    turn: TurnRecord | None = None  # the turn as written, when the transition wrote it
+    model_call: ModelCallRecord | None = None  # the model call it recorded, if any
+    # The session's persisted state (``ctx.state``) as this commit left it: what a tool call
+    # started by this commit reads, with no read of its own.
+    state: JsonObject | None = None
+
+    def fill(self, written: Written | None) -> None:
+        if written is not None:
+            self.session_version = written.session_version
+            self.steering = written.steering
+            self.abort_requested = written.abort_requested
+            self.state = written.state
+
+
+class Transitions:
+    """The base of every state machine: the store, the clock, the ids, and the template."""
+
+    def __init__(self, store: Store, clock: Clock, ids: IdSource) -> None:
+        self._store = store
+        self._clock = clock
+        self._ids = ids
+
+    def _transition(
+        self,
+        access: Access,
+        body: Callable[[Tx, _SessionScope], T],
+        *,
+        receipt: Receipt | None = None,
+    ) -> T:
+        """Run ``body`` as one atomic transition: the one preamble every write shares.
+
+        In one store transaction (re-run whole on a conflict): the session is read and
+        checked (``access``: the fence, which must still hold, raising
+        :class:`~fxdurable.errors.LeaseLostError`; or the session by name), ``body`` makes the
+        transition through the scope (records, events via ``scope.emit``), and the session
+        row is written back once with its version check, which serialises writers on the
+        session. ``receipt`` is filled in from the commit for the turn ``body`` reported."""
+
+        def run(tx: Tx) -> T:
+            scope = _SessionScope(tx, self._clock.now)
+            if isinstance(access, Fence):
+                scope.open(self._fenced(tx, access))
+            elif access is not None:
+                found = tx.get_session(access.session_id)
+                if access.visible:
+                    scope.open(_visible(found, access.session_id, access.owner))
+                else:
+                    scope.open(_require(found, f"session {access.session_id!r}"))
+            result = body(tx, scope)
+            scope.commit()
+            if receipt is not None:
+                receipt.fill(scope.written)
+            return result
+
+        return self._store.transact(run)
+
+    # -- checks inside a transaction --------------------------------------------------------
+
+    @staticmethod
+    def _fenced(tx: ReadView, fence: Fence) -> SessionRecord:
+        session = _require(tx.get_session(fence.session_id), f"session {fence.session_id!r}")
+        if session.lease.token != fence.token or session.lease.owner != fence.owner:
+            raise LeaseLostError(
+                f"lease on session {fence.session_id!r} was taken over (token {fence.token} "
+                f"is stale; current {session.lease.token}); this worker may not write"
+            )
+        return session
+
+    @staticmethod
+    def _running_turn(tx: ReadView, fence: Fence, turn_id: str) -> TurnRecord:
+        turn = _owned(fence, _require(tx.get_turn(turn_id), f"turn {turn_id!r}"))
+        if turn.status != TurnStatus.RUNNING:
+            raise IllegalTransitionError("turn", turn.status, "a step of a settled turn")
+        return turn
+
+    def _queue_submission(
+        self,
+        tx: Tx,
+        scope: _SessionScope,
+        prompt: str,
+        *,
+        submission_id: str | None = None,
+        request: str | None = None,
+        trace_parent: str | None = None,
+    ) -> SubmissionRecord:
+        """Insert a queued submission at the back of the session's line (inside a tx)."""
+        submission_id = submission_id if submission_id is not None else self._ids.new_id("sub")
+        request = request if request is not None else self._ids.new_id("req")
+        seq = scope.session.next_submission_seq
+        submission = SubmissionRecord(
+            id=submission_id,
+            session_id=scope.session.id,
+            seq=seq,
+            request_id=request,
+            prompt=prompt,
+            status=advance("submission", None, SubmissionStatus.QUEUED),
+            cursor=scope.session.next_event_seq,
+            created_at=scope.now,
+            trace_parent=trace_parent,
+        )
+        tx.put_submission(submission, expected_version=None)
+        scope.session = replace(scope.session, next_submission_seq=seq + 1)
+        scope.set_status(SessionStatus.ACTIVE)
+        scope.emit(
+            EventType.SUBMISSION_ADMITTED,
+            SubmissionAdmitted(submission=submission_id, request_id=request),
+        )
+        return submission
+
+
+# -- helpers inside a transaction -----------------------------------------------------------
+
+
+def _visible(session: SessionRecord | None, session_id: str, owner: str | None) -> SessionRecord:
+    """The session as ``owner`` may see it: a foreign one is as absent as a missing one."""
+    if session is None or (owner is not None and session.owner != owner):
+        raise SessionNotFoundError(session_id)
+    return session
+
+
+def _owned(fence: Fence, record: _R) -> _R:
+    """A fence covers its own session only: records of other sessions are refused."""
+    if record.session_id != fence.session_id:
+        raise LeaseLostError(
+            f"the lease on session {fence.session_id!r} does not cover a record of "
+            f"session {record.session_id!r}"
+        )
+    return record
+
+
+def _submission(tx: ReadView, submission_id: str) -> SubmissionRecord:
+    return _require(tx.get_submission(submission_id), f"submission {submission_id!r}")
+
+
+def _task(tx: ReadView, task_id: str) -> ToolTaskRecord:
+    return _require(tx.get_tool_task(task_id), f"tool task {task_id!r}")
+
+
+def _running_attempt(tx: ReadView, submission_id: str) -> AttemptRecord:
+    attempts = tx.attempts(submission_id)
+    if not attempts or attempts[-1].status != AttemptStatus.RUNNING:
+        raise IllegalTransitionError("attempt", attempts[-1].status if attempts else None, "end")
+    return attempts[-1]
+
+
+def _put_submission(tx: Tx, sub: SubmissionRecord) -> None:
+    # ``sub`` carries the version that was read; the write bumps it.
+    tx.put_submission(replace(sub, version=sub.version + 1), expected_version=sub.version)
+
+
+def _put_attempt(
+    tx: Tx, attempt: AttemptRecord, status: AttemptStatus, reason: str, now: float
+) -> None:
+    tx.put_attempt(
+        replace(
+            attempt,
+            status=advance("attempt", attempt.status, status),
+            ended_at=now,
+            reason=reason,
+            version=attempt.version + 1,
+        ),
+        expected_version=attempt.version,
+    )
+
+
+def _put_task(
+    tx: Tx,
+    task: ToolTaskRecord,
+    status: ToolTaskStatus,
+    *,
+    now: float,
+    runs: int | None = None,
+    result: str | None = None,
+) -> ToolTaskRecord:
+    # A status change ends the run the progress belonged to: the result replaces it.
+    changes: dict[str, object] = {
+        "status": status,
+        "updated_at": now,
+        "progress": None,
+        "progress_at": None,
+    }
+    if runs is not None:
+        changes["runs"] = runs
+    if result is not None:
+        changes["result"] = result
+    updated = dataclasses.replace(task, version=task.version + 1, **changes)  # type: ignore[arg-type]
+    tx.put_tool_task(updated, expected_version=task.version)
+    return updated
+
+
+def _task_ref(task: ToolTaskRecord) -> TaskRef:
+    return {"task": task.id, "tool": task.tool, "round": task.round, "index": task.index}
+
+
+def _require(record: _Found | None, what: str) -> _Found:
+    if record is None:
+        raise RecordNotFoundError(f"no {what}")
+    return record

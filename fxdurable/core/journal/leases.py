@@ -1,0 +1,88 @@
+"""Leases: who may write a session's turn, fenced by a token every claim moves on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from fxdurable.core.asking import waits_for_input
+from fxdurable.core.records import Lease
+from fxdurable.core.store import Tx
+
+from ._base import Fence, Named, Transitions, WorkerIdentity
+from ._scope import _SessionScope
+
+
+class Leases(Transitions):
+    def claim(
+        self,
+        session_id: str,
+        worker: WorkerIdentity,
+        *,
+        ttl_s: float,
+        holder_is_dead: Callable[[str, int], bool] = lambda host, pid: False,
+    ) -> Fence | None:
+        """Take the session's lease, or return None while another live owner holds it.
+
+        A lease past its expiry is taken over; so is one whose holder ran on this host in a
+        process ``holder_is_dead`` reports gone (a restarted process need not wait it out).
+        Each claim bumps the fencing token, which makes every older fence stale.
+        """
+
+        def body(tx: Tx, scope: _SessionScope) -> Fence | None:
+            now = scope.now
+            lease = scope.session.lease
+            if lease.owner is not None and lease.expires_at > now:
+                abandoned = (
+                    lease.host == worker.host
+                    and lease.pid is not None
+                    and lease.pid != worker.pid
+                    and holder_is_dead(lease.host, lease.pid)
+                )
+                if not abandoned:
+                    return None
+            owner = self._ids.new_id("lease")
+            token = lease.token + 1
+            new_lease = Lease(
+                owner=owner,
+                token=token,
+                expires_at=now + ttl_s,
+                host=worker.host,
+                pid=worker.pid,
+            )
+            scope.session = replace(scope.session, lease=new_lease)
+            return Fence(session_id, owner, token)
+
+        return self._transition(Named(session_id, visible=False), body)
+
+    def heartbeat(self, fence: Fence, *, ttl_s: float) -> None:
+        """Extend the lease; raises LeaseLostError if it was taken over."""
+
+        def body(tx: Tx, scope: _SessionScope) -> None:
+            lease = replace(scope.session.lease, expires_at=scope.now + ttl_s)
+            scope.session = replace(scope.session, lease=lease)
+
+        self._transition(fence, body)
+
+    def release(self, fence: Fence) -> bool:
+        """Give the lease up. Returns True when unsettled work remains (enqueue a wake).
+
+        Release and the check for queued work are one transaction: a submission admitted just
+        before the release is seen here, so its wake cannot be lost (DESIGN §9). A session
+        whose next submission waits for a person's answer has no work a wake could do: the
+        answer enqueues the wake.
+        """
+
+        def body(tx: Tx, scope: _SessionScope) -> bool:
+            session = tx.get_session(fence.session_id)
+            if session is None or session.lease.token != fence.token:
+                return False  # already taken over: the new owner has the work
+            if session.lease.owner == fence.owner:
+                lease = replace(session.lease, owner=None, expires_at=0.0, host=None, pid=None)
+                scope.open(session)
+                scope.session = replace(session, lease=lease)
+            unsettled = tx.unsettled_submissions(fence.session_id)
+            return bool(unsettled) and not waits_for_input(unsettled[0])
+
+        # Not fenced: a release after a takeover is no error, it has nothing to give up.
+        return self._transition(None, body)

@@ -1,0 +1,185 @@
+"""Tool tasks: the intent to run a call, its recorded steps (durable tools), its progress,
+and its one result. Unknown means unknown: an interrupted unsafe call is never re-run."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fxdurable.core.events import (
+    EventType,
+    ToolSettled,
+    ToolStarted,
+    ToolStepRecorded,
+    tool_settled_event,
+)
+from fxdurable.core.records import StepRecord, ToolTaskRecord
+from fxdurable.core.session_state import StateWrites
+from fxdurable.core.states import ToolTaskStatus, advance, is_terminal
+from fxdurable.core.store import Tx
+from fxdurable.errors import IllegalTransitionError
+
+from ._base import Fence, Receipt, Transitions, _owned, _put_task, _task, _task_ref
+from ._scope import _SessionScope
+
+# A running tool task keeps the tail of what it reported (``record_progress``): bounded, so
+# a tool that streams megabytes of output costs each progress write the same small record.
+MAX_PROGRESS_CHARS = 4096
+
+
+class Tools(Transitions):
+    def start_tool(
+        self,
+        fence: Fence,
+        task_id: str,
+        *,
+        reason: str | None = None,
+        durable: bool = False,
+        receipt: Receipt | None = None,
+    ) -> ToolTaskRecord:
+        """Record the intent to execute (pending -> running), or a re-execution after a crash.
+
+        ``durable``: this run is of a durable tool, which records its steps (``record_step``).
+        An interrupted unsafe call may be re-executed only as a durable run of a call that was
+        durable from its first run: its steps are then replayed from their records, not redone.
+        """
+
+        def body(tx: Tx, scope: _SessionScope) -> ToolTaskRecord:
+            task = _owned(fence, _task(tx, task_id))
+            self._running_turn(tx, fence, task.turn_id)
+            if (
+                task.status == ToolTaskStatus.RUNNING
+                and task.policy == "unsafe"
+                and not (durable and task.durable)
+            ):
+                # Unknown means unknown: an interrupted unsafe call is never re-executed,
+                # unless it is durable and its steps were recorded from its first run on.
+                raise IllegalTransitionError("tool_task", task.status, "re-run of an unsafe call")
+            if durable and not task.durable:  # its steps are recorded from this run on
+                task = replace(task, durable=True)
+            if task.status == ToolTaskStatus.COMPLETED and task.policy != "safe":
+                raise IllegalTransitionError(
+                    "tool_task", task.status, f"refresh of a {task.policy} call"
+                )
+            status = advance("tool_task", task.status, ToolTaskStatus.RUNNING)
+            updated = _put_task(tx, task, status, runs=task.runs + 1, now=scope.now)
+            scope.emit(
+                EventType.TOOL_STARTED,
+                ToolStarted(
+                    **_task_ref(task),
+                    policy=task.policy,
+                    run=updated.runs,
+                    execution_id=task.execution_id,
+                    reason=reason,
+                ),
+                turn_id=task.turn_id,
+            )
+            scope.report(task.turn_id)
+            return updated
+
+        return self._transition(fence, body, receipt=receipt)
+
+    def record_step(
+        self,
+        fence: Fence,
+        task_id: str,
+        *,
+        name: str,
+        value: str,
+        writes: StateWrites | None = None,
+        receipt: Receipt | None = None,
+    ) -> ToolTaskRecord:
+        """Record a completed step of a running durable tool call: ``value`` is its result as
+        JSON text. Each step name is recorded once per call (IllegalTransitionError).
+        ``writes``: the call's ``ctx.state`` writes made before the step returned, committed
+        with it (the step's value and its writes are one step)."""
+
+        def body(tx: Tx, scope: _SessionScope) -> ToolTaskRecord:
+            task = _owned(fence, _task(tx, task_id))
+            self._running_turn(tx, fence, task.turn_id)
+            if task.status != ToolTaskStatus.RUNNING:
+                raise IllegalTransitionError("tool_task", task.status, "a step of a call")
+            if not task.durable:
+                raise IllegalTransitionError("tool_task", "not durable", "a step of a call")
+            if any(step.name == name for step in task.steps):
+                raise IllegalTransitionError("tool_step", name, "recorded twice")
+            step = StepRecord(name=name, value=value, run=task.runs, at=scope.now)
+            updated = replace(
+                task, steps=(*task.steps, step), updated_at=scope.now, version=task.version + 1
+            )
+            tx.put_tool_task(updated, expected_version=task.version)
+            if writes is not None:
+                scope.change_state(writes, task=task, step=name)
+            scope.emit(
+                EventType.TOOL_STEP,
+                ToolStepRecorded(**_task_ref(task), step=name, run=task.runs),
+                turn_id=task.turn_id,
+            )
+            scope.report(task.turn_id)
+            return updated
+
+        return self._transition(fence, body, receipt=receipt)
+
+    def finish_tool(
+        self,
+        fence: Fence,
+        task_id: str,
+        status: ToolTaskStatus,
+        result: str,
+        *,
+        writes: StateWrites | None = None,
+        receipt: Receipt | None = None,
+    ) -> ToolTaskRecord:
+        """Settle a tool task; ``result`` is what the model will read for this call.
+
+        ``writes``: the call's ``ctx.state`` writes, committed with its result, and only with
+        a ``completed`` one: a call that failed, was cancelled or is unknown never wrote
+        (IllegalTransitionError otherwise). Past the state's bound this raises
+        :class:`~fxdurable.errors.StateTooLargeError` and writes nothing."""
+
+        def body(tx: Tx, scope: _SessionScope) -> ToolTaskRecord:
+            task = _owned(fence, _task(tx, task_id))
+            self._running_turn(tx, fence, task.turn_id)
+            target = advance("tool_task", task.status, status)
+            if not is_terminal(target):
+                raise IllegalTransitionError("tool_task", task.status, target)
+            if writes and target != ToolTaskStatus.COMPLETED:
+                raise IllegalTransitionError("tool_task", target, "state writes of the call")
+            updated = _put_task(tx, task, target, result=result, now=scope.now)
+            if writes is not None:
+                # Before the result's event: a fork after the result takes the writes too.
+                scope.change_state(writes, task=task)
+            scope.emit(
+                tool_settled_event(target),
+                ToolSettled(**_task_ref(task), result=result),
+                turn_id=task.turn_id,
+            )
+            scope.report(task.turn_id)
+            return updated
+
+        return self._transition(fence, body, receipt=receipt)
+
+    def record_progress(self, fence: Fence, task_id: str, *, run: int, text: str) -> None:
+        """Set a running tool task's ``progress`` to ``text`` (its last ``MAX_PROGRESS_CHARS``).
+
+        State, not history: no event, no message, the session record untouched (the commit
+        still holds only under the session version the fence was read at). Refused
+        (:class:`IllegalTransitionError`) once the task is no longer in run ``run``: a late
+        report never lands on a settled task or on a later run's record."""
+
+        def body(tx: Tx, scope: _SessionScope) -> None:
+            task = _owned(fence, _task(tx, task_id))
+            if task.status != ToolTaskStatus.RUNNING or task.runs != run:
+                raise IllegalTransitionError(
+                    "tool_task", f"{task.status} (run {task.runs})", f"progress of run {run}"
+                )
+            tx.put_tool_task(
+                replace(
+                    task,
+                    progress=text[-MAX_PROGRESS_CHARS:],
+                    progress_at=scope.now,
+                    version=task.version + 1,
+                ),
+                expected_version=task.version,
+            )
+
+        self._transition(fence, body)

@@ -1,0 +1,263 @@
+"""Turns and attempts: an attempt starts (or resumes) a submission's turn, yields at a step
+boundary, and the turn settles with its one terminal outcome."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fxdurable.core.asking import waits_for_input
+from fxdurable.core.crash import crash_point
+from fxdurable.core.events import (
+    AttemptRun,
+    AttemptYielded,
+    EventType,
+    ModelText,
+    SteerRequeued,
+    SubmissionInterrupted,
+    SubmissionSettled,
+    TurnStarted,
+    settled_event,
+)
+from fxdurable.core.records import AttemptRecord, ErrorInfo, SubmissionRecord, TurnRecord
+from fxdurable.core.states import (
+    AttemptStatus,
+    SessionStatus,
+    SubmissionStatus,
+    ToolTaskStatus,
+    TurnStatus,
+    advance,
+)
+from fxdurable.core.store import Tx
+from fxdurable.errors import IllegalTransitionError, SteeringPendingError
+
+from ._base import (
+    AttemptStart,
+    Exhausted,
+    Fence,
+    Outcome,
+    Transitions,
+    _owned,
+    _put_attempt,
+    _put_submission,
+    _put_task,
+    _running_attempt,
+    _submission,
+)
+from ._scope import _SessionScope
+
+_SUBMISSION_OUTCOME = {
+    "completed": SubmissionStatus.COMPLETED,
+    "failed": SubmissionStatus.FAILED,
+    "aborted": SubmissionStatus.ABORTED,
+}
+_TURN_OUTCOME = {
+    "completed": TurnStatus.COMPLETED,
+    "failed": TurnStatus.FAILED,
+    "aborted": TurnStatus.ABORTED,
+}
+
+
+class Turns(Transitions):
+    def begin_attempt(self, fence: Fence, submission_id: str, *, worker: str) -> AttemptStart:
+        """Start an attempt; a queued submission starts its turn, a running one resumes it.
+
+        An attempt still ``running`` from before was cut short by a crash: it is recorded
+        ``interrupted`` and counts against the submission's attempt budget.
+        """
+
+        def body(tx: Tx, scope: _SessionScope) -> AttemptStart:
+            sub = _owned(fence, _submission(tx, submission_id))
+            first = tx.unsettled_submissions(fence.session_id)
+            if not first or first[0].id != sub.id:
+                # Per-session order (DESIGN §3.2): only the oldest unsettled submission runs.
+                raise IllegalTransitionError("submission", sub.status, "running out of order")
+            if waits_for_input(sub):
+                raise IllegalTransitionError("submission", "needs_input", "an attempt unanswered")
+            recovered = False
+            previous = tx.attempts(submission_id)
+            if previous and previous[-1].status == AttemptStatus.RUNNING:
+                last = previous[-1]
+                _put_attempt(tx, last, AttemptStatus.INTERRUPTED, "crash", scope.now)
+                sub = replace(sub, interruptions=sub.interruptions + 1)
+                scope.emit(
+                    EventType.ATTEMPT_INTERRUPTED,
+                    AttemptRun(number=last.number, worker=last.worker),
+                    turn_id=sub.id,
+                )
+                recovered = True
+            turn = tx.get_turn(sub.id)
+            if recovered and turn is not None and turn.partial_text:
+                turn = _close_out_partial(tx, scope, turn)
+            if sub.status == SubmissionStatus.QUEUED:
+                sub = replace(
+                    sub,
+                    status=advance("submission", sub.status, SubmissionStatus.RUNNING),
+                    started_at=scope.now,
+                )
+                turn = TurnRecord(
+                    id=sub.id,
+                    session_id=sub.session_id,
+                    submission_id=sub.id,
+                    status=advance("turn", None, TurnStatus.RUNNING),
+                )
+                tx.put_turn(turn, expected_version=None)
+                scope.append_message(turn.id, "user", sub.prompt)
+                scope.emit(EventType.TURN_STARTED, TurnStarted(prompt=sub.prompt), turn_id=turn.id)
+            elif sub.status != SubmissionStatus.RUNNING or turn is None:
+                raise IllegalTransitionError("submission", sub.status, SubmissionStatus.RUNNING)
+            attempt = AttemptRecord(
+                submission_id=sub.id,
+                number=sub.attempts + 1,
+                status=advance("attempt", None, AttemptStatus.RUNNING),
+                worker=worker,
+                started_at=scope.now,
+            )
+            tx.put_attempt(attempt, expected_version=None)
+            sub = replace(sub, attempts=attempt.number)
+            _put_submission(tx, sub)
+            sub = replace(sub, version=sub.version + 1)
+            scope.emit(
+                EventType.ATTEMPT_STARTED,
+                AttemptRun(number=attempt.number, worker=worker),
+                turn_id=turn.id,
+            )
+            last_call = tx.get_model_call(turn.id, turn.rounds - 1) if turn.rounds else None
+            return AttemptStart(
+                submission=sub,
+                turn=turn,
+                attempt=attempt,
+                recovered=recovered,
+                last_call=last_call,
+                tasks=tuple(tx.tool_tasks(turn.id)) if turn.rounds else (),
+                steering=scope.session.steering,
+            )
+
+        return self._transition(fence, body)
+
+    def suspend(self, fence: Fence, submission_id: str, *, reason: str) -> None:
+        """End the attempt cleanly at a step boundary; a continuation wake follows."""
+
+        def body(tx: Tx, scope: _SessionScope) -> None:
+            _owned(fence, _submission(tx, submission_id))
+            last = _running_attempt(tx, submission_id)
+            _put_attempt(tx, last, AttemptStatus.YIELDED, reason, scope.now)
+            scope.emit(
+                EventType.ATTEMPT_YIELDED,
+                AttemptYielded(number=last.number, reason=reason),
+                turn_id=submission_id,
+            )
+
+        self._transition(fence, body)
+
+    def settle(
+        self,
+        fence: Fence,
+        submission_id: str,
+        outcome: Outcome,
+        *,
+        text: str | None = None,
+        error: ErrorInfo | None = None,
+        exhausted: Exhausted | None = None,
+    ) -> SubmissionRecord:
+        """Give the submission its one terminal outcome, with its turn and attempt.
+
+        Pending tool tasks are cancelled; running ones must have been resolved first (their
+        outcome is evidence, not something to discard). The session comes to rest when
+        nothing else is unsettled. ``exhausted`` names the budget a ``failed`` submission ran
+        out of; if crashes interrupted it, the advisory ``submission.interrupted`` (naming
+        the calls left unknown) lands just before ``submission.failed``.
+        """
+
+        def body(tx: Tx, scope: _SessionScope) -> SubmissionRecord:
+            sub = _owned(fence, _submission(tx, submission_id))
+            target = advance("submission", sub.status, _SUBMISSION_OUTCOME[outcome])
+            steering = scope.session.steering
+            if steering and outcome == "completed":
+                raise SteeringPendingError(
+                    f"submission {submission_id!r} cannot complete: steering arrived after "
+                    "the model's answer, so the model must be called again"
+                )
+            turn = tx.get_turn(submission_id)
+            if turn is not None:
+                for task in tx.tool_tasks(turn.id):
+                    if task.status == ToolTaskStatus.PENDING:
+                        _put_task(
+                            tx, task, ToolTaskStatus.CANCELLED, result="cancelled", now=scope.now
+                        )
+                    elif task.status == ToolTaskStatus.RUNNING:
+                        raise IllegalTransitionError("tool_task", task.status, "settled turn")
+                tx.put_turn(
+                    replace(
+                        turn,
+                        status=advance("turn", turn.status, _TURN_OUTCOME[outcome]),
+                        final_text=text,
+                        version=turn.version + 1,
+                    ),
+                    expected_version=turn.version,
+                )
+            attempts = tx.attempts(submission_id)
+            if attempts and attempts[-1].status == AttemptStatus.RUNNING:
+                _put_attempt(tx, attempts[-1], AttemptStatus.FINISHED, outcome, scope.now)
+            settled = replace(
+                sub, status=target, result_text=text, error=error, settled_at=scope.now
+            )
+            _put_submission(tx, settled)
+            if outcome == "failed" and exhausted is not None and sub.interruptions:
+                scope.emit(
+                    EventType.SUBMISSION_INTERRUPTED,
+                    SubmissionInterrupted(
+                        submission=sub.id,
+                        interruptions=sub.interruptions,
+                        unknown_calls=error.unknown_calls if error is not None else (),
+                        reason=exhausted,
+                    ),
+                    turn_id=submission_id,
+                )
+            scope.emit(
+                settled_event(outcome),
+                SubmissionSettled(submission=sub.id, text=text, error=error),
+                turn_id=submission_id,
+            )
+            others = [s for s in tx.unsettled_submissions(sub.session_id) if s.id != sub.id]
+            if steering:
+                # The turn it steered failed before a model call could deliver it: it is
+                # queued as a submission of its own rather than lost.
+                scope.session = replace(scope.session, steering=())
+                requeued = self._queue_submission(tx, scope, "\n\n".join(steering))
+                scope.emit(
+                    EventType.STEER_REQUEUED,
+                    SteerRequeued(count=len(steering), submission=requeued.id),
+                )
+            elif not others:
+                scope.set_status(SessionStatus.IDLE)
+            # The last step of the body: the template's commit follows.
+            crash_point("turn.in-commit")
+            return replace(settled, version=sub.version + 1)
+
+        return self._transition(fence, body)
+
+
+def _close_out_partial(tx: Tx, scope: _SessionScope, turn: TurnRecord) -> TurnRecord:
+    """The dead attempt's streamed text becomes an interrupted assistant entry of its round
+    (``model.interrupted``), at most once per round: a later cut of a round already closed
+    out asks the model again from the first cut's text. Either way the turn no longer
+    holds a partial, so no crash shape leaves the conversation looking mid-stream."""
+    round_ = turn.rounds
+    # The running turn's messages all lie past the latest compaction (a compaction only
+    # covers earlier turns), so the read need not start at the session's first message.
+    closed = any(
+        m.interrupted and m.turn_id == turn.id and m.round == round_
+        for m in tx.messages(turn.session_id, after=scope.session.compacted_upto)
+    )
+    if not closed:
+        scope.append_message(
+            turn.id, "assistant", turn.partial_text, round_=round_, interrupted=True
+        )
+        scope.emit(
+            EventType.MODEL_INTERRUPTED,
+            ModelText(round=round_, text=turn.partial_text),
+            turn_id=turn.id,
+        )
+    updated = replace(turn, partial_text="", version=turn.version + 1)
+    tx.put_turn(updated, expected_version=turn.version)
+    return updated
