@@ -80,8 +80,8 @@ class Journal(Admissions, Sessions, Leases, Turns, Rounds, Tools, Questions):
 
     @property
     def store(self) -> Store:
-        """The store itself, for what is not a journal transition: a tool's blobs
-        (``ctx.store``) and reads outside a turn's records."""
+        """The store itself, for what is not a journal transition: a tool's blobs (behind
+        ``ctx.records`` / ``ctx.blobs``) and reads outside a turn's records."""
         return self._store
 
     def read(self, body: Callable[[ReadView], T]) -> T:
