@@ -57,7 +57,7 @@ from fxdurable.runtime.agent_spec import load_agents
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.models import aclose_loaded_clients
 from fxdurable.runtime.models.announce import announce_model_endpoints
-from fxdurable.runtime.wake_conflicts import handle_wake
+from fxdurable.runtime.wake_conflicts import CONFLICT_HAND_ONS, handed_on_reason, handle_wake
 from fxdurable.runtime.worker import WakeHandler, WorkerSettings
 
 __all__ = ["WakeFunction", "handler"]
@@ -152,10 +152,21 @@ class WakeFunction:
                 await handle_wake(self.handler, session_id, budget)
         except ConflictError as exc:
             # Still conflicting after runs from fresh reads: hand it on as a fresh wake rather
-            # than fail the records, whose receive count leads to the dead-letter queue.
+            # than fail the records, whose receive count leads to the dead-letter queue; a
+            # conflict that outlives the hand-ons is failed there after all.
+            reason = handed_on_reason(first.reason)
+            if reason is None:
+                log.error(
+                    "wake for session %s still conflicts (%s) after %d fresh wakes; failed to "
+                    "the queue (its redeliveries lead to the dead-letter queue)",
+                    session_id,
+                    exc,
+                    CONFLICT_HAND_ONS,
+                )
+                return False
             log.warning("wake for session %s still conflicts (%s); passed on", session_id, exc)
             try:
-                await self.queue.enqueue(session_id, reason=f"after a conflict ({first.reason})")
+                await self.queue.enqueue(session_id, reason=reason)
             except Exception as send_exc:
                 log.warning("could not pass the wake for %s on: %s", session_id, send_exc)
                 return False

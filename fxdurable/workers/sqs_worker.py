@@ -78,7 +78,7 @@ from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.models.announce import announce_model_endpoints
 from fxdurable.runtime.reconcile import orphaned_sessions
-from fxdurable.runtime.wake_conflicts import handle_wake
+from fxdurable.runtime.wake_conflicts import CONFLICT_HAND_ONS, handed_on_reason, handle_wake
 from fxdurable.workers.config import WorkerConfig, job_budget
 from fxdurable.workers.sqs_consumer import SqsConsumer, SqsMessage
 from fxdurable.workers.sqs_settings import SqsWorkerSettings
@@ -211,7 +211,7 @@ class SqsWorker:
         except ConflictError as exc:
             # Still conflicting after runs from fresh reads: a fresh wake, not a redelivery
             # (whose receive count leads to the dead-letter queue).
-            if not await self._pass_on(session_id, exc):
+            if not await self._pass_on(session_id, reason, exc):
                 await self._retry_later(message, session_id, exc)
                 return
         except Exception as exc:
@@ -256,10 +256,22 @@ class SqsWorker:
             log.warning("could not delete message %s (%s)", message.message_id, exc)
             return False
 
-    async def _pass_on(self, session_id: str, exc: ConflictError) -> bool:
+    async def _pass_on(self, session_id: str, reason: str, exc: ConflictError) -> bool:
+        """Hand a still-conflicting wake on as a fresh one; False once it was handed on
+        CONFLICT_HAND_ONS times, or the send failed (the message is retried, towards the
+        dead-letter queue)."""
+        handed_on = handed_on_reason(reason)
+        if handed_on is None:
+            log.error(
+                "wake %s still conflicts (%s) after %d fresh wakes; left to SQS redelivery",
+                session_id,
+                exc,
+                CONFLICT_HAND_ONS,
+            )
+            return False
         log.warning("wake %s still conflicts (%s); passed on as a fresh wake", session_id, exc)
         try:
-            await self._queue.enqueue(session_id, reason="after a conflict")
+            await self._queue.enqueue(session_id, reason=handed_on)
         except FxDurableError as send_exc:
             log.warning("could not pass the wake for %s on: %s", session_id, send_exc)
             return False

@@ -154,15 +154,21 @@ def _wake_with_stray(
     stray_of: Callable[[str], tuple[Any, Any]],
     clears_after: int | None,
     monkeypatch: pytest.MonkeyPatch,
+    *,
+    messages: list[dict[str, Any]] | None = None,
+    stray: Stray | None = None,
 ) -> tuple[dict[str, Any], Stray, list[dict[str, Any]]]:
-    """One invocation of the wake function for a fresh story, with the stray planted."""
-    world.admit(SESSION, "story q", "req-q")
-    messages = world.receive()
+    """One invocation of the wake function, with the stray planted: for a fresh story, or for
+    ``messages`` (what an earlier invocation handed on) with that invocation's ``stray``."""
+    if messages is None:
+        world.admit(SESSION, "story q", "req-q")
+        messages = world.receive()
     assert len(messages) == 1
     function = WakeFunction.from_env()
     try:
-        plant, remove = stray_of(world.store_url)
-        stray = Stray(plant, remove, clears_after)
+        if stray is None:
+            plant, remove = stray_of(world.store_url)
+            stray = Stray(plant, remove, clears_after)
         close_reader = stray.wrap(function.store, world.store_url)
         real = function.handler.handle
 
@@ -207,5 +213,45 @@ def test_a_conflict_that_never_clears_is_bounded_and_handed_on(
     assert len(stray.runs) == wake_conflicts.CONFLICT_RUNS
     assert answer == {"batchItemFailures": []}  # not failed: handed on instead
     (passed_on,) = after
-    assert decode_wake(passed_on["Body"])[:2] == (SESSION, "after a conflict (submitted)")
+    assert decode_wake(passed_on["Body"])[:2] == (SESSION, "after conflict 1 (submitted)")
     assert any("still conflicts" in r.getMessage() for r in caplog.records)
+
+
+def test_a_conflict_that_outlives_its_fresh_wakes_fails_to_the_queue(
+    world: tuple[LambdaWorld, Callable[[str], tuple[Any, Any]]],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Handed on CONFLICT_HAND_ONS times, the next wake of a conflict that never clears fails
+    its record: SQS redelivers it, and its receive count leads to the dead-letter queue."""
+    lambda_world, stray_of = world
+    answer, stray, after = _wake_with_stray(lambda_world, stray_of, None, monkeypatch)
+    reasons = []
+    for _ in range(wake_conflicts.CONFLICT_HAND_ONS):
+        assert answer == {"batchItemFailures": []} and len(after) == 1, (answer, after)
+        reasons.append(decode_wake(after[0]["Body"])[1])
+        with caplog.at_level(logging.ERROR):
+            answer, stray, after = _wake_with_stray(
+                lambda_world, stray_of, None, monkeypatch, messages=after, stray=stray
+            )
+    assert reasons == [f"after conflict {n} (submitted)" for n in (1, 2, 3)]
+    (failed,) = answer["batchItemFailures"]
+    assert failed["itemIdentifier"]  # the last hand-on's record, left to redelivery
+    assert after == []  # nothing handed on any more
+    runs = wake_conflicts.CONFLICT_RUNS * (wake_conflicts.CONFLICT_HAND_ONS + 1)
+    assert stray.refused == runs == len(stray.runs)
+    assert any("after 3 fresh wakes" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("reason", "handed_on"),
+    [
+        ("submitted", "after conflict 1 (submitted)"),
+        ("after conflict 1 (submitted)", "after conflict 2 (submitted)"),
+        ("after conflict 2 (steer (a) b)", "after conflict 3 (steer (a) b)"),
+        ("after conflict 3 (submitted)", None),
+        ("after conflict x (submitted)", "after conflict 1 (after conflict x (submitted))"),
+    ],
+)
+def test_the_hand_on_reason_counts_the_hand_ons(reason: str, handed_on: str | None) -> None:
+    assert wake_conflicts.handed_on_reason(reason) == handed_on
