@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.soak.procs import Proc
-from bench.soak.proxy import FaultProxy, Mode
+from fxdurable.testing.faults import FaultProxy, Mode
 
 __all__ = ["PAIRS", "Fault", "Pair", "open_pair"]
 

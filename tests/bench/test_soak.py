@@ -30,9 +30,9 @@ from redis_support import unavailable
 from bench.redis_server import unavailable_reason
 from bench.soak.ledger import EFFECTS, append_json, read_jsonl
 from bench.soak.pairs import PAIRS
-from bench.soak.proxy import FaultProxy
 from bench.soak.run import SoakConfig, soak_pair
 from bench.soak.verify import verify
+from fxdurable.testing.faults import FaultProxy
 
 REPO = Path(__file__).resolve().parents[2]
 # Whether the short soak avoids long faults while a sync unsafe tool runs (see above).

@@ -6,9 +6,10 @@ DynamoDB) two worker processes serve one session. The first starts the unsafe de
 tool whose thread ignores cancellation, or an async one that swallows its cancellation) and
 the store goes away for 1x, 2x or 5x the lease TTL as it starts: SQLite locked by the test
 process's open ``BEGIN EXCLUSIVE``, Redis and DynamoDB behind a TCP proxy that black-holes
-every byte (:mod:`tests.kit.tcp_proxy`). The deploy takes its effect only at the end, well
-after the outage, and the other worker recovers the turn once the store is back: the deploy is
-``outcome_unknown``, the model checks, finds no effect and deploys again, deliberately.
+every byte (:class:`fxdurable.testing.faults.FaultProxy`). The deploy takes its effect only at
+the end, well after the outage, and the other worker recovers the turn once the store is back:
+the deploy is ``outcome_unknown``, the model checks, finds no effect and deploys again,
+deliberately.
 
 Before: the first worker's heartbeat cancelled its run, but the deploy's thread (or the deaf
 coroutine) went on and took its effect after the check: two effects of one operation. Now the
@@ -34,8 +35,8 @@ from sqs_support import AWS_ENV, SqsHarness
 from worker_support import REPO, WorkerHarness, WorkerProc
 
 from fxdurable.runtime.leases import LOST_LEASE_EXIT_STATUS
+from fxdurable.testing.faults import FaultProxy as TcpProxy
 from tests.kit import lease_world
-from tests.kit.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.slow
 
