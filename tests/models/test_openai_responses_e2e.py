@@ -15,13 +15,16 @@ from pathlib import Path
 import httpx
 import pytest
 from models_support import collect
-from provider_e2e_support import of_type, run, runtime
+from provider_e2e_support import db_path, of_type, run, runtime
 from test_reasoning_end_to_end import QUIRKS, lookup, tool_then_answer
 
 import fxdurable as fx
 from fxdurable.errors import ModelError
+from fxdurable.runtime.history import build_history
 from fxdurable.runtime.models import OpenAIResponsesModel
 from fxdurable.runtime.models.base import ChatMessage, ModelRequest, ModelResponse
+from fxdurable.runtime.models.openai_responses import build_responses_body
+from fxdurable.stores.sqlite import SqliteStore
 from fxdurable.testing.model_server import Failure, Quirks, ScriptedModelServer
 from fxdurable.testing.wire_openai_responses import encrypted_for, reasoning_id
 
@@ -160,3 +163,32 @@ def test_a_response_cut_at_max_output_tokens_is_recorded_as_truncated(
         "max_output_tokens",
         True,
     )
+
+
+def test_the_journal_alone_rebuilds_the_follow_up_byte_for_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a recovered turn sends is built from the journal only: read back from a fresh
+    connection to the database, the history gives the very ``input`` the follow-up carried,
+    and a fresh (stateless) server accepts it, reasoning item included."""
+    with ScriptedModelServer(tool_then_answer, quirks=QUIRKS) as server:
+        agent = fx.Agent("a", point_at(monkeypatch, server), tools=[lookup])
+        one_turn(tmp_path, agent)
+    sent = server.requests[1].body
+
+    store = SqliteStore(f"sqlite:///{db_path(tmp_path)}")
+    try:
+        messages, tasks = store.read(lambda v: (v.messages("a"), v.session_tool_tasks("a")))
+    finally:
+        store.close()
+    before_answer = [m for m in messages if m.seq < messages[-1].seq]
+    history = build_history(before_answer, tasks).messages
+    request = ModelRequest(instructions=sent.get("instructions", ""), messages=history)
+    rebuilt = build_responses_body("gpt-test", request)
+    assert rebuilt["input"] == sent["input"]
+    assert json.dumps(rebuilt["input"], ensure_ascii=False) == json.dumps(
+        sent["input"], ensure_ascii=False
+    ), "the same bytes, key order included"
+    with ScriptedModelServer(tool_then_answer, quirks=QUIRKS) as fresh:
+        status = httpx.post(f"{fresh.openai_base_url}/responses", json={**sent, **rebuilt})
+    assert status.status_code == 200, status.text
