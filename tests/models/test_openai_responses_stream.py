@@ -225,3 +225,32 @@ def test_model_string_environment_and_headers(monkeypatch: pytest.MonkeyPatch) -
         "OpenAI-Organization from OPENAI_ORG_ID",
         "OpenAI-Project from OPENAI_PROJECT_ID",
     ]
+
+
+def test_parallel_calls_share_the_items_in_order_and_come_back_in_order() -> None:
+    body = reasoning_item() + call_item(1, "call_a", ARGS) + call_item(2, "call_b", "{}")
+    with RawStreams(
+        stream(body + terminal(), chunk_bytes=5), stream(text_item(0, "ok") + terminal())
+    ) as server:
+        m = model(server)
+        _, response = run(collect(m, request()))
+        a, b = response.tool_calls
+        assert [p["type"] for p in a.parts] == ["reasoning", "function_call"]
+        assert [p["type"] for p in b.parts] == ["function_call"]
+        history = [
+            ChatMessage(role="user", text="hi"),
+            ChatMessage(role="assistant", text="", tool_calls=response.tool_calls),
+            ChatMessage(role="tool", text="1", tool_call_id="call_a"),
+            ChatMessage(role="tool", text="2", tool_call_id="call_b"),
+        ]
+        run(collect(m, request(messages=history)))
+    sent = [(i["type"], i.get("call_id")) for i in server.bodies[1]["input"]]
+    assert sent == [
+        ("message", None),
+        ("reasoning", None),
+        ("function_call", "call_a"),
+        ("function_call", "call_b"),
+        ("function_call_output", "call_a"),
+        ("function_call_output", "call_b"),
+    ]
+    assert server.bodies[1]["input"][3]["arguments"] == "{}"
