@@ -54,12 +54,13 @@ from fxdurable.testing.wire_common import (
     context_chars,
 )
 from fxdurable.testing.wire_openai import OpenAIWire
+from fxdurable.testing.wire_openai_responses import OpenAIResponsesWire
 
 __all__ = ["Failure", "Quirks", "RecordedRequest", "ScriptedModelServer", "main"]
 
 logger = logging.getLogger(__name__)
 
-WIRES: dict[str, Wire] = {w.path: w for w in (OpenAIWire(), AnthropicWire())}
+WIRES: dict[str, Wire] = {w.path: w for w in (OpenAIWire(), AnthropicWire(), OpenAIResponsesWire())}
 REDACTED = "[REDACTED]"
 _SECRET_HEADERS = {"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"}
 _SECRET_WORDS = ("key", "token", "secret")

@@ -15,11 +15,13 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what ru
     from fxdurable.runtime.models.anthropic import AnthropicModel
     from fxdurable.runtime.models.http import Timeouts, aclose_clients
     from fxdurable.runtime.models.openai import OpenAIModel
+    from fxdurable.runtime.models.openai_responses import OpenAIResponsesModel
     from fxdurable.runtime.models.providers import resolve_model
 
 __all__ = [
     "AnthropicModel",
     "OpenAIModel",
+    "OpenAIResponsesModel",
     "Timeouts",
     "aclose_clients",
     "aclose_loaded_clients",
@@ -45,6 +47,7 @@ if not TYPE_CHECKING:
             "fxdurable.runtime.models.anthropic": ("AnthropicModel",),
             "fxdurable.runtime.models.http": ("Timeouts", "aclose_clients"),
             "fxdurable.runtime.models.openai": ("OpenAIModel",),
+            "fxdurable.runtime.models.openai_responses": ("OpenAIResponsesModel",),
             "fxdurable.runtime.models.providers": ("resolve_model",),
         },
     )

@@ -27,8 +27,11 @@ __all__ = [
 ]
 
 # Stop reasons that mean "cut by the output limit": OpenAI-compatible ``length``, Anthropic
-# ``max_tokens`` and ``model_context_window_exceeded`` (the context filled up mid-answer).
-TRUNCATING_STOPS = frozenset({"length", "max_tokens", "model_context_window_exceeded"})
+# ``max_tokens`` and ``model_context_window_exceeded`` (the context filled up mid-answer),
+# the Responses API's ``incomplete_details.reason`` ``max_output_tokens``.
+TRUNCATING_STOPS = frozenset(
+    {"length", "max_tokens", "model_context_window_exceeded", "max_output_tokens"}
+)
 
 
 # The user message the model reads right after a reply of its own that a crash cut off

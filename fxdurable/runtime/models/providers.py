@@ -1,4 +1,5 @@
-"""Model strings: ``"openai/<model>"`` and ``"anthropic/<model>"`` name a provider's model.
+"""Model strings: ``"openai/<model>"``, ``"anthropic/<model>"`` and ``"openai-responses/<model>"``
+(the OpenAI Responses API) name a provider's model.
 
 Everything after the first ``/`` is the provider's model name, slashes included
 (``"openai/meta-llama/Llama-3.1-8B-Instruct"`` for a vLLM server). Keys and base URLs come
@@ -13,6 +14,7 @@ from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.models.anthropic import AnthropicModel
 from fxdurable.runtime.models.base import Model
 from fxdurable.runtime.models.openai import OpenAIModel
+from fxdurable.runtime.models.openai_responses import OpenAIResponsesModel
 
 __all__ = ["PROVIDERS", "resolve_model"]
 
@@ -20,6 +22,9 @@ __all__ = ["PROVIDERS", "resolve_model"]
 PROVIDERS: dict[str, Callable[[str, str | None], Model]] = {
     OpenAIModel.prefix: lambda model, base_url: OpenAIModel(model, base_url=base_url),
     AnthropicModel.prefix: lambda model, base_url: AnthropicModel(model, base_url=base_url),
+    OpenAIResponsesModel.prefix: lambda model, base_url: OpenAIResponsesModel(
+        model, base_url=base_url
+    ),
 }
 
 
