@@ -1,0 +1,40 @@
+"""fxdurable for LangChain agents (``pip install 'fxdurable[langchain]'``).
+
+``durable_agent(model, tools, name=..., system_prompt=...)`` takes what
+``langchain.agents.create_agent`` takes and returns an :class:`fxdurable.Agent` for a
+:class:`fxdurable.Runtime` or a worker: each chat-model call and each tool call is then a
+journaled step of fxdurable's own turn loop (docs/frameworks/langchain.md says exactly what is
+and is not durable). Importing this module checks the installed ``langchain`` against the
+range it was tested with first (:class:`UnsupportedFrameworkError` otherwise).
+"""
+
+from __future__ import annotations
+
+from fxdurable.adapters.langchain._version import (
+    SUPPORTED,
+    UnsupportedFrameworkError,
+    check_version,
+)
+
+check_version()
+
+from fxdurable.adapters.langchain._agent import (  # noqa: E402  (after the version check)
+    REPLAY_KEY,
+    LangChainTool,
+    durable_agent,
+    tool_context,
+    with_replay,
+)
+from fxdurable.adapters.langchain._model import ChatModel  # noqa: E402
+
+__all__ = [
+    "REPLAY_KEY",
+    "SUPPORTED",
+    "ChatModel",
+    "LangChainTool",
+    "UnsupportedFrameworkError",
+    "check_version",
+    "durable_agent",
+    "tool_context",
+    "with_replay",
+]
