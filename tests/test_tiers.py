@@ -1,6 +1,6 @@
 """The fast tier's guard (tests/tiers.py) refuses every way a test starts a process, puts
-everything back afterwards, and fails a test that swallowed the refusal; the marking puts a
-test that needs a server in the system tier."""
+everything back afterwards, and fails a test that swallowed the refusal; the marking puts the
+tests that need a server in the system tier."""
 
 from __future__ import annotations
 
@@ -54,11 +54,18 @@ def test_a_test_that_swallowed_the_refusal_still_fails() -> None:
     assert clean.outcome == "passed"
 
 
-def test_a_test_on_a_server_is_a_system_test(request: pytest.FixtureRequest) -> None:
-    items = [i for i in request.session.items if i.nodeid.startswith("tests/")]
-    marked = {i.nodeid for i in items if i.get_closest_marker("system")}
-    assert request.node.nodeid not in marked
+def test_the_tests_on_a_server_are_marked_and_the_fast_tier_has_none(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Over whatever this run selected: a test on a server's fixture, on a Redis parameter or
+    in a listed directory is ``system``; this one is not; under ``--fast`` none ran."""
+    items = request.session.items
+    system = {i.nodeid for i in items if i.get_closest_marker("system")}
+    assert request.node.nodeid not in system
+    for item in items:
+        if {"redis_url", "moto_server", "rq_redis"} & set(getattr(item, "fixturenames", ())):
+            assert item.nodeid in system, item.nodeid
+        if item.nodeid.startswith(("tests/crash/", "tests/e2e/")) or "[redis" in item.nodeid:
+            assert item.nodeid in system, item.nodeid
     if request.config.getoption(tiers.FAST_OPTION):
-        assert not marked, "the fast tier ran a system test"
-    else:
-        assert any("redis" in n for n in marked) or len(items) < 50, "nothing was marked"
+        assert not system, f"the fast tier ran system tests: {sorted(system)[:5]}"
