@@ -17,7 +17,7 @@ LINT_PATHS := $(wildcard fxdurable tests bench workers handlers examples)
 EXAMPLE_PROJECTS := $(wildcard examples/real_provider_agent/*.py examples/starlette_app/*.py examples/rq_workers/*.py examples/pydantic_ai_project/*.py)
 EXAMPLE_MCP := $(wildcard examples/mcp_project/*.py)
 
-.PHONY: demo coding-demo venv-python lint test browser bench bench-venv wheel clean deploy \
+.PHONY: demo coding-demo venv-python lint test test-fast browser bench bench-venv wheel clean deploy \
 	localstack-test docs soak
 
 # Before a venv is built or used: $(PYTHON) must be 3.11+, and a $(VENV) made by another
@@ -99,6 +99,13 @@ test: $(VENV)/.installed browser
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory docs
 	scripts/run-tests $(PYTEST_ARGS)
+
+# The inner loop: the fast tier only (unit, journal, store contract on SQLite, HTTP in process;
+# no lint, no docs), ~3 minutes on 2 cores. The system tests (marked by tests/tiers.py: a
+# server, a subprocess, a browser, a wheel) are left out, and a fast-tier test that starts a
+# process fails. CI runs make test, the whole suite. Exit 5 (nothing collected) fails.
+test-fast: $(VENV)/.installed
+	scripts/run-tests --fast $(PYTEST_ARGS)
 
 # The soak (docs/soak.md): random SIGKILLs, store outages and pauses on every store/queue
 # pair, judged by effect ledgers and fxdurable check. Under 10 minutes by default;

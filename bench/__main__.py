@@ -118,13 +118,43 @@ DEFAULT = Plan(
     headline=HeadlinePlan(),
 )
 
+# The tests' size (tests/bench/test_bench_smoke.py, ``--smoke``): every section and ratio line
+# of a quick run, once, at sessions far too short for the figures to mean anything.
+SMOKE = Plan(
+    name="smoke",
+    batches=2,
+    raw_ops=10,
+    rounds=5,
+    growth_events=500,
+    growth_batches=2,
+    growth_rounds=2,
+    resume_events=1_000,
+    resume_batches=2,
+    resume_reads=5,
+    history_reads=1,
+    turns=8,
+    concurrency=2,
+    redis_batches=2,
+    redis_raw_ops=10,
+    redis_rounds=5,
+    redis_growth_batches=2,
+    rq_items=6,
+    rq_reps=1,
+    http_requests=10,
+    http_batches=1,
+    http_warm_up=2,
+    headline=HeadlinePlan(
+        reps=1, steps=10, growth_events=200, rss_early=5, rss_late=20, rss_reps=1
+    ),
+)
+
 T = TypeVar("T")
 
 # Fresh processes each, a second or two a round: the quick run only shows the rows.
-STARTUP_REPS = {QUICK.name: 1, DEFAULT.name: 7}
-LAMBDA_REPS = {QUICK.name: 1, DEFAULT.name: 5}
+STARTUP_REPS = {SMOKE.name: 1, QUICK.name: 1, DEFAULT.name: 7}
+LAMBDA_REPS = {SMOKE.name: 1, QUICK.name: 1, DEFAULT.name: 5}
 # Turns of each variant (about 0.13 s parallel, 0.43 s sequential each).
-PARALLEL_REPS = {QUICK.name: 3, DEFAULT.name: 9}
+PARALLEL_REPS = {SMOKE.name: 1, QUICK.name: 3, DEFAULT.name: 9}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -136,6 +166,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--quick", action="store_true", help="fewer repetitions (well under 40 s with Redis)"
+    )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the tests' run: every section once at tiny sizes (its figures mean nothing)",
     )
     parser.add_argument(
         "--dir",
@@ -244,7 +279,7 @@ def measure_lambda(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    plan = QUICK if args.quick else DEFAULT
+    plan = SMOKE if args.smoke else QUICK if args.quick else DEFAULT
     started = time.perf_counter()
 
     def progress(message: str) -> None:

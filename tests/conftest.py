@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import tiers
 from aws_support import moto_running
 from browser_support import artifacts_dir
 from redis_support import free_port, unavailable
@@ -47,10 +48,43 @@ from fxdurable.testing.net import stop_process
 REDIS_SERVER = "redis-server"
 
 
+# -- the tiers (tests/tiers.py): system tests are marked here, --fast runs the rest ----------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    tiers.add_option(parser)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tiers.mark_system(config, items)
+    tiers.longest_first(config, items)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    yield from tiers.guard(item)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    tiers.record(report)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    tiers.write_durations(session)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item) -> Iterator[None]:
+    outcome = yield
+    tiers.fail_if_spawned(outcome.get_result())
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Say once where the browser tests' screenshots are (tests/console/conftest.py), when
     any ran. A run overwrites the files of the tests it runs and leaves the rest."""
-    reports = (r for reports in terminalreporter.stats.values() for r in reports)
+    reports = (
+        r for key, reports in terminalreporter.stats.items() if key != "deselected" for r in reports
+    )
     if any(getattr(r, "nodeid", "").startswith("tests/console/") for r in reports):
         terminalreporter.write_line(f"browser screenshots: {artifacts_dir()}")
 

@@ -1,7 +1,8 @@
 """A user's Lambda project built by the real ``sam build``, outside the repository.
 
-The SAM CLI is installed from the package index into a throwaway venv (once per test
-process), fxdurable from the built wheel into another; ``fxdurable init lambda`` writes the
+The SAM CLI (pinned) is installed from the package index into a venv cached in
+``~/.cache/fxdurable-tests/`` (once per machine and version), fxdurable from the built wheel
+into a throwaway one; ``fxdurable init lambda`` writes the
 project into an empty directory, where a developer's local state is dropped too (stores with
 conversations, workspaces, tests, a ``.env``). ``make build`` (the project's own Makefile:
 ``fxdurable stage lambda``, ``sam build``, ``compileall``) must ship fxdurable, the agents and
@@ -12,13 +13,13 @@ must answer an event against the moto server.
 
 from __future__ import annotations
 
-import atexit
+import fcntl
 import io
 import json
 import os
 import shutil
 import subprocess
-import tempfile
+import sys
 import uuid
 import zipfile
 from dataclasses import dataclass
@@ -56,6 +57,9 @@ STRAYS = (
     "myapp/run.log",
 )
 MAX_MB = 15.0
+# The SAM CLI the builds run (pinned: its venv is cached by this version, see
+# _sam_and_runtime); 1.170.0 was the index's newest when it was pinned.
+SAM_CLI = "aws-sam-cli==1.170.0"
 TOKEN = "alice-token-0123456789"
 
 
@@ -92,16 +96,36 @@ def _python312() -> Path:
     pytest.fail("python3.12 is needed (the functions' runtime): pyenv install 3.12")
 
 
+def _sam_and_runtime() -> tuple[Venv, Path]:
+    """The SAM CLI's venv and the runtime's boto3, made once per machine in the user's cache
+    (``~/.cache/fxdurable-tests/``, keyed by the pinned SAM CLI and this Python) and reused by
+    every run after: installing aws-sam-cli from the index is most of this file's first
+    minute. A venv is not relocatable, so it is made where it stays, under a lock (two test
+    processes may ask at once); ``complete`` is written last, so a run killed half-way leaves a
+    directory the next one replaces. Delete the directory to install afresh."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fxdurable-tests"
+    key = f"{SAM_CLI.replace('==', '-')}-py{sys.version_info.major}.{sys.version_info.minor}"
+    root = cache / key
+    sam_venv, runtime = Venv(root / "sam"), root / "lambda-runtime"
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / "complete").exists() or not sam_venv.exe("sam").exists():
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            make_venv(sam_venv.root, SAM_CLI)
+            run(
+                [str(sam_venv.python), "-m", "pip", "install", "-q",
+                 "--disable-pip-version-check", "--target", str(runtime), "boto3"],
+                cwd=root, timeout=300, what="boto3 for the runtime",
+            )  # fmt: skip
+            (root / "complete").write_text(f"{SAM_CLI}\n")
+    return sam_venv, runtime
+
+
 def tools() -> Tools:
     if not _tools:
-        scratch = Path(tempfile.mkdtemp(prefix="fxd-sam-"))
-        sam_venv: Venv = make_venv(scratch / "sam", "aws-sam-cli")
-        runtime = scratch / "lambda-runtime"
-        run(
-            [str(sam_venv.python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-             "--target", str(runtime), "boto3"],
-            cwd=scratch, timeout=300, what="boto3 for the runtime",
-        )  # fmt: skip
+        sam_venv, runtime = _sam_and_runtime()
         _tools.append(
             Tools(
                 sam=sam_venv.exe("sam"),
@@ -110,7 +134,6 @@ def tools() -> Tools:
                 fxdurable=wheel_venv().exe("fxdurable"),
             )
         )
-        atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     return _tools[0]
 
 

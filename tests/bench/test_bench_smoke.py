@@ -1,4 +1,5 @@
-"""``python -m bench --quick`` runs to the end and prints its ratio lines; the headline's
+"""``python -m bench --smoke`` (a quick run's every section, once, at tiny sizes) runs to the
+end and prints its ratio lines; the headline's
 fxdurable side and its results writer work at a tiny size.
 
 No timing is asserted (DESIGN §8: performance is measured in ``bench/``, never in timed tests);
@@ -43,7 +44,7 @@ def _ratio(out: str, name: str) -> float:
 def _run_quick(tmp_path: Path, env: dict[str, str] | None = None) -> str:
     proc = subprocess.run(
         # The headline has its own quick tests below; leaving it out keeps these at their time.
-        [sys.executable, "-m", "bench", "--quick", "--no-headline", "--dir", str(tmp_path)],
+        [sys.executable, "-m", "bench", "--smoke", "--no-headline", "--dir", str(tmp_path)],
         cwd=REPO,
         capture_output=True,
         text=True,
