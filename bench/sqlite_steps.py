@@ -165,9 +165,9 @@ class SessionDriver:
             tool_calls=calls,
             policies=["safe"] * tools,
             usage=USAGE,
-        )
+        ).tasks
         self.round += 1
-        return tasks
+        return list(tasks)
 
     def tool_step(self, task: ToolTaskRecord) -> None:
         self.journal.start_tool(self.fence, task.id)

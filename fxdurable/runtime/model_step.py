@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import TypeAlias
 
 from fxdurable.core.crash import crash_point
-from fxdurable.core.journal import Fence, Journal, Receipt
+from fxdurable.core.journal import Fence, Journal, ModelRound
 from fxdurable.core.records import ErrorInfo, MessageRecord, ToolTaskRecord, TurnRecord, Usage
 from fxdurable.core.store import ReadView
 from fxdurable.errors import (
@@ -67,11 +67,10 @@ SUMMARIZE_INSTRUCTIONS = (
 
 @dataclass(frozen=True, slots=True)
 class Recorded:
-    """The response is in the journal; the turn goes on. ``receipt`` says what it wrote;
-    ``then`` is what the caller's ``then`` returned, run in the same thread crossing."""
+    """The response is in the journal; the turn goes on. ``recorded`` is what its commit
+    wrote; ``then`` is what the caller's ``then`` returned, run in the same thread crossing."""
 
-    tasks: Sequence[ToolTaskRecord] = ()
-    receipt: Receipt | None = None
+    recorded: ModelRound
     then: object = None
 
 
@@ -139,7 +138,7 @@ class ModelStep:
         round_: int,
         *,
         prepared: Prepared | None = None,
-        then: Callable[[Sequence[ToolTaskRecord], Receipt], object] | None = None,
+        then: Callable[[ModelRound], object] | None = None,
     ) -> StepOutcome:
         """One model call. ``prepared`` is its request if the caller read it already;
         ``then`` runs right after the commit, in the same thread crossing."""
@@ -177,10 +176,9 @@ class ModelStep:
             )
             return Failed("model_truncated", truncated_message(response, cut))
         tools = [self._agent.tool(call.name) for call in response.tool_calls]
-        receipt = Receipt()
 
         def record() -> Recorded:
-            tasks = self._journal.record_model_call(
+            recorded = self._journal.record_model_call(
                 self._fence,
                 turn.id,
                 round_=round_,
@@ -193,9 +191,8 @@ class ModelStep:
                 stop_reason=response.stop_reason,
                 stop_inferred=response.stop_inferred,
                 truncated=response.truncated,
-                receipt=receipt,
             )
-            return Recorded(tasks, receipt, then(tasks, receipt) if then is not None else None)
+            return Recorded(recorded, then(recorded) if then is not None else None)
 
         return await durable(record)
 

@@ -6,8 +6,9 @@ submission's budgets and the invocation's deadline.
 
 A step costs one thread crossing and no read of its own. The driver reads the turn once per
 attempt (``begin_attempt`` returns it with the turn's tasks) and then keeps it in memory: each
-transition hands back what it wrote (a :class:`~fxdurable.core.journal.Receipt`: the session's
-version and steering, the submission's abort intent), which is everything the next decision
+transition returns what it wrote as a frozen result (a :class:`~fxdurable.core.journal.ToolStep`
+or :class:`~fxdurable.core.journal.ModelRound`, whose ``written`` holds the session's version,
+steering and state and the submission's abort intent), which is everything the next decision
 needs. The commit of one step and the preparation of the next share one crossing into the
 durable core: a tool's result is committed and, in the same worker thread, the next call's
 intent (or the next model request's read). That merge is skipped where code must run on the
@@ -39,7 +40,7 @@ import pydantic
 from fxdurable.core.asking import Asked, waits_for_input
 from fxdurable.core.clock import Clock
 from fxdurable.core.crash import crash_point
-from fxdurable.core.journal import Exhausted, Fence, Journal, Outcome, Receipt
+from fxdurable.core.journal import Exhausted, Fence, Journal, ModelRound, Outcome
 from fxdurable.core.records import (
     ErrorInfo,
     InputRequest,
@@ -288,16 +289,11 @@ class TurnDriver:
             return False, outcome.then
         return False, None
 
-    def _after_model_call(
-        self, tasks: Sequence[ToolTaskRecord], receipt: Receipt
-    ) -> ReadyTool | None:
+    def _after_model_call(self, recorded: ModelRound) -> ReadyTool | None:
         """In the model call's crossing, right after its commit: note what it wrote, and start
         its first tool call when nothing must run on the loop first."""
         assert self._state is not None
-        self._state.noted(receipt)
-        for task in tasks:
-            self._state.note(task)
-        self._state.round_ids = [t.id for t in tasks]
+        self._state.noted(recorded)
         return self._start_next()
 
     # -- tools ---------------------------------------------------------------------------------
@@ -442,14 +438,10 @@ class TurnDriver:
         """Record a tool call's intent (sync: inside a crossing) and note what it wrote.
         ``durable_run``: a durable tool's run, which records (or replays) its steps."""
         assert self._state is not None
-        receipt = Receipt()
-        started = self._journal.start_tool(
-            self._fence, task_id, reason=reason, durable=durable_run, receipt=receipt
-        )
-        self._state.noted(receipt)
-        self._state.note(started)
+        started = self._journal.start_tool(self._fence, task_id, reason=reason, durable=durable_run)
+        self._state.noted(started)
         self._left_unstarted(task_id)
-        return started
+        return started.task
 
     def _left_unstarted(self, task_id: str) -> None:
         """Inside a crossing: a call of the running batch was started or settled. After the
@@ -590,12 +582,11 @@ class TurnDriver:
         assert state is not None
 
         def commit(name: str, value: str, writes: StateWrites) -> None:
-            receipt = Receipt()
-            recorded = self._journal.record_step(
-                self._fence, task.id, name=name, value=value, writes=writes, receipt=receipt
+            state.noted(
+                self._journal.record_step(
+                    self._fence, task.id, name=name, value=value, writes=writes
+                )
             )
-            state.noted(receipt)
-            state.note(recorded)
             crash_point("tool.step.after-record", tool.name)
 
         async def record(name: str, value: str) -> None:
@@ -635,24 +626,17 @@ class TurnDriver:
         assert state is not None
 
         def commit() -> tuple[Prepared | None, ReadyTool | None]:
-            receipt = Receipt()
             try:
                 finished = self._journal.finish_tool(
-                    self._fence, task.id, status, result, writes=writes, receipt=receipt
+                    self._fence, task.id, status, result, writes=writes
                 )
             except StateTooLargeError as exc:
                 # Nothing was written: the call is recorded failed, and the model reads why,
                 # rather than its writes being dropped behind a "completed".
-                receipt = Receipt()
                 finished = self._journal.finish_tool(
-                    self._fence,
-                    task.id,
-                    ToolTaskStatus.FAILED,
-                    f"StateError: {exc}",
-                    receipt=receipt,
+                    self._fence, task.id, ToolTaskStatus.FAILED, f"StateError: {exc}"
                 )
-            state.noted(receipt)
-            state.note(finished)
+            state.noted(finished)
             self._left_unstarted(task.id)
             if after_record is not None:
                 crash_point("tool.after-record", after_record)

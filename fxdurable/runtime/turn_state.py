@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import pydantic
 
 from fxdurable.core.codec import JsonObject
-from fxdurable.core.journal import AttemptStart, Receipt
+from fxdurable.core.journal import AttemptStart, ModelRound, ToolStep
 from fxdurable.core.records import ModelCallRecord, SubmissionRecord, ToolTaskRecord, TurnRecord
 from fxdurable.core.states import ToolTaskStatus
 from fxdurable.runtime.decide import Action, next_action
@@ -68,15 +68,21 @@ class TurnState:
         if task.status == ToolTaskStatus.OUTCOME_UNKNOWN:
             self.unknown_tools.add(task.tool)
 
-    def noted(self, receipt: Receipt) -> None:
-        self.steering = receipt.steering
-        self.abort_requested = self.abort_requested or receipt.abort_requested
-        if receipt.turn is not None:
-            self.turn = receipt.turn
-        if receipt.model_call is not None:
-            self.last_call = receipt.model_call
-        if receipt.state is not None:
-            self.session_state = receipt.state
+    def noted(self, step: ToolStep | ModelRound) -> None:
+        """Keep what one of the driver's own transitions committed (its frozen result): the
+        session as the commit left it, and the task, or the model round and its tasks."""
+        written = step.written
+        self.steering = written.steering
+        self.abort_requested = self.abort_requested or written.abort_requested
+        self.session_state = written.state
+        if isinstance(step, ToolStep):
+            self.note(step.task)
+            return
+        self.turn = step.turn
+        self.last_call = step.model_call
+        for task in step.tasks:
+            self.note(task)
+        self.round_ids = [t.id for t in step.tasks]
 
 
 @dataclass(frozen=True, slots=True)

@@ -146,7 +146,7 @@ def test_events_are_stored_in_the_shapes_written_before_they_were_typed(
     usage = Usage(input_tokens=7, output_tokens=3)
     (task,) = journal.record_model_call(
         fence, sub, round_=0, text="", tool_calls=[call], policies=["unsafe"], usage=usage
-    )
+    ).tasks
     journal.start_tool(fence, task.id)
     journal.finish_tool(fence, task.id, ToolTaskStatus.OUTCOME_UNKNOWN, "unknown")
     error = ErrorInfo(code="attempts_exhausted", message="gave up", unknown_calls=(task.id,))

@@ -167,8 +167,8 @@ def with_tasks(journal: Journal, *policies: str) -> tuple[Running, list[ToolTask
         tool_calls=calls(*names),
         policies=list(policies),
         usage=USAGE,
-    )
-    return run, tasks
+    ).tasks
+    return run, list(tasks)
 
 
 def assert_refused(
@@ -730,7 +730,7 @@ def test_record_model_call_creates_positional_pending_tasks(journal: Journal) ->
         tool_calls=requested,
         policies=["safe", "unsafe", "safe"],
         usage=USAGE,
-    )
+    ).tasks
 
     # Identity is position: a provider that repeats or omits its call id changes nothing.
     assert [t.id for t in tasks] == [tool_task_id(run.turn_id, 0, i) for i in range(3)]
@@ -743,7 +743,7 @@ def test_record_model_call_creates_positional_pending_tasks(journal: Journal) ->
     assert [t.provider_id for t in tasks] == ["dup", "dup", None]
     assert [t.policy for t in tasks] == ["safe", "unsafe", "safe"]
     assert all(t.status is ToolTaskStatus.PENDING and t.runs == 0 for t in tasks)
-    assert journal.read(lambda r: list(r.tool_tasks(run.turn_id))) == tasks
+    assert journal.read(lambda r: tuple(r.tool_tasks(run.turn_id))) == tasks
 
     call = journal.read(lambda r: r.get_model_call(run.turn_id, 0))
     assert call is not None
@@ -764,7 +764,7 @@ def test_execution_ids_are_stable(journal: Journal) -> None:
     assert execution_id(tool_task_id("t", 0, 1)) != execution_id(tool_task_id("t", 1, 0))
     run, tasks = with_tasks(journal, "idempotent")
     journal.start_tool(run.fence, tasks[0].id)
-    again = journal.start_tool(run.fence, tasks[0].id, reason="recovery")
+    again = journal.start_tool(run.fence, tasks[0].id, reason="recovery").task
     assert again.execution_id == tasks[0].execution_id
 
 
@@ -778,7 +778,7 @@ def test_record_model_call_rounds_follow_one_another(journal: Journal) -> None:
         tool_calls=calls("x"),
         policies=["safe"],
         usage=USAGE,
-    )
+    ).tasks
     assert tasks[0].id == tool_task_id(run.turn_id, 1, 0)
     assert journal.read(lambda r: r.get_turn(run.turn_id)).rounds == 2
 
@@ -872,7 +872,7 @@ def test_record_model_call_on_an_unknown_turn_raises(journal: Journal, store: Sq
 def test_tool_task_pending_running_completed(journal: Journal, clock: FakeClock) -> None:
     run, (t,) = with_tasks(journal, "unsafe")
     clock.set(T0 + 1)
-    started = journal.start_tool(run.fence, t.id)
+    started = journal.start_tool(run.fence, t.id).task
     assert started.status is ToolTaskStatus.RUNNING
     assert (started.runs, started.updated_at, started.version) == (1, T0 + 1, 2)
     assert task(journal, t.id) == started
@@ -882,7 +882,7 @@ def test_tool_task_pending_running_completed(journal: Journal, clock: FakeClock)
     assert (ev.data["run"], ev.data["policy"], ev.data["reason"]) == (1, "unsafe", None)
 
     clock.set(T0 + 2)
-    done = journal.finish_tool(run.fence, t.id, ToolTaskStatus.COMPLETED, "42")
+    done = journal.finish_tool(run.fence, t.id, ToolTaskStatus.COMPLETED, "42").task
     assert done.status is ToolTaskStatus.COMPLETED
     assert (done.result, done.runs, done.updated_at) == ("42", 1, T0 + 2)
     assert task(journal, t.id) == done
@@ -893,7 +893,7 @@ def test_tool_task_pending_running_completed(journal: Journal, clock: FakeClock)
 def test_running_task_can_be_reexecuted(journal: Journal) -> None:
     run, (t,) = with_tasks(journal, "idempotent")
     journal.start_tool(run.fence, t.id)
-    again = journal.start_tool(run.fence, t.id, reason="recovery")
+    again = journal.start_tool(run.fence, t.id, reason="recovery").task
     assert again.status is ToolTaskStatus.RUNNING
     assert again.runs == 2
     assert events(journal)[-1].data["reason"] == "recovery"
@@ -904,16 +904,16 @@ def test_completed_safe_task_can_be_refreshed(journal: Journal) -> None:
     run, (t,) = with_tasks(journal, "safe")
     journal.start_tool(run.fence, t.id)
     journal.finish_tool(run.fence, t.id, ToolTaskStatus.COMPLETED, "old")
-    refreshed = journal.start_tool(run.fence, t.id, reason="refresh")
+    refreshed = journal.start_tool(run.fence, t.id, reason="refresh").task
     assert (refreshed.status, refreshed.runs) == (ToolTaskStatus.RUNNING, 2)
-    done = journal.finish_tool(run.fence, t.id, ToolTaskStatus.COMPLETED, "new")
+    done = journal.finish_tool(run.fence, t.id, ToolTaskStatus.COMPLETED, "new").task
     assert done.result == "new"
 
 
 def test_pending_task_can_fail_without_running(journal: Journal) -> None:
     """Arguments that do not validate: nothing ran, the model reads the error."""
     run, (t,) = with_tasks(journal, "unsafe")
-    failed = journal.finish_tool(run.fence, t.id, ToolTaskStatus.FAILED, "bad arguments")
+    failed = journal.finish_tool(run.fence, t.id, ToolTaskStatus.FAILED, "bad arguments").task
     assert (failed.status, failed.runs, failed.result) == (
         ToolTaskStatus.FAILED,
         0,
@@ -1344,7 +1344,7 @@ def test_a_rerun_starts_without_the_dead_runs_progress(journal: Journal) -> None
     journal.start_tool(run.fence, tasks[0].id)
     journal.record_progress(run.fence, tasks[0].id, run=1, text="run 1 was here")
 
-    rerun = journal.start_tool(run.fence, tasks[0].id, reason="recovery")
+    rerun = journal.start_tool(run.fence, tasks[0].id, reason="recovery").task
 
     assert (rerun.runs, rerun.progress) == (2, None)
 
@@ -1380,7 +1380,7 @@ def test_the_checker_flags_a_settled_task_that_kept_its_progress(
 ) -> None:
     run, tasks = with_tasks(journal, "safe")
     journal.start_tool(run.fence, tasks[0].id)
-    settled = journal.finish_tool(run.fence, tasks[0].id, ToolTaskStatus.COMPLETED, "ok")
+    settled = journal.finish_tool(run.fence, tasks[0].id, ToolTaskStatus.COMPLETED, "ok").task
     # What a writer that forgot to clear it would leave (the journal never does).
     store.transact(
         lambda tx: tx.put_tool_task(

@@ -257,22 +257,24 @@ def leave_crashed_turn(
         if begin:
             journal.begin_attempt(fence, sub.id, worker=f"{socket.gethostname()}:{pid}")
         if begin and record_model:
-            left = journal.record_model_call(
-                fence,
-                sub.id,
-                round_=0,
-                text="on it",
-                tool_calls=list(calls),
-                policies=list(policies),
-                usage=Usage(),
+            left = list(
+                journal.record_model_call(
+                    fence,
+                    sub.id,
+                    round_=0,
+                    text="on it",
+                    tool_calls=list(calls),
+                    policies=list(policies),
+                    usage=Usage(),
+                ).tasks
             )
             for index, result in (completed or {}).items():
                 journal.start_tool(fence, left[index].id)
                 left[index] = journal.finish_tool(
                     fence, left[index].id, ToolTaskStatus.COMPLETED, result
-                )
+                ).task
             for index in running:
-                left[index] = journal.start_tool(fence, left[index].id)
+                left[index] = journal.start_tool(fence, left[index].id).task
         if after is not None:
             after(journal, fence)
         sub_now = journal.read(lambda v: v.get_submission(sub.id))

@@ -465,7 +465,7 @@ def _journal_with_tasks(store: SqliteStore, n: int) -> tuple[Journal, Fence, lis
     calls = [ToolCallRequest(name="remember", arguments="{}") for _ in range(n)]
     made = journal.record_model_call(
         fence, sub.id, round_=0, text="", tool_calls=calls, policies=["safe"] * n, usage=Usage()
-    )
+    ).tasks
     return journal, fence, [t.id for t in made]
 
 

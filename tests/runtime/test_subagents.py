@@ -379,7 +379,7 @@ def crashed_parent(url: str, *, child_steps: bool, child_holder: WorkerIdentity 
             tool_calls=[fx.call("lookup", topic="a")],
             policies=["safe"],
             usage=Usage(),
-        )
+        ).tasks
         journal.start_tool(child_fence, lookup.id)
         journal.finish_tool(child_fence, lookup.id, ToolTaskStatus.COMPLETED, "a: 42")
 

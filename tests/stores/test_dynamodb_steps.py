@@ -76,8 +76,8 @@ def test_a_read_after_the_stores_own_commit_is_one_get_item(store: DynamoStore) 
             tool_calls=(),
             policies=(),
             usage=Usage(),
-        )
-        assert tasks == []
+        ).tasks
+        assert tasks == ()
         messages = store.read(lambda v: list(v.messages("s1", after=1)))
     assert [m.text for m in messages] == ["t"]
     assert sent == ["TransactWriteItems", "GetItem"]
@@ -138,7 +138,7 @@ def test_a_tool_step_after_a_crash_recovery_reads_the_task(store: DynamoStore) -
         tool_calls=(ToolCallRequest(name="x", arguments="{}"),),
         policies=("safe",),
         usage=Usage(),
-    )
+    ).tasks
     fresh = DynamoStore(store.url, session=aws_session())
     try:
         jf = Journal(fresh, SystemClock(), RandomIds())

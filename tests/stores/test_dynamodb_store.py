@@ -91,8 +91,8 @@ def running_tool(journal: Journal, sid: str = "s1") -> tuple[Fence, ToolTaskReco
     call = ToolCallRequest(name="dump", arguments="{}")
     (task,) = journal.record_model_call(
         fence, sub.id, round_=0, text="", tool_calls=(call,), policies=("safe",), usage=Usage()
-    )
-    return fence, journal.start_tool(fence, task.id)
+    ).tasks
+    return fence, journal.start_tool(fence, task.id).task
 
 
 # -- the URL and opening ---------------------------------------------------------------------

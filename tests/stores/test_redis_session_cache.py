@@ -98,7 +98,7 @@ def model_call(journal: Journal, fence: Fence, turn_id: str, round_: int, n_call
         tool_calls=calls,
         policies=["safe"] * n_calls,
         usage=USAGE,
-    )
+    ).tasks
 
 
 def test_each_transition_of_a_step_is_one_round_trip_and_each_read_one(

@@ -326,14 +326,16 @@ def _whole_turn(journal: Journal, store: RedisStore) -> dict[str, int]:
     call = ToolCallRequest(name="shell", arguments='{"cmd": "ls"}', provider_id="c1")
     tasks, cost["record_model_call"] = trips(
         store,
-        lambda: journal.record_model_call(
-            fence,
-            start.turn.id,
-            round_=0,
-            text="running",
-            tool_calls=[call],
-            policies=["unsafe"],
-            usage=USAGE,
+        lambda: (
+            journal.record_model_call(
+                fence,
+                start.turn.id,
+                round_=0,
+                text="running",
+                tool_calls=[call],
+                policies=["unsafe"],
+                usage=USAGE,
+            ).tasks
         ),
     )
     (task,) = tasks

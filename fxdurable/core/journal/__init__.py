@@ -23,8 +23,9 @@ from ._base import (
     AttemptStart,
     Exhausted,
     Fence,
+    ModelRound,
     Outcome,
-    Receipt,
+    ToolStep,
     WorkerIdentity,
 )
 from ._scope import Written, _SessionScope
@@ -45,9 +46,10 @@ __all__ = [
     "Fence",
     "Fork",
     "Journal",
+    "ModelRound",
     "Outcome",
-    "Receipt",
     "Steering",
+    "ToolStep",
     "WorkerIdentity",
     "Written",
     "_SessionScope",

@@ -1,4 +1,4 @@
-"""What every state machine of the journal shares: the results it hands back, the fence, and
+"""What every state machine of the journal shares: the frozen results it hands back, the fence, and
 the one transition template (:meth:`Transitions._transition`) that owns the preamble of
 every durable write: the fence check, the session's version check, the events, the commit.
 """
@@ -8,10 +8,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Literal, TypeVar
+from typing import Literal, TypeVar, overload
 
 from fxdurable.core.clock import Clock, IdSource
-from fxdurable.core.codec import JsonObject
 from fxdurable.core.events import EventType, SubmissionAdmitted, TaskRef
 from fxdurable.core.records import (
     AttemptRecord,
@@ -42,6 +41,7 @@ from ._scope import Written, _SessionScope
 T = TypeVar("T")
 _R = TypeVar("_R", SubmissionRecord, TurnRecord, ToolTaskRecord)
 _Found = TypeVar("_Found")
+_Result = TypeVar("_Result")
 
 Outcome = Literal["completed", "failed", "aborted"]
 # The budget a submission ran out of, as the submission.interrupted advisory names it.
@@ -94,27 +94,26 @@ class AttemptStart:
     steering: tuple[str, ...] = ()  # pending on the session
 
 
-@dataclass(slots=True)
-class Receipt:
-    """What a step's commit wrote, for the driver's next decision, so that no read has to
-    follow the commit (pass one as ``receipt=``). The template fills the session's part from
-    the commit's frozen :class:`Written`; ``record_model_call`` adds the turn and the call."""
+@dataclass(frozen=True, slots=True)
+class ToolStep:
+    """What a tool task's transition (``start_tool``, ``record_step``, ``finish_tool``)
+    committed: the task as written, and what the commit left on the session, which is all
+    the driver's next decision needs (no read follows the commit)."""
 
-    session_version: int = 0  # the session's version as this commit wrote it
-    steering: tuple[str, ...] = ()  # still pending on the session
-    abort_requested: bool = False  # the turn's submission carries an abort intent
-    turn: TurnRecord | None = None  # the turn as written, when the transition wrote it
-    model_call: ModelCallRecord | None = None  # the model call it recorded, if any
-    # The session's persisted state (``ctx.state``) as this commit left it: what a tool call
-    # started by this commit reads, with no read of its own.
-    state: JsonObject | None = None
+    task: ToolTaskRecord
+    written: Written
 
-    def fill(self, written: Written | None) -> None:
-        if written is not None:
-            self.session_version = written.session_version
-            self.steering = written.steering
-            self.abort_requested = written.abort_requested
-            self.state = written.state
+
+@dataclass(frozen=True, slots=True)
+class ModelRound:
+    """What ``record_model_call`` committed: the tool tasks the response asked for (pending,
+    by index), the turn and the model call as written, and what the commit left on the
+    session."""
+
+    tasks: tuple[ToolTaskRecord, ...]
+    turn: TurnRecord
+    model_call: ModelCallRecord
+    written: Written
 
 
 class Transitions:
@@ -125,13 +124,25 @@ class Transitions:
         self._clock = clock
         self._ids = ids
 
+    @overload
+    def _transition(self, access: Access, body: Callable[[Tx, _SessionScope], T]) -> T: ...
+
+    @overload
     def _transition(
         self,
         access: Access,
         body: Callable[[Tx, _SessionScope], T],
         *,
-        receipt: Receipt | None = None,
-    ) -> T:
+        then: Callable[[T, Written], _Result],
+    ) -> _Result: ...
+
+    def _transition(
+        self,
+        access: Access,
+        body: Callable[[Tx, _SessionScope], T],
+        *,
+        then: Callable[[T, Written], _Result] | None = None,
+    ) -> T | _Result:
         """Run ``body`` as one atomic transition: the one preamble every write shares.
 
         In one store transaction (re-run whole on a conflict): the session is read and
@@ -139,9 +150,10 @@ class Transitions:
         :class:`~fxdurable.errors.LeaseLostError`; or the session by name), ``body`` makes the
         transition through the scope (records, events via ``scope.emit``), and the session
         row is written back once with its version check, which serialises writers on the
-        session. ``receipt`` is filled in from the commit for the turn ``body`` reported."""
+        session. ``then`` makes the transition's frozen result from ``body``'s and the
+        commit's :class:`Written` for the turn ``body`` reported (``scope.report``)."""
 
-        def run(tx: Tx) -> T:
+        def run(tx: Tx) -> T | _Result:
             scope = _SessionScope(tx, self._clock.now)
             if isinstance(access, Fence):
                 scope.open(self._fenced(tx, access))
@@ -153,9 +165,11 @@ class Transitions:
                     scope.open(_require(found, f"session {access.session_id!r}"))
             result = body(tx, scope)
             scope.commit()
-            if receipt is not None:
-                receipt.fill(scope.written)
-            return result
+            if then is None:
+                return result
+            if scope.written is None:  # a reporting transition always emits an event
+                raise RuntimeError("the transition reported a turn but wrote no session row")
+            return then(result, scope.written)
 
         return self._store.transact(run)
 

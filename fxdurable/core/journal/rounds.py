@@ -27,8 +27,16 @@ from fxdurable.core.states import ModelCallStatus, ToolTaskStatus, advance
 from fxdurable.core.store import Tx
 from fxdurable.errors import IllegalTransitionError
 
-from ._base import Fence, Receipt, Transitions
-from ._scope import _SessionScope
+from ._base import Fence, ModelRound, Transitions
+from ._scope import Written, _SessionScope
+
+# What ``record_model_call``'s body made: the pending tasks, the turn and the call as written.
+_Made = tuple[tuple[ToolTaskRecord, ...], TurnRecord, ModelCallRecord]
+
+
+def _model_round(made: _Made, written: Written) -> ModelRound:
+    tasks, turn, call = made
+    return ModelRound(tasks, turn, call, written)
 
 
 class Rounds(Transitions):
@@ -46,8 +54,7 @@ class Rounds(Transitions):
         stop_reason: str | None = None,
         stop_inferred: bool = False,
         truncated: bool = False,
-        receipt: Receipt | None = None,
-    ) -> list[ToolTaskRecord]:
+    ) -> ModelRound:
         """Record a finished model response with the tool tasks it asked for, atomically.
 
         ``steering`` counts the pending steering entries the model was shown (the oldest
@@ -57,7 +64,7 @@ class Rounds(Transitions):
         if len(policies) != len(tool_calls):
             raise ValueError("one replay policy per tool call")
 
-        def body(tx: Tx, scope: _SessionScope) -> list[ToolTaskRecord]:
+        def body(tx: Tx, scope: _SessionScope) -> _Made:
             turn = self._running_turn(tx, fence, turn_id)
             if round_ != turn.rounds:
                 raise IllegalTransitionError(
@@ -129,11 +136,9 @@ class Rounds(Transitions):
                 turn_id=turn_id,
             )
             scope.report(turn_id)
-            if receipt is not None:
-                receipt.turn, receipt.model_call = updated, recorded
-            return tasks
+            return tuple(tasks), updated, recorded
 
-        return self._transition(fence, body, receipt=receipt)
+        return self._transition(fence, body, then=_model_round)
 
     def record_model_error(
         self,

@@ -18,7 +18,7 @@ from fxdurable.core.states import ToolTaskStatus, advance, is_terminal
 from fxdurable.core.store import Tx
 from fxdurable.errors import IllegalTransitionError
 
-from ._base import Fence, Receipt, Transitions, _owned, _put_task, _task, _task_ref
+from ._base import Fence, ToolStep, Transitions, _owned, _put_task, _task, _task_ref
 from ._scope import _SessionScope
 
 # A running tool task keeps the tail of what it reported (``record_progress``): bounded, so
@@ -34,8 +34,7 @@ class Tools(Transitions):
         *,
         reason: str | None = None,
         durable: bool = False,
-        receipt: Receipt | None = None,
-    ) -> ToolTaskRecord:
+    ) -> ToolStep:
         """Record the intent to execute (pending -> running), or a re-execution after a crash.
 
         ``durable``: this run is of a durable tool, which records its steps (``record_step``).
@@ -76,7 +75,7 @@ class Tools(Transitions):
             scope.report(task.turn_id)
             return updated
 
-        return self._transition(fence, body, receipt=receipt)
+        return self._transition(fence, body, then=ToolStep)
 
     def record_step(
         self,
@@ -86,8 +85,7 @@ class Tools(Transitions):
         name: str,
         value: str,
         writes: StateWrites | None = None,
-        receipt: Receipt | None = None,
-    ) -> ToolTaskRecord:
+    ) -> ToolStep:
         """Record a completed step of a running durable tool call: ``value`` is its result as
         JSON text. Each step name is recorded once per call (IllegalTransitionError).
         ``writes``: the call's ``ctx.state`` writes made before the step returned, committed
@@ -117,7 +115,7 @@ class Tools(Transitions):
             scope.report(task.turn_id)
             return updated
 
-        return self._transition(fence, body, receipt=receipt)
+        return self._transition(fence, body, then=ToolStep)
 
     def finish_tool(
         self,
@@ -127,8 +125,7 @@ class Tools(Transitions):
         result: str,
         *,
         writes: StateWrites | None = None,
-        receipt: Receipt | None = None,
-    ) -> ToolTaskRecord:
+    ) -> ToolStep:
         """Settle a tool task; ``result`` is what the model will read for this call.
 
         ``writes``: the call's ``ctx.state`` writes, committed with its result, and only with
@@ -156,7 +153,7 @@ class Tools(Transitions):
             scope.report(task.turn_id)
             return updated
 
-        return self._transition(fence, body, receipt=receipt)
+        return self._transition(fence, body, then=ToolStep)
 
     def record_progress(self, fence: Fence, task_id: str, *, run: int, text: str) -> None:
         """Set a running tool task's ``progress`` to ``text`` (its last ``MAX_PROGRESS_CHARS``).

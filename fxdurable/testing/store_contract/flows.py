@@ -49,7 +49,7 @@ def _one_pending_call(
     call = ToolCallRequest(name=tool, arguments=arguments)
     (task,) = journal.record_model_call(
         fence, sub.id, round_=0, text="", tool_calls=[call], policies=["unsafe"], usage=Usage()
-    )
+    ).tasks
     return journal, fence, task
 
 
@@ -69,7 +69,7 @@ def _run_turn(journal: Any, prompt: str, *, tool: bool) -> str:
         (task,) = journal.record_model_call(
             fence, start.turn.id, round_=0, text="looking", tool_calls=[call],
             policies=["unsafe"], usage=usage,
-        )  # fmt: skip
+        ).tasks  # fmt: skip
         journal.start_tool(fence, task.id)
         journal.finish_tool(fence, task.id, ToolTaskStatus.COMPLETED, "seen")
         round_ = 1
@@ -200,7 +200,7 @@ class FlowContract:
             tool_calls=calls,
             policies=["unsafe"] * 2,
             usage=Usage(),
-        )
+        ).tasks
         journal.start_tool(fence, first.id, durable=True)
         journal.record_step(
             fence, first.id, name="tenant", value='"t-1"', writes=StateWrites(set={"tenant": "t-1"})
@@ -307,7 +307,7 @@ class FlowContract:
             tool_calls=[call],
             policies=["idempotent"],
             usage=Usage(),
-        )
+        ).tasks
         journal.start_tool(fence, task.id)
         first = journal.admit_child(fence, task.id, agent="researcher", prompt="dig")
         again = journal.admit_child(fence, task.id, agent="researcher", prompt="dig")

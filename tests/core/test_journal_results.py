@@ -1,0 +1,119 @@
+"""The step transitions return what their commit wrote as a frozen result (``ModelRound``,
+``ToolStep``): equal to what a read after the commit finds, so the driver needs no such read."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fxdurable.core.clock import RandomIds
+from fxdurable.core.journal import Journal, ModelRound, ToolStep, WorkerIdentity, Written
+from fxdurable.core.records import SessionRecord, ToolCallRequest, Usage
+from fxdurable.core.session_state import StateWrites
+from fxdurable.core.states import ToolTaskStatus
+from fxdurable.stores.sqlite import SqliteStore
+from fxdurable.testing import FakeClock
+
+HOST = WorkerIdentity(host="host-a", pid=100)
+
+
+@pytest.fixture
+def journal(tmp_path: Path) -> Iterator[Journal]:
+    store = SqliteStore(f"sqlite:///{tmp_path}/results.db")
+    yield Journal(store, FakeClock(1_000.0), RandomIds())
+    store.close()
+
+
+def _session(journal: Journal) -> SessionRecord:
+    found = journal.read(lambda v: v.get_session("s1"))
+    assert found is not None
+    return found
+
+
+def _as_read(journal: Journal, turn_id: str) -> Written:
+    """What the commit's result should say, as a read after it finds it."""
+    session = _session(journal)
+    sub = journal.read(lambda v: v.get_submission(turn_id))
+    assert sub is not None
+    return Written(
+        session_version=session.version,
+        steering=session.steering,
+        abort_requested=sub.abort_requested,
+        state=session.state,
+    )
+
+
+def test_each_step_transition_returns_what_a_read_after_its_commit_finds(
+    journal: Journal,
+) -> None:
+    sub = journal.admit("s1", agent="agent", prompt="hello").submission
+    fence = journal.claim("s1", HOST, ttl_s=30.0)
+    assert fence is not None
+    journal.begin_attempt(fence, sub.id, worker="w1")
+    journal.steer("s1", "also this")
+    journal.steer("s1", "and that")
+
+    calls = [ToolCallRequest(name=n, arguments="{}") for n in ("plain", "durable")]
+    made = journal.record_model_call(
+        fence,
+        sub.id,
+        round_=0,
+        text="on it",
+        tool_calls=calls,
+        policies=["safe", "unsafe"],
+        usage=Usage(),
+        steering=1,
+    )
+    assert isinstance(made, ModelRound)
+    assert made.written == _as_read(journal, sub.id)
+    assert made.written.steering == ("and that",)  # the one the model was shown is delivered
+    assert made.turn == journal.read(lambda v: v.get_turn(sub.id))
+    assert made.model_call == journal.read(lambda v: v.model_calls(sub.id))[-1]
+    assert made.tasks == tuple(journal.read(lambda v: v.tool_tasks(sub.id)))
+
+    plain, durable = made.tasks
+    steps: list[ToolStep] = [journal.start_tool(fence, plain.id)]
+    journal.request_abort("s1")  # the next commit reports the abort intent
+    steps.append(journal.start_tool(fence, durable.id, durable=True))
+    steps.append(
+        journal.record_step(
+            fence, durable.id, name="a", value="1", writes=StateWrites(set={"k": 1})
+        )
+    )
+    assert steps[-1].written.state == {"k": 1}
+    assert steps[-1].written.abort_requested
+    steps.append(
+        journal.finish_tool(
+            fence, plain.id, ToolTaskStatus.COMPLETED, "ok", writes=StateWrites(set={"j": 2})
+        )
+    )
+    assert steps[-1].written.state == {"k": 1, "j": 2}
+    # Each result holds its own commit: the session's version moves on by one per step.
+    versions = [s.written.session_version for s in steps]
+    assert versions == sorted(versions) and len(set(versions)) == len(versions)
+    for step in steps[-2:]:
+        assert step.task == journal.read(lambda v, i=step.task.id: v.get_tool_task(i))
+    assert steps[-1].written == _as_read(journal, sub.id)
+
+
+def test_the_results_are_frozen(journal: Journal) -> None:
+    sub = journal.admit("s1", agent="agent", prompt="hello").submission
+    fence = journal.claim("s1", HOST, ttl_s=30.0)
+    assert fence is not None
+    journal.begin_attempt(fence, sub.id, worker="w1")
+    made = journal.record_model_call(
+        fence,
+        sub.id,
+        round_=0,
+        text="on it",
+        tool_calls=[ToolCallRequest(name="t", arguments="{}")],
+        policies=["safe"],
+        usage=Usage(),
+    )
+    step = journal.start_tool(fence, made.tasks[0].id)
+    for result, field in ((made, "tasks"), (step, "task"), (step.written, "steering")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(result, field, ())
