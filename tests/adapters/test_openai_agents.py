@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
+import openai
 import pytest
 from agents import Agent, ModelSettings, WebSearchTool, function_tool
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
@@ -124,6 +126,19 @@ def test_streamed_text_reaches_the_event_log_and_bad_arguments_reach_the_model(
     assert (
         last_output(model.calls[1]) == "An error occurred while running the tool. Please try again."
     )
+
+
+def test_a_transient_sdk_model_error_is_retried_durably(tmp_path: Path) -> None:
+    down = openai.APIConnectionError(request=httpx.Request("POST", "https://api.invalid/v1"))
+    model = ScriptedModel([down, [assistant_message("back")]])
+    retries = fx.ModelRetries(base_s=0.01, max_s=0.01)
+    agent = durable_agent(
+        Agent(name="flaky", model=model), durability=fx.Durability(model_retries=retries)
+    )
+    text, events = run_turn(agent, tmp_path, "hello")
+    assert text == "back" and len(model.calls) == 2
+    (error,) = [e.data for e in events if e.type == "model.error"]  # one, retried
+    assert "Connection error" in str(error), error
 
 
 @pytest.mark.parametrize(

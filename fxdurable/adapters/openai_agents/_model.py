@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
+import openai
 from agents import FunctionTool, ModelSettings
 from agents.items import TResponseInputItem
 from agents.models.interface import Model as AgentsModel
@@ -26,7 +27,7 @@ from openai.types.responses import (
 )
 
 from fxdurable.core.records import ToolCallRequest, Usage
-from fxdurable.errors import ModelError
+from fxdurable.errors import ContextLengthError, ModelError, ModelRetryableError
 from fxdurable.runtime.models.base import (
     ChatMessage,
     Finish,
@@ -67,6 +68,24 @@ class FrameworkModel:
         return f"openai-agents:{self._label}"
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        try:
+            async for part in self._request(request):
+                yield part
+        except (
+            openai.APIConnectionError,
+            openai.RateLimitError,
+            openai.InternalServerError,
+        ) as exc:
+            # Transient (a timeout, 429, 5xx): fxdurable's model retries with backoff, durably.
+            raise ModelRetryableError(
+                f"{self.name}: {exc}", retry_after_s=_retry_after(exc)
+            ) from exc
+        except openai.BadRequestError as exc:
+            if exc.code == "context_length_exceeded":
+                raise ContextLengthError(f"{self.name}: {exc}") from exc
+            raise ModelError(f"{self.name}: {exc}") from exc
+
+    async def _request(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
         args: dict[str, Any] = {
             "system_instructions": request.instructions or None,
             "input": to_input_items(request.messages),
@@ -97,7 +116,7 @@ class FrameworkModel:
                     yield Finish(_finished(event.response))
                     return
                 raise ModelError(f"{self.name}: the model's stream ended with {event.type}")
-        raise ModelError(f"{self.name}: the model's stream ended without response.completed")
+        # A stream that ends without response.completed: fxdurable's model step retries it.
 
 
 def to_input_items(messages: Iterable[ChatMessage]) -> list[TResponseInputItem]:
@@ -160,6 +179,15 @@ def to_response(output: Iterable[Any], usage: Any, stop_reason: str | None = Non
         stop_reason=stop_reason,
         stop_inferred=stop_reason is None,
     )
+
+
+def _retry_after(exc: openai.APIError) -> float | None:
+    response = getattr(exc, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 def _cut_by_length(response: Response) -> bool:
