@@ -1,0 +1,39 @@
+"""fxdurable for OpenAI Agents SDK agents (``pip install 'fxdurable[openai-agents]'``).
+
+``durable_agent(sdk_agent, ...)`` returns an :class:`fxdurable.Agent` for a
+:class:`fxdurable.Runtime` or a worker: each model request and each function tool call of the
+SDK agent is then a journaled step of fxdurable's own turn loop (docs/frameworks/openai-agents.md
+says exactly what is and is not durable). Importing this module checks the installed
+openai-agents against the range it was tested with first (:class:`UnsupportedFrameworkError`).
+"""
+
+from __future__ import annotations
+
+from fxdurable.adapters.openai_agents._version import (
+    SUPPORTED,
+    UnsupportedFrameworkError,
+    check_version,
+)
+
+check_version()
+
+from fxdurable.adapters.openai_agents._agent import (  # noqa: E402  (after the version check)
+    REPLAY_ATTRIBUTE,
+    FrameworkTool,
+    durable_agent,
+    replay,
+    tool_context,
+)
+from fxdurable.adapters.openai_agents._model import FrameworkModel  # noqa: E402
+
+__all__ = [
+    "REPLAY_ATTRIBUTE",
+    "SUPPORTED",
+    "FrameworkModel",
+    "FrameworkTool",
+    "UnsupportedFrameworkError",
+    "check_version",
+    "durable_agent",
+    "replay",
+    "tool_context",
+]
