@@ -57,6 +57,10 @@ SYSTEM_MARKS = frozenset({"crash", "redis", "aws"})
 # ("file::test_name", every parametrization of it). A test missing here fails the fast tier
 # (the guard below), naming this list.
 SYSTEM_PATHS: tuple[str, ...] = (
+    "tests/adapters/test_langchain_agent.py::test_an_unsupported_langchain_is_refused_with_what_to_install",
+    "tests/adapters/test_openai_agents.py::test_the_import_checks_the_release_first_and_import_fxdurable_loads_neither",
+    "tests/adapters/test_pydantic_ai.py::test_importing_the_adapter_under_an_unsupported_release_fails_before_pydantic_ai_loads",
+    "tests/adapters/test_pydantic_ai.py::test_import_fxdurable_does_not_load_the_adapter_or_pydantic_ai",
     "tests/aws_lambda/",
     "tests/bench/test_bench_smoke.py",
     "tests/bench/test_lambda_bench.py",
@@ -77,6 +81,7 @@ SYSTEM_PATHS: tuple[str, ...] = (
     "tests/http/test_http_routes.py::test_the_server_log_has_no_traceback_after_bad_input",
     "tests/infra/test_localstack_config.py::test_each_init_script_is_valid_bash",
     "tests/infra/test_sam_template.py::test_cfn_lint_passes_on_the_template_and_fails_on_a_broken_one",
+    "tests/mcp/",  # real MCP server processes (stdio and HTTP)
     "tests/models/test_provider_docs.py::test_the_docs_check_of_where_a_model_points",
     "tests/observability/test_no_cost.py",
     "tests/runtime/test_leases_continuation.py::test_lease_of_a_live_owner_is_left_alone_until_it_expires",
@@ -84,8 +89,10 @@ SYSTEM_PATHS: tuple[str, ...] = (
     "tests/runtime/test_runtime_close.py",
     "tests/stores/test_sqlite_faults.py::test_a_full_disk_fails_the_admission_and_leaves_the_store_intact",
     "tests/stores/test_store_contract.py::test_sqlite_processes_opening_a_new_file_at_once_all_succeed",
+    "tests/stores/test_store_race.py",  # two writer processes per store
     "tests/test_lazy_imports.py",
     "tests/test_makefile_venv.py",
+    "tests/test_no_merge_leftovers.py",  # git ls-files
     "tests/test_readme.py",
     "tests/testing/test_model_server_transport.py::test_python_m_runs_a_standalone_echo_server",
     "tests/tools/test_stored_workspace.py",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import secrets
 import time
 from collections.abc import Sequence
@@ -59,6 +60,8 @@ TOKEN_TTL_S = 600
 # Waits before each resend of a commit whose answer was lost: about 4 s in all, beside a
 # restarting server's ~3 s (the store's reconnect delays) and one socket_timeout per try.
 _RESEND_DELAYS = (0.0, 0.1, 0.3, 1.0, 2.5)
+
+log = logging.getLogger("fxdurable.store")
 
 Command = tuple[str | bytes | int | float, ...]
 
@@ -294,7 +297,9 @@ def resend(link: Link, command: Command, lost: Unanswered) -> Any:
     did then (``commit_outcome`` reads that), so whatever happened to the first send, the
     commit is applied at most once. Raises ``lost`` (the outcome stays unknown) if no resend
     is answered."""
-    for delay in _RESEND_DELAYS:
+    # Loud, not silent: an operator sees each outage the store rode out, and its cause.
+    log.warning("%s; resending the commit with its token", lost)
+    for tries, delay in enumerate(_RESEND_DELAYS, start=1):
         time.sleep(delay)
         link.conn.disconnect()
         link.broken = False
@@ -303,6 +308,7 @@ def resend(link: Link, command: Command, lost: Unanswered) -> Any:
             _, reply = link.call([("SCRIPT", "LOAD", SCRIPT), command], committing=True)
         except Unanswered:
             continue
+        log.warning("redis at %s answered the resent commit (resend %d)", link.where, tries)
         return reply
     raise lost
 

@@ -143,10 +143,15 @@ def _store_is_sound(rt: fx.Runtime, outside: Outside) -> None:
 
 
 def _renewal_failures(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """What the outage left in the log: renewals that failed, or (Redis) the store resending
+    a renewal whose answer it lost, both with their cause."""
     return [
         r.getMessage()
         for r in caplog.records
-        if r.name == "fxdurable.worker" and "lease renewal for session s1 failed" in r.getMessage()
+        if (
+            r.name == "fxdurable.worker" and "lease renewal for session s1 failed" in r.getMessage()
+        )
+        or (r.name == "fxdurable.store" and "resending the commit" in r.getMessage())
     ]
 
 
