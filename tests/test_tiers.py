@@ -68,8 +68,9 @@ def test_the_tests_on_a_server_are_marked_and_the_fast_tier_has_none(
         # A backend parameter (the store fixtures start its server through getfixturevalue);
         # a parameter that only spells a URL, e.g. "redis://host:port/db", starts nothing.
         callspec = getattr(item, "callspec", None)
-        backends = set(callspec.params.values()) if callspec is not None else set()
-        on_server = bool({"redis", "dynamodb", "dynamodb-s3"} & {str(v) for v in backends})
+        params = callspec.params.values() if callspec is not None else ()
+        backends = {v for v in params if isinstance(v, str)}
+        on_server = bool({"redis", "dynamodb", "dynamodb-s3"} & backends)
         if item.nodeid.startswith(("tests/crash/", "tests/e2e/")) or on_server:
             assert item.nodeid in system, item.nodeid
     if request.config.getoption(tiers.FAST_OPTION):
