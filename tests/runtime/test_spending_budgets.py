@@ -4,6 +4,7 @@ further step and settles ``failed`` with ``budget_exhausted``, or asks a person.
 from __future__ import annotations
 
 import asyncio
+import io
 import random
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from fxrt_support import FAST, fresh_store, run
 
 import fxdurable as fx
+from fxdurable.cli.trace import print_trace
 from fxdurable.core.records import TurnRecord, Usage
 from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.decide import AskExhausted, Boundary, FailTurn, GoOn, at_boundary
@@ -69,6 +71,9 @@ def test_a_looping_model_stops_at_the_turn_budget_not_at_the_attempt_limit(
             # 3, 6, 9 tokens: still under 10, so a 4th call; at 12 no 5th starts.
             assert len(model.requests) == 4
             assert completed_rounds(await s.events(), sub.id) == 4
+            out = io.StringIO()
+            await asyncio.to_thread(print_trace, rt.journal.store, "s", out)
+            assert "turn failed the turn's spending budget turn_output_tokens=10" in out.getvalue()
 
     run(go())
 
