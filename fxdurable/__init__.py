@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what ru
         InvalidAnswerError,
         LeaseLostError,
         ModelError,
+        ModelOverloadedError,
         ModelRetryableError,
         NoPendingQuestionError,
         PathRefusedError,
@@ -50,8 +51,10 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what ru
     from fxdurable.runtime.answers import Question
     from fxdurable.runtime.hooks import Answer, Ask, ToolCall, allow, ask, deny, rewrite
     from fxdurable.runtime.models.base import ModelRequest, ModelResponse
+    from fxdurable.runtime.models.fallback import Fallback
     from fxdurable.runtime.models.scripted import ScriptedModel, call, reply
     from fxdurable.runtime.runtime import Runtime, SessionHandle
+    from fxdurable.runtime.spend import SpendingBudget
     from fxdurable.runtime.subagent import subagent
     from fxdurable.runtime.submission import Submission
     from fxdurable.runtime.task_view import ToolTask
@@ -73,6 +76,7 @@ __all__ = [
     "ErrorInfo",
     "EventRecord",
     "EventType",
+    "Fallback",
     "Fork",
     "ForkPointError",
     "FxDurableError",
@@ -80,6 +84,7 @@ __all__ = [
     "LeaseLostError",
     "MCPServer",
     "ModelError",
+    "ModelOverloadedError",
     "ModelRequest",
     "ModelResponse",
     "ModelRetries",
@@ -95,6 +100,7 @@ __all__ = [
     "SessionExistsError",
     "SessionHandle",
     "SessionNotFoundError",
+    "SpendingBudget",
     "StateError",
     "StateTooLargeError",
     "Steering",
@@ -151,6 +157,7 @@ if not TYPE_CHECKING:
                 "InvalidAnswerError",
                 "LeaseLostError",
                 "ModelError",
+                "ModelOverloadedError",
                 "ModelRetryableError",
                 "NoPendingQuestionError",
                 "PathRefusedError",
@@ -179,8 +186,10 @@ if not TYPE_CHECKING:
                 "rewrite",
             ),
             "fxdurable.runtime.models.base": ("ModelRequest", "ModelResponse"),
+            "fxdurable.runtime.models.fallback": ("Fallback",),
             "fxdurable.runtime.models.scripted": ("ScriptedModel", "call", "reply"),
             "fxdurable.runtime.runtime": ("Runtime", "SessionHandle"),
+            "fxdurable.runtime.spend": ("SpendingBudget",),
             "fxdurable.runtime.subagent": ("subagent",),
             "fxdurable.runtime.submission": ("Submission",),
             "fxdurable.runtime.task_view": ("ToolTask",),

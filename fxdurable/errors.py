@@ -45,6 +45,8 @@ FxDurableError
  ├── ModelError                the model could not be called or answered nonsense (not retried:
  │    │                         400/401/403/404, a malformed stream)
  │    ├── ModelRetryableError  429, 5xx, overloaded, connect/read timeouts: retried with backoff
+ │    │    └── ModelOverloadedError  429, 503, 529, overloaded/rate-limit errors: a Fallback
+ │    │                              model switches to its next model at once
  │    └── ContextLengthError   the conversation no longer fits: compacted, then retried
  └── SubmissionFailedError     wait() on a submission that settled failed or aborted
 
@@ -79,6 +81,7 @@ __all__ = [
     "MCPToolChangedError",
     "MCPToolError",
     "ModelError",
+    "ModelOverloadedError",
     "ModelRetryableError",
     "NoPendingQuestionError",
     "PathRefusedError",
@@ -439,6 +442,13 @@ class ModelRetryableError(ModelError):
     def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
         self.retry_after_s = retry_after_s
         super().__init__(message)
+
+
+class ModelOverloadedError(ModelRetryableError):
+    """The provider is overloaded or rate-limits the request (HTTP 429, 503, 529, an
+    ``overloaded_error`` / ``rate_limit_error`` in a stream). Retried like any transient
+    failure; a :class:`~fxdurable.runtime.models.fallback.Fallback` model answers it by
+    switching to its next model instead of waiting."""
 
 
 class ContextLengthError(ModelError):

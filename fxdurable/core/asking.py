@@ -19,8 +19,9 @@ __all__ = ["ANSWER_KINDS", "AnswerKind", "Asked", "waits_for_input"]
 AnswerKind = Literal["allow", "deny", "rewrite"]
 ANSWER_KINDS: frozenset[str] = frozenset({"allow", "deny", "rewrite"})
 # What a question is about: a tool call a ``before_tool`` hook asked about, or a turn whose
-# attempt budget ran out (``Durability(on_exhausted="ask")``).
-Asked = Literal["tool", "exhausted"]
+# attempt budget ran out (``Durability(on_exhausted="ask")``), or a turn whose spending budget
+# is spent (``SpendingBudget(on_exhausted="ask")``, :mod:`fxdurable.runtime.spend`).
+Asked = Literal["tool", "exhausted", "budget"]
 
 
 def waits_for_input(sub: SubmissionRecord) -> bool:

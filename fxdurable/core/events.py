@@ -49,6 +49,7 @@ __all__ = [
     "InputRequested",
     "ModelCallFailed",
     "ModelCompleted",
+    "ModelFallback",
     "ModelText",
     "Payload",
     "SessionCreated",
@@ -72,7 +73,7 @@ __all__ = [
 ]
 
 # major.minor: the major part changes with any rename or removal (see the module docstring).
-WIRE_VERSION = "1.5"
+WIRE_VERSION = "1.6"
 
 
 class EventType(StrEnum):
@@ -95,6 +96,7 @@ class EventType(StrEnum):
     MODEL_COMPLETED = "model.completed"
     MODEL_ERROR = "model.error"
     MODEL_INTERRUPTED = "model.interrupted"
+    MODEL_FALLBACK = "model.fallback"
     CONTEXT_COMPACTED = "context.compacted"
     TOOL_STARTED = "tool.started"
     TOOL_COMPLETED = "tool.completed"
@@ -161,7 +163,7 @@ class SubmissionInterrupted:
     submission: str
     interruptions: int
     unknown_calls: tuple[str, ...]
-    reason: Literal["attempts_exhausted", "time_exhausted"]
+    reason: Literal["attempts_exhausted", "time_exhausted", "budget_exhausted"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -231,6 +233,21 @@ class ModelCompleted:
     stop_reason: str | None = None
     stop_inferred: bool = False
     truncated: bool = False  # cut by length/max_tokens
+    # The model that answered, when the agent has a Fallback chain (which member it was).
+    model: str | None = field(default=None, metadata=_OMIT_IF_NONE)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelFallback:
+    """The turn switched to the next model of its Fallback chain (and stays on it)."""
+
+    round: int
+    from_model: str
+    to_model: str
+    reason: str  # the failure that made it switch
+    # The provider-owned parts of earlier responses (thinking, reasoning items) that the new
+    # model's wire cannot read, so its requests leave them out; 0 when nothing is dropped.
+    dropped_parts: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -293,8 +310,8 @@ class ToolSettled:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InputRequested:
-    """The turn asked a person (``about``: ``tool`` or ``exhausted``) and waits for the answer.
-    A question about a tool call names it (its task, tool and position)."""
+    """The turn asked a person (``about``: ``tool``, ``exhausted`` or ``budget``) and waits for
+    the answer. A question about a tool call names it (its task, tool and position)."""
 
     question: str
     about: str
@@ -347,6 +364,7 @@ Payload: TypeAlias = (
     | AttemptYielded
     | ModelText
     | ModelCompleted
+    | ModelFallback
     | ModelCallFailed
     | ContextCompacted
     | ToolStarted
@@ -378,6 +396,7 @@ PAYLOADS: Mapping[EventType, type[Payload]] = {
     _E.MODEL_COMPLETED: ModelCompleted,
     _E.MODEL_ERROR: ModelCallFailed,
     _E.MODEL_INTERRUPTED: ModelText,
+    _E.MODEL_FALLBACK: ModelFallback,
     _E.CONTEXT_COMPACTED: ContextCompacted,
     _E.TOOL_STARTED: ToolStarted,
     _E.TOOL_COMPLETED: ToolSettled,
@@ -417,6 +436,9 @@ WHEN: Mapping[EventType, str] = {
     _E.MODEL_COMPLETED: "a model response was recorded, with the tool calls it asked for",
     _E.MODEL_ERROR: "a transient model failure; the call is retried",
     _E.MODEL_INTERRUPTED: "recovery closed out a dead attempt's partial as an aborted reply",
+    _E.MODEL_FALLBACK: "the turn switched to the next model of its `Fallback` chain (overload, "
+    "retries spent, or an error it lists); `dropped_parts` counts reasoning the new provider "
+    "cannot read",
     _E.CONTEXT_COMPACTED: "messages up to `upto` were summarised",
     _E.TOOL_STARTED: "the intent to run a tool call was recorded (`run` > 1: a re-execution)",
     _E.TOOL_COMPLETED: "a tool call returned",

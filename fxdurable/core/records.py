@@ -80,6 +80,8 @@ class SessionRecord:
     # changed only with the step that wrote it, each change a ``state.changed`` event.
     # Read-only: a change is a new record (the journal never mutates this mapping).
     state: JsonObject = field(default_factory=dict)
+    # What every model call of the session spent so far (the session spending budget).
+    spent: Usage = field(default_factory=lambda: Usage())
     version: int = 1
 
 
@@ -174,6 +176,17 @@ class TurnRecord:
     # Text streamed in round ``rounds`` and not recorded yet (``model.partial``): if the
     # attempt dies, recovery closes it out as an interrupted assistant entry.
     partial_text: str = ""
+    # The model of the agent's Fallback chain this turn is on (its name; None: the first):
+    # a switch is recorded here, so a recovered turn goes on with the model it had reached.
+    model: str | None = None
+    # What this turn's model calls spent so far (compaction included), and the session's
+    # total as of the same commit: the spending budgets (runtime/spend.py) read both here,
+    # so a recovered turn counts what its dead attempt spent. Zero on older records.
+    spent: Usage = field(default_factory=lambda: Usage())
+    session_spent: Usage = field(default_factory=lambda: Usage())
+    # How many times a person allowed this turn past a spent spending budget (each allow
+    # grants one more budget of the same size).
+    spend_grants: int = 0
     version: int = 1
 
 
@@ -213,6 +226,8 @@ class ModelCallRecord:
     stop_reason: str | None = None  # the provider's value verbatim ("stop", "max_tokens", ...)
     stop_inferred: bool = False  # the provider sent none; inferred from the content
     truncated: bool = False  # cut by the output limit (length / max_tokens)
+    # The name of the model that answered (None on records written before it was kept).
+    model: str | None = None
     created_at: float
 
 

@@ -9,6 +9,7 @@ from typing import Literal
 from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.hooks import AfterTool, BeforeTool
 from fxdurable.runtime.models.base import Model
+from fxdurable.runtime.spend import SpendingBudget
 from fxdurable.runtime.tools import Tool
 
 __all__ = ["AfterTool", "Agent", "BeforeTool", "Durability", "ModelRetries", "Pricing"]
@@ -72,7 +73,12 @@ class Agent:
     """A name, a model, instructions, tools and budgets. Immutable once built.
 
     ``model`` is a model object or a string such as ``"openai/gpt-4o-mini"`` or
-    ``"anthropic/claude-sonnet-4-5"`` (keys and base URLs come from the environment).
+    ``"anthropic/claude-sonnet-4-5"`` (keys and base URLs come from the environment), or a
+    list of them: a :class:`~fxdurable.runtime.models.fallback.Fallback` chain, the first the
+    primary (docs/fallback.md).
+
+    ``spending``: limits on the tokens and dollars a turn or the session may spend on the
+    model (:class:`~fxdurable.runtime.spend.SpendingBudget`, docs/budgets.md).
 
     ``parallel_tools``: consecutive calls of one response whose replay policy is ``safe`` or
     ``idempotent`` run concurrently, at most ``max_parallel_tools`` at a time; an ``unsafe``
@@ -90,6 +96,7 @@ class Agent:
         "name",
         "parallel_tools",
         "pricing",
+        "spending",
         "tools",
     )
 
@@ -101,13 +108,14 @@ class Agent:
     before_tool: BeforeTool | None
     after_tool: AfterTool | None
     pricing: Pricing | None
+    spending: SpendingBudget | None
     parallel_tools: bool
     max_parallel_tools: int
 
     def __init__(
         self,
         name: str,
-        model: Model | str,
+        model: Model | str | Sequence[Model | str],
         instructions: str = "",
         tools: Sequence[Tool] = (),
         durability: Durability | None = None,
@@ -116,6 +124,7 @@ class Agent:
         after_tool: AfterTool | None = None,
         parallel_tools: bool = True,
         max_parallel_tools: int = 8,
+        spending: SpendingBudget | None = None,
     ) -> None:
         if not name:
             raise ConfigurationError("an agent needs a name: sessions are bound to it")
@@ -125,6 +134,14 @@ class Agent:
             from fxdurable.runtime.models.providers import resolve_model
 
             model = resolve_model(model)
+        elif isinstance(model, Sequence):
+            from fxdurable.runtime.models.fallback import Fallback
+
+            model = Fallback(*model)
+        if spending is not None and spending.counts_cost and pricing is None:
+            raise ConfigurationError(
+                f"agent {name!r} has a cost budget but no Pricing: its calls have no cost_usd"
+            )
         names = [t.name for t in tools]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
@@ -138,6 +155,7 @@ class Agent:
             "before_tool": before_tool,
             "after_tool": after_tool,
             "pricing": pricing,
+            "spending": spending,
             "parallel_tools": parallel_tools,
             "max_parallel_tools": max_parallel_tools,
         }

@@ -33,7 +33,8 @@ __all__ = ["Question", "answer_of", "pending_question", "record_answer"]
 class Question:
     """The question a session's turn waits on: ``about`` is ``"tool"`` (``tool`` and
     ``task_id`` name the call; ``arguments`` is its input as the model wrote it) or
-    ``"exhausted"`` (its attempt budget ran out)."""
+    ``"exhausted"`` (its attempt budget ran out) or ``"budget"`` (its spending budget is
+    spent, ``SpendingBudget(on_exhausted="ask")``)."""
 
     submission_id: str
     question: str
@@ -121,7 +122,7 @@ def record_answer(
 def _validate_rewrite(agent: Agent | None, question: Question, arguments: str) -> None:
     if question.about != "tool" or question.tool is None:
         raise InvalidAnswerError(
-            "this question is about a spent attempt budget, not a tool call: answer allow or deny"
+            "this question is about a spent budget, not a tool call: answer allow or deny"
         )
     tool = None if agent is None else agent.tool(question.tool)
     if tool is None:

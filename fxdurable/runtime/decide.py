@@ -104,6 +104,10 @@ class Boundary:
     max_attempts: int = 1
     on_exhausted: Literal["fail", "ask"] = "fail"
     denied: str | None = None  # a person's reason for denying an exhausted turn
+    # The spending limit the turn has reached (runtime/spend.py: ``overspent``), if any.
+    overspent: str | None = None
+    on_overspent: Literal["fail", "ask"] = "fail"
+    spend_denied: str | None = None  # a person's reason for denying an overspent turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,14 +124,16 @@ class AbortTurn:
 class FailTurn:
     code: str
     message: str
-    exhausted: Literal["attempts_exhausted", "time_exhausted"]
+    exhausted: Literal["attempts_exhausted", "time_exhausted", "budget_exhausted"]
 
 
 @dataclass(frozen=True, slots=True)
 class AskExhausted:
-    """Ask a person whether an exhausted turn may go on (``on_exhausted="ask"``)."""
+    """Ask a person whether an exhausted turn may go on (``on_exhausted="ask"``): its
+    attempts (``about="exhausted"``) or its spending budget (``about="budget"``)."""
 
     question: str
+    about: Literal["exhausted", "budget"] = "exhausted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +156,8 @@ BoundaryAction: TypeAlias = (
 def at_boundary(b: Boundary) -> BoundaryAction:
     """Whether the turn may take its next step. In order: an abort intent wins over every
     budget (DESIGN §3.8); at an attempt's first boundary, a person's deny, then the attempts
-    budget, then recovery's stale reads; the turn's timeout; the invocation's deadline.
+    budget, then recovery's stale reads; the spending budget; the turn's timeout; the
+    invocation's deadline.
     A step the records prove finished (:class:`Complete`) is decided before this: finished
     work is never discarded by an abort or a spent budget (DESIGN §4)."""
     if b.abort:
@@ -176,6 +183,20 @@ def at_boundary(b: Boundary) -> BoundaryAction:
             )
         if b.recovered:
             return RefreshReads()
+    if b.overspent is not None:
+        if b.spend_denied is not None:
+            return FailTurn(
+                "budget_exhausted",
+                f"{b.overspent}; a person denied going on: {b.spend_denied}",
+                "budget_exhausted",
+            )
+        if b.on_overspent == "ask":
+            return AskExhausted(
+                f"The {b.overspent}. Grant it one more budget of the same size (allow), or "
+                "let it fail (deny)?",
+                about="budget",
+            )
+        return FailTurn("budget_exhausted", b.overspent, "budget_exhausted")
     if b.timed_out:
         return FailTurn(
             "timeout", f"the turn ran past its {b.timeout_s:g}s budget", "time_exhausted"

@@ -38,10 +38,12 @@ from fxdurable.runtime.history import build_history, with_summary
 from fxdurable.runtime.models.base import (
     ChatMessage,
     Finish,
+    Model,
     ModelRequest,
     ModelResponse,
     ToolSpec,
 )
+from fxdurable.runtime.models.fallback import dropped_parts, member, next_model
 from fxdurable.runtime.models.wire import is_complete_arguments
 
 __all__ = [
@@ -80,7 +82,10 @@ Prepared: TypeAlias = tuple[ModelRequest, int]
 
 @dataclass(frozen=True, slots=True)
 class Retry:
-    """Nothing recorded; call the model again (after a backoff or a compaction)."""
+    """Nothing recorded; call the model again (after a backoff, a compaction, or a switch to
+    the next model of a Fallback chain: ``turn`` is then the turn as the switch wrote it)."""
+
+    turn: TurnRecord | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,16 +150,21 @@ class ModelStep:
         if prepared is None:
             prepared = await durable(self._journal.read, lambda view: self._request(view, turn))
         request, steering = prepared
+        model = member(self._agent.model, turn.model)  # a Fallback chain's: the turn's
         crash_point("model.before-request")
         try:
-            response = await self._stream(request, turn.id, round_)
-        except ContextLengthError as exc:
-            return await self._compact(turn, exc)
-        except ModelRetryableError as exc:
-            return await self._retry_later(turn, round_, exc)
+            response = await self._stream(request, turn.id, round_, model)
         except ModelError as exc:
+            switched = await self._fall_back(turn, round_, request, model, exc)
+            if switched is not None:
+                return switched
+            if isinstance(exc, ContextLengthError):
+                return await self._compact(turn, exc, model)
+            if isinstance(exc, ModelRetryableError):
+                return await self._retry_later(turn, round_, exc, (request, model))
             return Failed("model_error", str(exc))
         crash_point("model.after-finish")
+        answered = model.name
         cut = cut_tool_calls(response)
         if cut:
             # None of its calls may run, and none may be shown back to the model as a call it
@@ -173,6 +183,7 @@ class ModelStep:
                 stop_reason=response.stop_reason,
                 stop_inferred=response.stop_inferred,
                 truncated=True,
+                model=answered,
             )
             return Failed("model_truncated", truncated_message(response, cut))
         tools = [self._agent.tool(call.name) for call in response.tool_calls]
@@ -191,6 +202,7 @@ class ModelStep:
                 stop_reason=response.stop_reason,
                 stop_inferred=response.stop_inferred,
                 truncated=response.truncated,
+                model=answered,
             )
             return Recorded(recorded, then(recorded) if then is not None else None)
 
@@ -234,11 +246,10 @@ class ModelStep:
 
     @tracing.model_response
     async def _stream(
-        self, request: ModelRequest, turn_id: str | None, round_: int
+        self, request: ModelRequest, turn_id: str | None, round_: int, model: Model
     ) -> ModelResponse:
         """Read parts up to the finish; write streamed text as partials every so often.
         ``turn_id=None`` streams without partials (a compaction's summary)."""
-        model = self._agent.model
         stream = model.stream(request)
         every = self._agent.durability.partial_text_every_s
         pending: list[str] = []
@@ -276,8 +287,39 @@ class ModelStep:
 
     # -- failures ------------------------------------------------------------------------------
 
+    async def _fall_back(
+        self,
+        turn: TurnRecord,
+        round_: int,
+        request: ModelRequest,
+        model: Model,
+        exc: ModelError,
+        *,
+        retries_spent: bool = False,
+    ) -> Retry | None:
+        """Switch the turn to its Fallback chain's next model if ``exc`` says so (recorded:
+        recovery goes on with the new model), or None (runtime/models/fallback.py)."""
+        switch = next_model(self._agent.model, model.name, exc, retries_spent=retries_spent)
+        if switch is None:
+            return None
+        switched = await durable(
+            self._journal.record_model_switch,
+            self._fence,
+            turn.id,
+            round_=round_,
+            from_model=model.name,
+            to_model=switch.to.name,
+            reason=switch.reason,
+            dropped_parts=dropped_parts(request.messages, switch.to),
+        )
+        return Retry(switched)
+
     async def _retry_later(
-        self, turn: TurnRecord, round_: int, exc: ModelRetryableError
+        self,
+        turn: TurnRecord,
+        round_: int,
+        exc: ModelRetryableError,
+        called: tuple[ModelRequest, Model] | None = None,
     ) -> StepOutcome:
         policy = self._agent.durability.model_retries
         chosen: list[float] = []  # the wait the committed transaction recorded (the last run)
@@ -295,6 +337,13 @@ class ModelStep:
             backoff_s=backoff_s,
         )
         if updated.model_errors > policy.budget:
+            switched = None
+            if called is not None:
+                switched = await self._fall_back(
+                    updated, round_, called[0], called[1], exc, retries_spent=True
+                )
+            if switched is not None:
+                return switched
             return Failed(
                 "model_error",
                 f"the model failed {updated.model_errors} times in this turn (budget "
@@ -309,7 +358,9 @@ class ModelStep:
         await self._sleep(delay)
         return Retry()
 
-    async def _compact(self, turn: TurnRecord, exc: ContextLengthError) -> StepOutcome:
+    async def _compact(
+        self, turn: TurnRecord, exc: ContextLengthError, model: Model
+    ) -> StepOutcome:
         """Summarise the turns before this one into a durable summary, then retry."""
 
         def plan(view: ReadView) -> tuple[int, ModelRequest] | None:
@@ -339,7 +390,7 @@ class ModelStep:
             )
         cutoff, request = planned
         try:
-            summary = await self._stream(request, None, -1)
+            summary = await self._stream(request, None, -1, model)
         except ContextLengthError as again:
             return Failed("context_length", f"even the summary request is too long: {again}")
         except ModelRetryableError as transient:
@@ -352,7 +403,7 @@ class ModelStep:
             turn.id,
             summary=summary.text,
             upto_seq=cutoff,
-            model=self._agent.model.name,
+            model=model.name,
             usage=self._priced(summary.usage),
         )
         return Retry()

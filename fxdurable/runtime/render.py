@@ -110,7 +110,8 @@ def describe(event: EventRecord, style: Style) -> str | None:
     if kind == EventType.ATTEMPT_YIELDED:
         return style.dim(f"attempt {d.get('number')} yielded ({d.get('reason')}); continuing")
     if kind == EventType.INPUT_REQUESTED:
-        about = f" (about {d.get('tool')} {task})" if d.get("tool") else " (attempts spent)"
+        spent = " (spending budget spent)" if d.get("about") == "budget" else " (attempts spent)"
+        about = f" (about {d.get('tool')} {task})" if d.get("tool") else spent
         return style.yellow(f"asks a person{about}: {_short(d.get('question'))}")
     if kind == EventType.INPUT_ANSWERED:
         why = f": {_short(d.get('reason'))}" if d.get("reason") else ""
@@ -132,6 +133,17 @@ def describe(event: EventRecord, style: Style) -> str | None:
         return style.yellow(
             f"model error {d.get('errors')} in round {d.get('round')}, retrying: "
             f"{_short(d.get('message'))}"
+        )
+    if kind == EventType.MODEL_FALLBACK:
+        dropped = d.get("dropped_parts") or 0
+        note = (
+            f"; {dropped} reasoning part(s) only {d.get('from_model')} can read are not sent"
+            if dropped
+            else ""
+        )
+        return style.yellow(
+            f"model fallback in round {d.get('round')}: {d.get('from_model')} → "
+            f"{d.get('to_model')} ({_short(d.get('reason'))}){note}"
         )
     if kind == EventType.CONTEXT_COMPACTED:
         return style.cyan(

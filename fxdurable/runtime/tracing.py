@@ -33,6 +33,7 @@ from fxdurable.core.tracecontext import (
     wake_parent,
 )
 from fxdurable.errors import LeaseLostError, Suspend
+from fxdurable.runtime.models.fallback import member
 
 if TYPE_CHECKING:
     from fxdurable.core.journal import Journal
@@ -211,7 +212,8 @@ def model_call(fn: F) -> F:
             return await fn(step, turn, round_, *args, **kwargs)
         attributes = {
             "gen_ai.operation.name": "chat",
-            "gen_ai.request.model": step._agent.model.name,
+            # The model this call goes to: a Fallback chain's member the turn is on.
+            "gen_ai.request.model": member(step._agent.model, turn.model).name,
             "fxdurable.turn.id": turn.id,
             "fxdurable.model.round": round_,
             "fxdurable.model.retries": turn.model_errors,

@@ -83,8 +83,9 @@ from fxdurable.runtime.decide import (
 )
 from fxdurable.runtime.hooks import Ask, run_after_tool, run_before_tool
 from fxdurable.runtime.leases import current_lease
-from fxdurable.runtime.model_step import Failed, ModelStep, Prepared, Recorded, Sleep
+from fxdurable.runtime.model_step import Failed, ModelStep, Prepared, Recorded, Retry, Sleep
 from fxdurable.runtime.progress import ProgressPump
+from fxdurable.runtime.spend import overspent
 from fxdurable.runtime.state import ToolState
 from fxdurable.runtime.steps import StepLog
 from fxdurable.runtime.subagent import SubagentTool
@@ -210,8 +211,8 @@ class TurnDriver:
                 case FailTurn(code=code, message=message, exhausted=exhausted):
                     await self._fail(submission_id, code, message, exhausted=exhausted)
                     return
-                case AskExhausted(question=question):
-                    await self._ask(question, about="exhausted")
+                case AskExhausted(question=question, about=about):
+                    await self._ask(question, about=about)
                     return
                 case RefreshReads():
                     await self._refresh_stale_reads(state.round_tasks)
@@ -269,7 +270,10 @@ class TurnDriver:
             interruptions=sub.interruptions,
             max_attempts=durability.max_attempts,
             on_exhausted=durability.on_exhausted,
-            denied=_exhausted_denied(sub.input_request),
+            denied=_denied(sub.input_request, "exhausted"),
+            overspent=overspent(self._agent.spending, state.turn),
+            on_overspent=self._agent.spending.on_exhausted if self._agent.spending else "fail",
+            spend_denied=_denied(sub.input_request, "budget"),
         )
 
     # -- model ---------------------------------------------------------------------------------
@@ -285,6 +289,8 @@ class TurnDriver:
         if isinstance(outcome, Failed):
             await self._fail(turn.submission_id, outcome.code, outcome.message)
             return True, None
+        if isinstance(outcome, Retry) and outcome.turn is not None and self._state is not None:
+            self._state.turn = outcome.turn  # a fallback switch: the next call uses its model
         if isinstance(outcome, Recorded) and isinstance(outcome.then, ReadyTool):
             return False, outcome.then
         return False, None
@@ -732,9 +738,10 @@ class TurnDriver:
 _RAN = frozenset({ToolTaskStatus.COMPLETED, ToolTaskStatus.FAILED})
 
 
-def _exhausted_denied(request: InputRequest | None) -> str | None:
-    """The reason a person gave for denying a turn whose attempts ran out, if they did."""
-    if request is None or request.about != "exhausted" or request.answer is None:
+def _denied(request: InputRequest | None, about: Asked) -> str | None:
+    """The reason a person gave for denying a turn whose attempts (``about="exhausted"``) or
+    spending budget (``"budget"``) ran out, if they did."""
+    if request is None or request.about != about or request.answer is None:
         return None
     if request.answer.kind != "deny":
         return None

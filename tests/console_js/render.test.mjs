@@ -110,3 +110,18 @@ test("a call refused before it started is still a tool call, with its word", () 
   assert.equal(call.attrs["data-policy"], "unsafe");
   assert.match(textOf(call), /⊗ refused/);
 });
+
+test("a fallback switch says which models, why, and what reasoning is not sent", () => {
+  const at = 1_700_000_000;
+  const line = (cursor, type, data) => ({ cursor, type, sessionId: "s", turnId: "sub-1", at, data });
+  const t = timelineOf([
+    line(1, "model.partial", { round: 0, text: "half an ans" }),
+    line(2, "model.fallback", { round: 0, from_model: "claude", to_model: "gpt", reason: "claude failed (ModelOverloadedError): 529", dropped_parts: 2 }),
+  ]);
+  const text = textOf(renderItem(t, 2));
+  assert.match(text, /Model fallback in round 0: claude → gpt/);
+  assert.match(text, /ModelOverloadedError/);
+  assert.match(text, /2 reasoning part\(s\) only claude can read are not sent/);
+  // The failed stream's text is no answer: kept, labelled as cut off.
+  assert.match(textOf(renderItem(t, 1)), /cut off: half an ans/);
+});

@@ -62,6 +62,7 @@ WIRE_1 = {
     "input.requested",  # 1.3
     "input.answered",  # 1.3
     "state.changed",  # 1.5
+    "model.fallback",  # 1.6
 }
 
 

@@ -11,9 +11,14 @@ import httpx
 import pytest
 from models_support import SECRET, FakeProvider, Reply, collect, request, run
 
-from fxdurable.errors import ContextLengthError, ModelError, ModelRetryableError
+from fxdurable.errors import (
+    ContextLengthError,
+    ModelError,
+    ModelOverloadedError,
+    ModelRetryableError,
+)
 from fxdurable.runtime.models import AnthropicModel, OpenAIModel
-from fxdurable.runtime.models.errors import parse_error_body, parse_retry_after
+from fxdurable.runtime.models.errors import parse_error_body, parse_retry_after, stream_error
 from fxdurable.runtime.models.http import display_url
 
 PROVIDERS = ["openai", "anthropic"]
@@ -59,7 +64,7 @@ def anthropic_error(message, type_="invalid_request_error"):
 )
 def test_429_is_retryable_with_retry_after(kind, headers, expected):
     error = fail_with(kind, 429, openai_error("Rate limit reached", "rate_limit_error"), headers)
-    assert type(error) is ModelRetryableError
+    assert type(error) is ModelOverloadedError  # a Fallback chain switches on it at once
     assert error.retry_after_s == expected
     assert "HTTP 429" in str(error) and "Rate limit reached" in str(error)
 
@@ -75,14 +80,43 @@ def test_retry_after_http_date():
 
 
 @pytest.mark.parametrize("kind", PROVIDERS)
-@pytest.mark.parametrize("status", [500, 502, 503, 504, 529, 408])
-def test_server_errors_are_retryable(kind, status):
-    error = fail_with(
-        kind, status, anthropic_error("Overloaded", "overloaded_error"), {"retry-after": "3"}
-    )
-    assert type(error) is ModelRetryableError
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (500, ModelRetryableError),
+        (502, ModelRetryableError),
+        (503, ModelOverloadedError),
+        (504, ModelRetryableError),
+        (529, ModelOverloadedError),
+        (408, ModelRetryableError),
+    ],
+)
+def test_server_errors_are_retryable(kind, status, expected):
+    error = fail_with(kind, status, anthropic_error("Internal", "api_error"), {"retry-after": "3"})
+    assert type(error) is expected
     assert f"HTTP {status}" in str(error)
     assert error.retry_after_s == 3.0
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+def test_an_overloaded_error_body_is_an_overload_whatever_the_status(kind):
+    error = fail_with(kind, 500, anthropic_error("Overloaded", "overloaded_error"))
+    assert type(error) is ModelOverloadedError
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        ({"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}, True),
+        ({"error": {"message": "slow down", "code": "429"}}, True),
+        ({"error": {"message": "try later", "code": 503}}, True),
+        ({"type": "error", "error": {"type": "api_error", "message": "oops"}}, False),
+    ],
+)
+def test_mid_stream_overloads_are_told_apart(payload, expected):
+    error = stream_error("anthropic", payload, secret=None)
+    assert isinstance(error, ModelRetryableError)
+    assert isinstance(error, ModelOverloadedError) is expected
 
 
 @pytest.mark.parametrize("kind", PROVIDERS)

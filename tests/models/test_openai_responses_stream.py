@@ -13,7 +13,12 @@ import pytest
 from models_support import collect, request, run
 from raw_stream_support import HOLD_S, RawStreams, stream
 
-from fxdurable.errors import ContextLengthError, ModelError, ModelRetryableError
+from fxdurable.errors import (
+    ContextLengthError,
+    ModelError,
+    ModelOverloadedError,
+    ModelRetryableError,
+)
 from fxdurable.runtime.models import OpenAIResponsesModel, resolve_model
 from fxdurable.runtime.models.base import ChatMessage, ModelResponse
 from fxdurable.runtime.models.openai_responses_stream import ResponsesParser
@@ -168,7 +173,7 @@ def test_incomplete_at_max_output_tokens_is_a_truncated_response() -> None:
     ("payload", "error"),
     [
         ({"code": "server_error", "message": "The server had an error."}, ModelRetryableError),
-        ({"code": "rate_limit_exceeded", "message": "Slow down."}, ModelRetryableError),
+        ({"code": "rate_limit_exceeded", "message": "Slow down."}, ModelOverloadedError),
         (
             {"code": "context_length_exceeded", "message": "Your input exceeds the context window"},
             ContextLengthError,

@@ -195,3 +195,27 @@ def test_post_chat_joins_the_callers_traceparent(tmp_path, spans):
     assert {s.context.trace_id for s in spans.all()} == {turn.context.trace_id}
     assert spans.one("fxdurable.attempt").attributes["fxdurable.attempt.outcome"] == "completed"
     _no_secrets(spans)
+
+
+class _Overloaded:
+    @property
+    def name(self) -> str:
+        return "primary"
+
+    async def stream(self, request):
+        raise fx.ModelOverloadedError("529 overloaded")
+        yield  # pragma: no cover - an async generator
+
+
+def test_a_fallback_switch_names_the_model_each_call_went_to(tmp_path, spans):
+    backup = fx.ScriptedModel([fx.reply("from backup")], name="backup")
+
+    async def main():
+        chain = fx.Agent("chain", [_Overloaded(), backup])
+        async with fx.Runtime([chain], store=fresh_store(tmp_path), settings=FAST) as rt:
+            assert await rt.session("s1").run("hi", timeout=10) == "from backup"
+
+    run(main())
+    models = sorted(spans.named("fxdurable.model_call"), key=lambda s: s.start_time)
+    assert [s.attributes["gen_ai.request.model"] for s in models] == ["primary", "backup"]
+    assert [s.attributes["fxdurable.model.outcome"] for s in models] == ["retry", "recorded"]

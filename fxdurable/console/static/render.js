@@ -184,7 +184,8 @@ function modelCompleted(item) {
 function question(timeline, item, actions) {
   const q = timeline.questions.get(item.cursor);
   const d = item.line.data;
-  const about = d.tool ? ` (about tool ${f(d.tool)})` : " (its attempts ran out)";
+  const spent = d.about === "budget" ? " (its spending budget is spent)" : " (its attempts ran out)";
+  const about = d.tool ? ` (about tool ${f(d.tool)})` : spent;
   if (!q || q.answer || q.closed) {
     const outcome = q && q.answer ? `answered ${q.answer.answer}${q.answer.reason ? `: ${q.answer.reason}` : ""}` : "not answered (the turn ended)";
     return wrap(item, { class: "ev-question" }, ...label("Question:"), p("text", d.question), about, ` — ${outcome}`);
@@ -288,6 +289,11 @@ export function renderItem(timeline, cursor, actions) {
       return modelCompleted(item);
     case "model.error":
       return wrap(item, { class: "ev-warn" }, `⚠ Model error ${f(d.errors)} in round ${f(d.round)}, retrying: ${short(d.message, 200)}`);
+    case "model.fallback": {
+      const dropped = Number(d.dropped_parts) || 0;
+      const note = dropped ? `; ${dropped} reasoning part(s) only ${f(d.from_model)} can read are not sent` : "";
+      return wrap(item, { class: "ev-warn" }, `⚠ Model fallback in round ${f(d.round)}: ${f(d.from_model)} → ${f(d.to_model)} (${short(d.reason, 200)})${note}`);
+    }
     case "model.interrupted":
       return wrap(item, { class: "ev-warn" }, ...label("Model reply cut off"), `in round ${f(d.round)} (its process died), kept as interrupted: `, p("text", d.text));
     case "context.compacted":

@@ -132,6 +132,7 @@ export class Timeline {
         if (turn) addUsage(turn, data);
         return this.#closePartial(line.turnId, data.round, "recorded");
       case "model.error":
+      case "model.fallback": // the failed stream's text is no answer either way
         return this.#closePartial(line.turnId, data.round, "cut");
       case "context.compacted":
         if (turn) addUsage(turn, data);

@@ -45,7 +45,7 @@ _Result = TypeVar("_Result")
 
 Outcome = Literal["completed", "failed", "aborted"]
 # The budget a submission ran out of, as the submission.interrupted advisory names it.
-Exhausted = Literal["attempts_exhausted", "time_exhausted"]
+Exhausted = Literal["attempts_exhausted", "time_exhausted", "budget_exhausted"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,8 +138,8 @@ class Questions(Transitions):
                 )
             elif kind == "rewrite":
                 raise InvalidAnswerError(
-                    f"the question of session {session_id!r} is about its spent attempt "
-                    "budget, not a tool call: answer allow or deny"
+                    f"the question of session {session_id!r} is about a spent budget, not a "
+                    "tool call: answer allow or deny"
                 )
             # The time budget counts the turn's work, not a person's wait: the wait moves the
             # turn's start forward, or a long wait would fail it the moment it resumed.
@@ -150,6 +150,14 @@ class Questions(Transitions):
             )
             if request.about == "exhausted" and kind == "allow":
                 answered = replace(answered, interruptions=0)
+            if request.about == "budget" and kind == "allow":
+                # One more spending budget of the same size for this turn (runtime/spend.py).
+                turn = tx.get_turn(sub.id)
+                if turn is not None:
+                    tx.put_turn(
+                        replace(turn, spend_grants=turn.spend_grants + 1, version=turn.version + 1),
+                        expected_version=turn.version,
+                    )
             _put_submission(tx, answered)
             scope.emit(
                 EventType.INPUT_ANSWERED,

@@ -12,6 +12,7 @@ from fxdurable.core.events import (
     EventType,
     ModelCallFailed,
     ModelCompleted,
+    ModelFallback,
     ModelText,
     SteerDelivered,
 )
@@ -23,6 +24,7 @@ from fxdurable.core.records import (
     TurnRecord,
     Usage,
 )
+from fxdurable.core.spending import add_usage
 from fxdurable.core.states import ModelCallStatus, ToolTaskStatus, advance
 from fxdurable.core.store import Tx
 from fxdurable.errors import IllegalTransitionError
@@ -54,12 +56,15 @@ class Rounds(Transitions):
         stop_reason: str | None = None,
         stop_inferred: bool = False,
         truncated: bool = False,
+        model: str | None = None,
     ) -> ModelRound:
         """Record a finished model response with the tool tasks it asked for, atomically.
 
         ``steering`` counts the pending steering entries the model was shown (the oldest
         first): they become user messages just before the response, in the same commit.
-        ``stop_reason`` (verbatim), ``stop_inferred`` and ``truncated`` say how it ended.
+        ``stop_reason`` (verbatim), ``stop_inferred`` and ``truncated`` say how it ended;
+        ``model`` names the model that answered. Its usage joins the turn's and the session's
+        spending totals in the same commit.
         """
         if len(policies) != len(tool_calls):
             raise ValueError("one replay policy per tool call")
@@ -93,6 +98,7 @@ class Rounds(Transitions):
                 stop_reason=stop_reason,
                 stop_inferred=stop_inferred,
                 truncated=truncated,
+                model=model,
                 created_at=scope.now,
             )
             tx.insert_model_call(recorded)
@@ -116,7 +122,10 @@ class Rounds(Transitions):
                 tx.put_tool_task(task, expected_version=None)
                 tasks.append(task)
             updated = replace(
-                turn, rounds=turn.rounds + 1, partial_text="", version=turn.version + 1
+                _spent(scope, turn, usage),
+                rounds=turn.rounds + 1,
+                partial_text="",
+                version=turn.version + 1,
             )
             tx.put_turn(updated, expected_version=turn.version)
             scope.append_message(turn_id, "assistant", text, round_=round_, tool_calls=calls)
@@ -132,6 +141,7 @@ class Rounds(Transitions):
                     stop_reason=stop_reason,
                     stop_inferred=stop_inferred,
                     truncated=truncated,
+                    model=model,
                 ),
                 turn_id=turn_id,
             )
@@ -217,7 +227,11 @@ class Rounds(Transitions):
         call's usage is recorded with it (it is a model call too)."""
 
         def body(tx: Tx, scope: _SessionScope) -> None:
-            self._running_turn(tx, fence, turn_id)
+            turn = self._running_turn(tx, fence, turn_id)
+            tx.put_turn(
+                replace(_spent(scope, turn, usage), version=turn.version + 1),
+                expected_version=turn.version,
+            )
             if upto_seq >= scope.session.next_message_seq:
                 raise IllegalTransitionError("message", f"seq {upto_seq}", "summary of the future")
             scope.append_message(turn_id, "summary", summary, summarizes_upto=upto_seq)
@@ -238,3 +252,51 @@ class Rounds(Transitions):
             )
 
         self._transition(fence, body)
+
+    def record_model_switch(
+        self,
+        fence: Fence,
+        turn_id: str,
+        *,
+        round_: int,
+        from_model: str,
+        to_model: str,
+        reason: str,
+        dropped_parts: int = 0,
+    ) -> TurnRecord:
+        """The turn goes on with the next model of its Fallback chain: recorded on the turn
+        (a recovery continues on it) with a ``model.fallback`` event. The new model starts
+        with a fresh transient-error budget and no backoff to wait out."""
+
+        def body(tx: Tx, scope: _SessionScope) -> TurnRecord:
+            turn = self._running_turn(tx, fence, turn_id)
+            updated = replace(
+                turn,
+                model=to_model,
+                model_errors=0,
+                model_retry_at=None,
+                partial_text="",
+                version=turn.version + 1,
+            )
+            tx.put_turn(updated, expected_version=turn.version)
+            scope.emit(
+                EventType.MODEL_FALLBACK,
+                ModelFallback(
+                    round=round_,
+                    from_model=from_model,
+                    to_model=to_model,
+                    reason=reason,
+                    dropped_parts=dropped_parts,
+                ),
+                turn_id=turn_id,
+            )
+            return updated
+
+        return self._transition(fence, body)
+
+
+def _spent(scope: _SessionScope, turn: TurnRecord, usage: Usage) -> TurnRecord:
+    """Add a model call's usage to the session's and the turn's spending totals."""
+    session_spent = add_usage(scope.session.spent, usage)
+    scope.session = replace(scope.session, spent=session_spent)
+    return replace(turn, spent=add_usage(turn.spent, usage), session_spent=session_spent)

@@ -99,6 +99,7 @@ class Turns(Transitions):
                     session_id=sub.session_id,
                     submission_id=sub.id,
                     status=advance("turn", None, TurnStatus.RUNNING),
+                    session_spent=scope.session.spent,
                 )
                 tx.put_turn(turn, expected_version=None)
                 scope.append_message(turn.id, "user", sub.prompt)

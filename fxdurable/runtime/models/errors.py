@@ -21,7 +21,12 @@ from dataclasses import dataclass
 
 import httpx
 
-from fxdurable.errors import ContextLengthError, ModelError, ModelRetryableError
+from fxdurable.errors import (
+    ContextLengthError,
+    ModelError,
+    ModelOverloadedError,
+    ModelRetryableError,
+)
 
 __all__ = [
     "ERROR_BODY_LIMIT",
@@ -43,6 +48,10 @@ _QUOTE_LIMIT = 500  # characters of provider text quoted in a message
 # timeout, 409 lock conflict, 429 rate limit, 5xx and Anthropic's 529 "overloaded").
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _RETRYABLE_TYPES = frozenset({"overloaded_error", "rate_limit_error", "api_error", "server_error"})
+# The transient failures that say "this provider cannot take the request now" (rate limit,
+# unavailable, Anthropic's 529 overloaded): a Fallback model switches on these at once.
+_OVERLOAD_STATUS = frozenset({429, 503, 529})
+_OVERLOAD_TYPES = frozenset({"overloaded_error", "rate_limit_error", "rate_limit_exceeded"})
 # Errors that say the request itself is wrong (Anthropic's and OpenAI's types and codes): a
 # mid-stream error of these kinds is not retried.
 _PERMANENT_TYPES = frozenset(
@@ -171,9 +180,8 @@ def status_error(
             408: "timed out the request",
         }.get(status, "failed")
         hint = f"; retry after {retry_after:g}s" if retry_after is not None else ""
-        return ModelRetryableError(
-            f"{provider} {what} (HTTP {status}): {said}{hint}", retry_after_s=retry_after
-        )
+        kind = ModelOverloadedError if _overloaded(status, error) else ModelRetryableError
+        return kind(f"{provider} {what} (HTTP {status}): {said}{hint}", retry_after_s=retry_after)
     if status == 401:
         return ModelError(
             f"{provider} rejected the credentials (HTTP 401): {said}; "
@@ -205,7 +213,8 @@ def stream_error(provider: str, payload: object, *, secret: str | None) -> Model
     if permanent is not None:
         return permanent
     if status is None or _transient(status, error):
-        return ModelRetryableError(f"{provider} sent an error mid-stream{kind}: {said}")
+        transient = ModelOverloadedError if _overloaded(status, error) else ModelRetryableError
+        return transient(f"{provider} sent an error mid-stream{kind}: {said}")
     return ModelError(f"{provider} failed the request mid-stream{kind}: {said}")
 
 
@@ -254,6 +263,12 @@ def _permanent(
 
 def _transient(status: int, error: ProviderError) -> bool:
     return status in _RETRYABLE_STATUS or status >= 500 or error.type in _RETRYABLE_TYPES
+
+
+def _overloaded(status: int | None, error: ProviderError) -> bool:
+    return (
+        status in _OVERLOAD_STATUS or error.type in _OVERLOAD_TYPES or error.code in _OVERLOAD_TYPES
+    )
 
 
 def _status_of(error: ProviderError) -> int | None:
