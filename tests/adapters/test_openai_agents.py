@@ -278,6 +278,8 @@ def test_a_handoff_back_up_the_chain_is_refused() -> None:
     chain = "goes back up the chain triage -> billing -> triage"
     with pytest.raises(fx.ConfigurationError, match=chain):
         durable_agent(triage)
+    with pytest.raises(fx.ConfigurationError, match=chain):  # named apart: the same chain
+        durable_agent(triage, name="front-desk")
 
 
 def test_what_the_adapter_does_not_make_durable_is_refused_at_build_time() -> None:

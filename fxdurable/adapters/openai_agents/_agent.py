@@ -240,7 +240,8 @@ def _durable(
         raise ConfigurationError(
             f"{agent_name}: replay names tools the agent lacks: {sorted(overrides)}"
         )
-    handoffs = _handoff_tools(agent_name, agent, options, (*ancestors, agent_name))
+    # The chain by the SDK agents' own names (a handoff names its target by them).
+    handoffs = _handoff_tools(agent_name, agent, options, (*ancestors, agent.name))
     settings = agent.model_settings.resolve(model_settings)
     approvals = frozenset(t.name for t in tools if t.approval)
     shown = {t.name: t.function_tool for t in tools}
