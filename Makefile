@@ -16,6 +16,8 @@ LINT_PATHS := $(wildcard fxdurable tests bench workers handlers examples)
 # per project (two projects may each have an agent.py).
 EXAMPLE_PROJECTS := $(wildcard examples/real_provider_agent/*.py examples/starlette_app/*.py examples/rq_workers/*.py examples/pydantic_ai_project/*.py)
 EXAMPLE_MCP := $(wildcard examples/mcp_project/*.py)
+# Each its own mypy run: their ops_agent.py share a module name with pydantic_ai_project's.
+EXAMPLE_FRAMEWORKS := examples/langchain_project examples/openai_agents_project
 
 .PHONY: demo coding-demo venv-python lint test test-fast browser bench bench-venv wheel clean deploy \
 	localstack-test docs soak
@@ -64,6 +66,7 @@ lint: $(VENV)/.installed
 	$(BIN)/mypy fxdurable
 	$(BIN)/mypy --strict $(EXAMPLE_PROJECTS)
 	$(BIN)/mypy --strict $(EXAMPLE_MCP)
+	for project in $(EXAMPLE_FRAMEWORKS); do $(BIN)/mypy --strict $$project/*.py || exit 1; done
 
 # The docs site (mkdocs.yml, docs/) into site/, strictly: a broken link, a missing page or a
 # docstring the API reference cannot render fails it. Uses the test environment (the test

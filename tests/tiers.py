@@ -57,10 +57,7 @@ SYSTEM_MARKS = frozenset({"crash", "redis", "aws"})
 # ("file::test_name", every parametrization of it). A test missing here fails the fast tier
 # (the guard below), naming this list.
 SYSTEM_PATHS: tuple[str, ...] = (
-    "tests/adapters/test_langchain_agent.py::test_an_unsupported_langchain_is_refused_with_what_to_install",
-    "tests/adapters/test_openai_agents.py::test_the_import_checks_the_release_first_and_import_fxdurable_loads_neither",
-    "tests/adapters/test_pydantic_ai.py::test_importing_the_adapter_under_an_unsupported_release_fails_before_pydantic_ai_loads",
-    "tests/adapters/test_pydantic_ai.py::test_import_fxdurable_does_not_load_the_adapter_or_pydantic_ai",
+    "tests/adapters/test_framework_versions.py::test_each_import_checks_the_release_first_and_import_fxdurable_loads_no_framework",
     "tests/aws_lambda/",
     "tests/bench/test_bench_smoke.py",
     "tests/bench/test_lambda_bench.py",

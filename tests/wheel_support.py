@@ -26,6 +26,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# Every extra: the packaging test's venv, shared with the tests whose projects need several
+# (the framework examples), so one run of the suite makes it once.
+ALL_EXTRAS = "aws,http,lambda,langchain,mcp,openai-agents,otel,pydantic-ai,redis"
 
 __all__ = [
     "REPO",

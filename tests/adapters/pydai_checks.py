@@ -7,7 +7,9 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Protocol
 
 from fxdurable.backends import open_store
 from fxdurable.testing import Effect, check_effects, check_store
@@ -90,3 +92,26 @@ def assert_recovered(
     # ... however often it ran, always with one key: twice when killed after its execution.
     assert len(runs) == (2 if spec == "tool.after-execute:record_note" else 1), runs
     assert {r.split()[1] for r in runs} == {notes[0].split()[1]}, (runs, notes)
+
+
+class Harness(Protocol):
+    """What a worker harness (tests/workers: RQ or SQS) offers the follow-up check."""
+
+    world_dir: Path
+    store_url: str
+
+    def submit_one(self, session: str, prompt: str, request_id: str) -> str: ...
+    def wait_settled(self, sub_ids: Sequence[str], timeout: float = ...) -> Sequence[Any]: ...
+    def stop_workers(self) -> list[int]: ...
+    def diagnostics(self) -> str: ...
+
+
+def assert_followed_up(h: Harness, session: str, *, deploys: int) -> None:
+    """With a worker running: the recovered session answers its next message (a read), no
+    deploy ran since, and the store still checks clean. Stops the workers."""
+    nxt = h.submit_one(session, "status?", "pa-2")
+    (done,) = h.wait_settled([nxt], timeout=30)
+    assert h.stop_workers() == [0], h.diagnostics()
+    assert (done.status, done.result_text) == ("completed", "status: eu: healthy")
+    assert len(lines(h.world_dir / "effects.log")) == deploys
+    assert_checked(h.store_url, h.world_dir)

@@ -20,8 +20,6 @@ import asyncio
 import json
 import os
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -43,8 +41,6 @@ from pydantic import Field
 
 import fxdurable as fx
 from fxdurable.adapters.langchain import (
-    UnsupportedFrameworkError,
-    check_version,
     durable_agent,
     tool_context,
     with_replay,
@@ -53,7 +49,6 @@ from fxdurable.adapters.langchain._model import to_response
 from fxdurable.errors import ConfigurationError
 
 UNKNOWN = "may or may not have completed"  # in fxdurable's unknown-outcome message
-REPO = Path(__file__).resolve().parents[2]
 
 
 class ToolCallingFakeChatModel(GenericFakeChatModel):
@@ -256,22 +251,3 @@ def test_a_reply_is_recorded_with_its_calls_usage_and_finish_reason() -> None:
     assert (recorded.usage.input_tokens, recorded.usage.output_tokens) == (12, 5)
     assert (recorded.stop_reason, recorded.stop_inferred) == ("tool_calls", False)
     assert to_response(AIMessage(content="hi")).stop_inferred
-
-
-def test_an_unsupported_langchain_is_refused_with_what_to_install() -> None:
-    assert check_version() == check_version("1.5.2")
-    for version in ("0.3.27", "1.4.10", "1.6.0", "2.0.0", "dev"):
-        with pytest.raises(UnsupportedFrameworkError, match=r"langchain>=1\.5,<1\.6") as found:
-            check_version(version)
-        assert version in str(found.value) and "fxdurable[langchain]" in str(found.value)
-    # On import, in a process whose installed langchain is reported as an old one.
-    code = (
-        "import importlib.metadata as m; real = m.version; "
-        "m.version = lambda d: '0.3.27' if d == 'langchain' else real(d); "
-        "import fxdurable.adapters.langchain"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 1 and "UnsupportedFrameworkError" in done.stderr, done.stderr
-    assert "supports langchain>=1.5,<1.6" in done.stderr and "0.3.27" in done.stderr

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from wheel_support import (
+    ALL_EXTRAS,
     REPO,
     built_sdist,
     built_wheel,
@@ -33,7 +34,6 @@ from fxdurable import __version__
 
 pytestmark = pytest.mark.slow
 
-ALL_EXTRAS = "aws,http,lambda,mcp,otel,redis"
 
 # What each extra makes importable: a module of ours that needs it, and the package it needs.
 EXTRA_IMPORTS = {
@@ -43,6 +43,9 @@ EXTRA_IMPORTS = {
     "http": ("fxdurable.http.app", "fxdurable.http.env", "uvicorn"),
     "otel": ("opentelemetry.trace", "fxdurable.runtime.tracing"),
     "mcp": ("mcp.client.stdio", "mcp.client.streamable_http", "fxdurable.tools.mcp"),
+    "pydantic-ai": ("pydantic_ai", "fxdurable.adapters.pydantic_ai"),
+    "openai-agents": ("agents", "fxdurable.adapters.openai_agents"),
+    "langchain": ("langchain.agents", "fxdurable.adapters.langchain"),
 }
 
 # A user's program against the public API: tools with each replay policy (one durable, with
@@ -273,6 +276,7 @@ def test_a_local_path_a_git_url_and_the_package_name_install_with_extras(
 @pytest.mark.timeout(900)
 def test_every_extra_imports_its_optional_modules(tmp_path: Path) -> None:
     venv = wheel_venv(ALL_EXTRAS)
+    assert set(EXTRA_IMPORTS) == set(ALL_EXTRAS.split(","))
     for modules in EXTRA_IMPORTS.values():
         _imports(venv.python, modules, tmp_path)
     # With the otel extra, the runtime's spans go to OpenTelemetry's API once it is imported.

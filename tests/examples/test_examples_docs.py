@@ -19,6 +19,8 @@ PROJECTS = (
     "rq_workers",
     "mcp_project",
     "pydantic_ai_project",
+    "langchain_project",
+    "openai_agents_project",
 )
 _SH_BLOCK = re.compile(r"(?:<!-- ([^\n]*?) -->\n)?```sh\n(.*?)```", flags=re.S)
 _MARKER = re.compile(r"(tested|not-runnable): (.+)")

@@ -4,7 +4,9 @@ Run as ``python tests/mcp/mcp_server.py WORLD`` (stdio) or ``... WORLD --http PO
 (streamable HTTP at ``http://127.0.0.1:PORT/mcp``). Every call appends
 ``<tool> <execution_id> <args>`` to ``WORLD/calls.log``, the ``_meta`` execution id fxdurable
 sent; the effects: ``WORLD/effects.log`` (``deploy``, once per call that ran),
-``WORLD/flags.log`` (``set_flag``, once per execution id: the server deduplicates).
+``WORLD/flags.log`` (``set_flag``, once per execution id: the server deduplicates). A
+redeployed server: ``WORLD/hidden`` names tools it no longer offers; with ``WORLD/changed``
+its ``deploy`` takes a ``region`` too (a changed input schema).
 
 A tool blocks mid-call (after its effect, before its answer) when ``WORLD/block-<tool>``
 exists and ``WORLD/blocked-<tool>`` does not: it writes its pid to ``blocked-<tool>`` and
@@ -104,10 +106,21 @@ async def whoami(ctx: Context) -> str:  # type: ignore[type-arg]
     return json.dumps(_meta(ctx), sort_keys=True)
 
 
+async def deploy_to(version: str, region: str, ctx: Context) -> str:  # type: ignore[type-arg]
+    """Deploy a version to one region (a redeployed ``deploy``: its input schema changed)."""
+    execution_id = await _called("deploy", ctx, version=version, region=region)
+    _log("effects.log", f"deploy {version} {execution_id}")
+    return f"deployed {version} to {region}"
+
+
 if __name__ == "__main__":
-    # A redeployed server: the tools named in WORLD/hidden are no longer offered.
+    # A redeployed server: the tools named in WORLD/hidden are no longer offered; with
+    # WORLD/changed, deploy takes a region too.
     hidden = WORLD / "hidden"
     for name in hidden.read_text().split() if hidden.exists() else []:
         server.remove_tool(name)
+    if (WORLD / "changed").exists():
+        server.remove_tool("deploy")
+        server.add_tool(deploy_to, name="deploy", annotations=ToolAnnotations(destructiveHint=True))
     (WORLD / "server.pid").write_text(str(os.getpid()))
     server.run("streamable-http" if args.http else "stdio")

@@ -93,6 +93,29 @@ def test_a_tool_the_restarted_server_no_longer_offers_fails_naming_it(world: Pat
     assert lines(world, "effects.log") == []  # never sent
 
 
+def test_a_tool_whose_schema_changed_on_a_redeploy_fails_naming_it_and_the_rest_work(
+    world: Path,
+) -> None:
+    tools = fx.mcp_tools(stdio(world))
+    first = int((world / "server.pid").read_text())
+    # The server is redeployed with deploy's input schema changed (a region added): a call
+    # the model shaped for the list this process took would reach a tool it never saw.
+    (world / "changed").touch()
+    kill(first)
+    events = run_turn(world, tools, fx.call("deploy", version="v9"), fx.call("whoami"))
+    assert int((world / "server.pid").read_text()) != first  # reconnected to the new one
+    done = outcomes(events)
+    kind, result = done["deploy"]
+    assert kind == "tool.failed" and "MCPToolChangedError" in result, result
+    assert "changed the input schema of the tool 'deploy'" in result, result
+    assert lines(world, "effects.log") == []  # never sent
+    assert done["whoami"][0] == "tool.completed"  # the unchanged tools still work
+    # The list is this process's, taken when the tools were built (and again on reconnect):
+    # restart the worker to take the new one, with deploy's new schema.
+    fresh = {t.name: t for t in fx.mcp_tools(stdio(world))}
+    assert fresh["deploy"].json_schema()["required"] == ["version", "region"]
+
+
 def test_an_unreachable_server_is_a_connect_error_within_its_timeout(world: Path) -> None:
     server = fx.MCPServer.stdio(sys.executable, ["-c", "pass"], connect_timeout_s=1)
     with pytest.raises(MCPConnectError, match="within 1s"):

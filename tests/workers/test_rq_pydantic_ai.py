@@ -1,9 +1,11 @@
-"""The pydantic-ai adapter's crash matrix (``tests/adapters/pydai_checks.py``) in real
-``fxdurable worker`` processes on RQ, on each worker store (SQLite, Redis): the agent is an
-ordinary ``pydantic_ai.Agent`` (``tests/adapters/pydai_agent.py``) served by the workers'
-agents module ``tests/adapters/pydai_rq_agents.py``. A horse SIGKILLs itself at the point
-once; the surviving RQ parent's reconciliation recovers the session in a new horse; then a
-fresh worker answers a follow-up."""
+"""The adapters' crash matrix (``tests/adapters/pydai_checks.py``) in real ``fxdurable worker``
+processes on RQ: pydantic-ai's whole matrix on each worker store (SQLite, Redis), and the OpenAI
+Agents SDK and LangChain agents at the issue's crash points on the Redis store, spread with
+``test_sqs_pydantic_ai.py`` (``tests/adapters/frameworks.py``: ``SPREAD``). Each agent is an
+ordinary framework agent served by the workers' agents module
+``tests/adapters/pydai_rq_agents.py``. A horse SIGKILLs itself at the point once; the surviving
+RQ parent's reconciliation recovers the session in a new horse; then a fresh worker answers a
+follow-up."""
 
 from __future__ import annotations
 
@@ -19,21 +21,23 @@ ADAPTERS = Path(__file__).resolve().parents[1] / "adapters"
 if str(ADAPTERS) not in sys.path:
     sys.path.insert(0, str(ADAPTERS))
 
-from pydai_agent import build  # noqa: E402
-from pydai_checks import MATRIX, assert_checked, assert_recovered, lines  # noqa: E402
+from frameworks import ENV, build, spread  # noqa: E402
+from pydai_checks import MATRIX, assert_checked, assert_followed_up, assert_recovered  # noqa: E402
 
 pytestmark = [pytest.mark.redis, pytest.mark.crash, pytest.mark.slow]
 
 SESSION = "s"
 LEASE_TTL_S = 30.0  # recovery must not wait for it: the dead horse's pid is gone
+OTHERS = spread("rq", MATRIX)
 
 
-@pytest.mark.parametrize(("spec", "deploys", "unknown"), MATRIX, ids=[m[0] for m in MATRIX])
-def test_a_killed_horse_running_a_pydantic_ai_turn_is_recovered(
-    make_harness: Callable[..., RqHarness], spec: str, deploys: int, unknown: bool
+def run_killed_horse(
+    make_harness: Callable[..., RqHarness], framework: str, spec: str, deploys: int, unknown: bool
 ) -> None:
     h = make_harness(lease_ttl_s=LEASE_TTL_S)
-    h.use_agents(ADAPTERS / "pydai_rq_agents.py", lambda: [build(h.world_dir)])
+    h.use_agents(
+        ADAPTERS / "pydai_rq_agents.py", lambda: [build(framework, h.world_dir)], {ENV: framework}
+    )
     worker = h.start_worker(crash_plan=[spec])
     sub_id = h.submit_one(SESSION, "deploy r1", "pa-1")
     wait_until(lambda: CRASH_MARK in worker.log(), 40, f"the crash at {spec}", poll_s=0.005)
@@ -53,11 +57,22 @@ def test_a_killed_horse_running_a_pydantic_ai_turn_is_recovered(
         crashed_pid=parse_worker_pid(attempts[0].worker),
     )
     assert_checked(h.store_url, h.world_dir)
-
     h.start_worker()
-    nxt = h.submit_one(SESSION, "status?", "pa-2")
-    (done,) = h.wait_settled([nxt], timeout=30)
-    assert h.stop_workers() == [0]
-    assert (done.status, done.result_text) == ("completed", "status: eu: healthy")
-    assert len(lines(h.world_dir / "effects.log")) == deploys
-    assert_checked(h.store_url, h.world_dir)
+    assert_followed_up(h, SESSION, deploys=deploys)
+
+
+@pytest.mark.parametrize(("spec", "deploys", "unknown"), MATRIX, ids=[m[0] for m in MATRIX])
+def test_a_killed_horse_running_a_pydantic_ai_turn_is_recovered(
+    make_harness: Callable[..., RqHarness], spec: str, deploys: int, unknown: bool
+) -> None:
+    run_killed_horse(make_harness, "pydantic-ai", spec, deploys, unknown)
+
+
+@pytest.mark.parametrize("store_url", ["redis"], indirect=True)
+@pytest.mark.parametrize(
+    ("framework", "spec", "deploys", "unknown"), OTHERS, ids=[f"{o[0]}-{o[1]}" for o in OTHERS]
+)
+def test_a_killed_horse_running_an_agents_sdk_or_langchain_turn_is_recovered(
+    make_harness: Callable[..., RqHarness], framework: str, spec: str, deploys: int, unknown: bool
+) -> None:
+    run_killed_horse(make_harness, framework, spec, deploys, unknown)

@@ -10,12 +10,10 @@ range it was tested with first (:class:`UnsupportedFrameworkError` otherwise).
 
 from __future__ import annotations
 
-from fxdurable.adapters.langchain._version import (
-    SUPPORTED,
-    UnsupportedFrameworkError,
-    check_version,
-)
+from fxdurable.adapters._version import LANGCHAIN, UnsupportedFrameworkError
 
+SUPPORTED = LANGCHAIN.supported
+check_version = LANGCHAIN.check
 check_version()
 
 from fxdurable.adapters.langchain._agent import (  # noqa: E402  (after the version check)

@@ -9,12 +9,10 @@ openai-agents against the range it was tested with first (:class:`UnsupportedFra
 
 from __future__ import annotations
 
-from fxdurable.adapters.openai_agents._version import (
-    SUPPORTED,
-    UnsupportedFrameworkError,
-    check_version,
-)
+from fxdurable.adapters._version import OPENAI_AGENTS, UnsupportedFrameworkError
 
+SUPPORTED = OPENAI_AGENTS.supported
+check_version = OPENAI_AGENTS.check
 check_version()
 
 from fxdurable.adapters.openai_agents._agent import (  # noqa: E402  (after the version check)

@@ -10,9 +10,12 @@ SIGKILL anywhere resumes at the last recorded step, an interrupted ``unsafe`` to
 Taken from the SDK agent, through its public fields: ``name``, ``instructions`` (a string),
 ``model`` (a ``Model``, or a name for ``model_provider``), ``model_settings``, and its
 ``FunctionTool`` objects (schema, description, ``on_invoke_tool``, ``timeout_seconds``,
-``needs_approval``). Not run: the SDK's ``Runner`` loop, so what only it does (handoffs,
-guardrails, hooks, structured output, hosted tools, MCP servers, ``tool_use_behavior``, dynamic
-instructions) is refused by :func:`durable_agent` instead of being dropped quietly.
+``needs_approval``), and its ``handoffs``: each handed-off agent becomes a subagent
+(:func:`fxdurable.subagent`), a tool ``transfer_to_<name>`` that runs it in a child durable
+session with the task the model wrote and returns its answer to this agent. Not run: the SDK's
+``Runner`` loop, so what only it does (guardrails, hooks, structured output, hosted tools, MCP
+servers, ``tool_use_behavior``, dynamic instructions, ``handoff(...)`` objects' callbacks and
+input filters) is refused by :func:`durable_agent` instead of being dropped quietly.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ from __future__ import annotations
 import contextvars
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pydantic
 from agents import Agent as SDKAgent
 from agents import FunctionTool, ModelSettings, RunContextWrapper
+from agents.handoffs import Handoff
 from agents.models.interface import Model as AgentsModel
 from agents.models.interface import ModelProvider
 from agents.models.multi_provider import MultiProvider
@@ -36,6 +41,7 @@ from fxdurable.errors import ConfigurationError, ToolInputError
 from fxdurable.runtime.agent import Agent, Durability
 from fxdurable.runtime.decide import canonical_arguments
 from fxdurable.runtime.hooks import Ask, ask
+from fxdurable.runtime.subagent import SubagentInput, SubagentTool, subagent
 from fxdurable.runtime.tools import REPLAY_POLICIES, ReplayPolicy, Tool, ToolContext, render_result
 
 __all__ = ["REPLAY_ATTRIBUTE", "FrameworkTool", "durable_agent", "replay", "tool_context"]
@@ -181,8 +187,34 @@ def durable_agent(
     model given by name (default: the SDK's ``MultiProvider``); ``model_settings`` override the
     agent's. ``stream=False`` calls ``get_response`` instead of ``stream_response``. A tool with
     ``needs_approval=True`` asks a person before each call (``fx.ask``; answered with
-    ``session.answer``). Raises :class:`ConfigurationError` for what the adapter does not make
-    durable (see the module docstring and docs/frameworks/openai-agents.md)."""
+    ``session.answer``). Each agent in ``handoffs`` becomes a subagent tool (a child session,
+    built with the same ``context``, ``model_provider``, ``stream`` and ``durability``).
+    Raises :class:`ConfigurationError` for what the adapter does not make durable (see the
+    module docstring and docs/frameworks/openai-agents.md)."""
+    options = _Options(context, model_provider, stream, durability)
+    return _durable(agent, name, replay, model_settings, options, ancestors=())
+
+
+@dataclass(frozen=True, slots=True)
+class _Options:
+    """What a handed-off agent is built with too."""
+
+    context: object
+    model_provider: ModelProvider | None
+    stream: bool
+    durability: Durability | None
+
+
+def _durable(
+    agent: SDKAgent[Any],
+    name: str | None,
+    replay: Mapping[str, ReplayPolicy] | None,
+    model_settings: ModelSettings | None,
+    options: _Options,
+    ancestors: tuple[str, ...],
+) -> Agent:
+    context, model_provider = options.context, options.model_provider
+    stream, durability = options.stream, options.durability
     agent_name = name or agent.name
     if not agent_name:
         raise ConfigurationError("durable_agent needs a name (name=... or Agent(name=...))")
@@ -208,19 +240,23 @@ def durable_agent(
         raise ConfigurationError(
             f"{agent_name}: replay names tools the agent lacks: {sorted(overrides)}"
         )
+    # The chain by the SDK agents' own names (a handoff names its target by them).
+    handoffs = _handoff_tools(agent_name, agent, options, (*ancestors, agent.name))
     settings = agent.model_settings.resolve(model_settings)
     approvals = frozenset(t.name for t in tools if t.approval)
+    shown = {t.name: t.function_tool for t in tools}
+    shown.update({h.name: _as_function_tool(h) for h in handoffs})
     return Agent(
         agent_name,
         FrameworkModel(
             model,
-            {t.name: t.function_tool for t in tools},
+            shown,
             settings=settings,
             stream=stream,
             label=agent.model if isinstance(agent.model, str) else "",
         ),
         instructions=instructions or "",
-        tools=tools,
+        tools=[*tools, *handoffs],
         durability=durability,
         before_tool=_approval_questions(approvals) if approvals else None,
         # The SDK's parallel_tool_calls=False: one call at a time.
@@ -231,7 +267,6 @@ def durable_agent(
 def _refuse_runner_features(agent_name: str, agent: SDKAgent[Any]) -> None:
     """Each thing only the SDK's Runner does, refused by name (it would not run here)."""
     refused = {
-        "handoffs (not yet supported: give each agent its own fxdurable session)": agent.handoffs,
         "input_guardrails": agent.input_guardrails,
         "output_guardrails": agent.output_guardrails,
         "mcp_servers (use fx.mcp_tools for durable MCP tools)": agent.mcp_servers,
@@ -254,6 +289,59 @@ def _refuse_runner_features(agent_name: str, agent: SDKAgent[Any]) -> None:
             f"{agent_name}: tool_use_behavior {agent.tool_use_behavior!r} is not supported; "
             "fxdurable's turn asks the model again after each round of tool calls"
         )
+
+
+def _handoff_tools(
+    agent_name: str, agent: SDKAgent[Any], options: _Options, lineage: tuple[str, ...]
+) -> list[SubagentTool]:
+    """Each handed-off agent as a subagent tool under the SDK's own tool name and description
+    (``transfer_to_<name>``). A subagent answers back to its parent, so the handoff back that
+    SDK agents often carry (billing -> triage) is the parent's own turn: refused as a cycle."""
+    found: list[SubagentTool] = []
+    for target in agent.handoffs:
+        if isinstance(target, Handoff):
+            raise ConfigurationError(
+                f"{agent_name}: handoff {target.tool_name!r} is a handoff(...) object; its "
+                "on_handoff, input_type and input_filter run in the SDK's Runner. Put the "
+                "Agent itself in handoffs=[...]: it becomes a durable subagent"
+            )
+        if target.name in lineage:
+            raise ConfigurationError(
+                f"{agent_name}: the handoff to {target.name!r} goes back up the chain "
+                f"{' -> '.join((*lineage, target.name))}; a handed-off agent runs as a "
+                "subagent and answers its parent, so remove the handoff back"
+            )
+        child = _durable(target, None, None, None, options, lineage)
+        found.append(
+            subagent(
+                child,
+                name=Handoff.default_tool_name(target),
+                description=Handoff.default_tool_description(target).strip(),
+            )
+        )
+    return found
+
+
+def _as_function_tool(handoff: SubagentTool) -> FunctionTool:
+    """What the SDK model is shown for a subagent: a function tool of its name, description
+    and input (``{"task": ...}``). fxdurable's turn runs the call, never this tool's invoke."""
+
+    async def not_run_here(ctx: Any, arguments: str) -> str:  # pragma: no cover
+        raise ConfigurationError(f"{handoff.name} runs as an fxdurable subagent")
+
+    task = SubagentInput.model_fields["task"].description
+    return FunctionTool(
+        name=handoff.name,
+        description=handoff.description,
+        # Strict (the SDK's default): every property required, no others.
+        params_json_schema={
+            "type": "object",
+            "properties": {"task": {"type": "string", "description": task}},
+            "required": ["task"],
+            "additionalProperties": False,
+        },
+        on_invoke_tool=not_run_here,
+    )
 
 
 def _function_tool(agent_name: str, found: object) -> FunctionTool | None:

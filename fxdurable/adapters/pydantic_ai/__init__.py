@@ -9,12 +9,10 @@ range it was tested with first (:class:`UnsupportedFrameworkError` otherwise).
 
 from __future__ import annotations
 
-from fxdurable.adapters.pydantic_ai._version import (
-    SUPPORTED,
-    UnsupportedFrameworkError,
-    check_version,
-)
+from fxdurable.adapters._version import PYDANTIC_AI, UnsupportedFrameworkError
 
+SUPPORTED = PYDANTIC_AI.supported
+check_version = PYDANTIC_AI.check
 check_version()
 
 from fxdurable.adapters.pydantic_ai._agent import (  # noqa: E402  (after the version check)
