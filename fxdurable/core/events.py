@@ -50,6 +50,7 @@ __all__ = [
     "ModelCallFailed",
     "ModelCompleted",
     "ModelText",
+    "OutputRejected",
     "Payload",
     "SessionCreated",
     "StateChanged",
@@ -72,7 +73,7 @@ __all__ = [
 ]
 
 # major.minor: the major part changes with any rename or removal (see the module docstring).
-WIRE_VERSION = "1.5"
+WIRE_VERSION = "1.6"
 
 
 class EventType(StrEnum):
@@ -96,6 +97,7 @@ class EventType(StrEnum):
     MODEL_ERROR = "model.error"
     MODEL_INTERRUPTED = "model.interrupted"
     CONTEXT_COMPACTED = "context.compacted"
+    OUTPUT_REJECTED = "output.rejected"
     TOOL_STARTED = "tool.started"
     TOOL_COMPLETED = "tool.completed"
     TOOL_FAILED = "tool.failed"
@@ -154,6 +156,9 @@ class SubmissionSettled:
     submission: str
     text: str | None = field(default=None, metadata=_OMIT_IF_NONE)
     error: ErrorInfo | None = field(default=None, metadata=_OMIT_IF_NONE)
+    # A typed final answer's validated value (``Agent(output_type=...)``), as JSON. Typed
+    # ``object``: the HTTP schema is built by pydantic (see ``StateChanged``).
+    output: object = field(default=None, metadata=_OMIT_IF_NONE)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -332,6 +337,16 @@ class StateChanged:
     step: str | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutputRejected:
+    """A typed final answer did not validate: ``message`` is what the model was told (a user
+    message of the turn), ``rejections`` how many of the turn's answers were rejected."""
+
+    round: int
+    message: str
+    rejections: int
+
+
 Payload: TypeAlias = (
     SessionCreated
     | SubmissionAdmitted
@@ -349,6 +364,7 @@ Payload: TypeAlias = (
     | ModelCompleted
     | ModelCallFailed
     | ContextCompacted
+    | OutputRejected
     | ToolStarted
     | ToolSettled
     | ToolStepRecorded
@@ -379,6 +395,7 @@ PAYLOADS: Mapping[EventType, type[Payload]] = {
     _E.MODEL_ERROR: ModelCallFailed,
     _E.MODEL_INTERRUPTED: ModelText,
     _E.CONTEXT_COMPACTED: ContextCompacted,
+    _E.OUTPUT_REJECTED: OutputRejected,
     _E.TOOL_STARTED: ToolStarted,
     _E.TOOL_COMPLETED: ToolSettled,
     _E.TOOL_FAILED: ToolSettled,
@@ -418,6 +435,8 @@ WHEN: Mapping[EventType, str] = {
     _E.MODEL_ERROR: "a transient model failure; the call is retried",
     _E.MODEL_INTERRUPTED: "recovery closed out a dead attempt's partial as an aborted reply",
     _E.CONTEXT_COMPACTED: "messages up to `upto` were summarised",
+    _E.OUTPUT_REJECTED: "a typed final answer did not validate; the model is told why and "
+    "asked again (`Agent(output_retries=...)`)",
     _E.TOOL_STARTED: "the intent to run a tool call was recorded (`run` > 1: a re-execution)",
     _E.TOOL_COMPLETED: "a tool call returned",
     _E.TOOL_FAILED: "a tool call raised, or was invalid or denied (the model reads `result`)",

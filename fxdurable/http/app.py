@@ -412,6 +412,7 @@ class _Api:
                     status=s.status.value,
                     prompt=s.prompt,
                     result=s.result_text,
+                    output=None if s.output is None else json.loads(s.output),
                     error=None
                     if s.error is None
                     else {

@@ -44,6 +44,9 @@ from fxdurable.runtime.models.base import (
 )
 from fxdurable.runtime.models.wire import is_complete_arguments
 
+# The stop reason of a response the provider paused (Anthropic, a long server-tool turn).
+PAUSED_STOP = "pause_turn"
+
 __all__ = [
     "Failed",
     "ModelStep",
@@ -191,6 +194,9 @@ class ModelStep:
                 stop_reason=response.stop_reason,
                 stop_inferred=response.stop_inferred,
                 truncated=response.truncated,
+                # A paused response is the turn so far: the next round continues it.
+                paused=response.stop_reason == PAUSED_STOP,
+                content=response.content,
             )
             return Recorded(recorded, then(recorded) if then is not None else None)
 
@@ -220,6 +226,7 @@ class ModelStep:
                 ToolSpec(name=t.name, description=t.description, parameters=t.json_schema())
                 for t in self._agent.tools
             ],
+            output=self._agent.output.format if self._agent.output is not None else None,
         ), len(steering)
 
     def _priced(self, usage: Usage) -> Usage:
