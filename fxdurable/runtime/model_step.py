@@ -200,7 +200,10 @@ class ModelStep:
             )
             return Recorded(recorded, then(recorded) if then is not None else None)
 
-        return await durable(record)
+        outcome = await durable(record)
+        if response.stop_reason == PAUSED_STOP:
+            crash_point("model.after-pause")  # the pause is durable, its continuation not yet
+        return outcome
 
     # -- requests ------------------------------------------------------------------------------
 

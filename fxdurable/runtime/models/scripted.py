@@ -11,6 +11,7 @@ import asyncio
 import json
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
 
 from fxdurable.core.records import ToolCallRequest, Usage
 from fxdurable.runtime.models.base import (
@@ -82,7 +83,8 @@ class ScriptedModel:
         usage = Usage(
             input_tokens=words, output_tokens=len(text.split()) + len(response.tool_calls)
         )
-        yield Finish(ModelResponse(text=text, tool_calls=response.tool_calls, usage=usage))
+        # The policy's own stop reason and content go through (a paused response, say).
+        yield Finish(replace(response, usage=usage))
 
     def _input_words(self, messages: Sequence[ChatMessage]) -> int:
         """The words of ``messages``, counting only what is new when they extend the previous
