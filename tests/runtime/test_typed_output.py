@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import pydantic
 import pytest
-from fxrt_support import FAST, event_types, fresh_store, read, run
+from fxrt_support import FAST, event_types, events, fresh_store, read, run
 
 import fxdurable as fx
 from fxdurable.core.records import MessageRecord
 from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.models.base import REJECTED_ANSWER_HEADING, ModelRequest, ModelResponse
 from fxdurable.runtime.output import OutputSpec, strict_compatible
+from fxdurable.runtime.render import Style, describe
+
+PLAIN = Style.plain()
 
 
 class Rating(pydantic.BaseModel):
@@ -43,7 +46,8 @@ def turn(tmp_path, agent: fx.Agent, prompt: str = "rate it"):
             s = rt.session("s")
             sub = await s.wait((await s.submit(prompt)).id, timeout=10)
             messages: list[MessageRecord] = read(rt, lambda v: list(v.messages("s")))
-            return sub, event_types(rt, "s"), messages, rt
+            trace = [describe(e, PLAIN) or "" for e in events(rt, "s")]
+            return sub, event_types(rt, "s"), messages, trace
 
     return run(go())
 
@@ -64,13 +68,16 @@ def test_an_invalid_answer_is_rejected_with_the_reason_and_the_model_asked_again
     tmp_path,
 ) -> None:
     model = answers('{"score": "high", "reason": "x"}', '```json\n{"score": 3, "reason": "x"}\n```')
-    sub, kinds, messages, _ = turn(tmp_path, fx.Agent("a", model, output_type=Rating))
+    sub, kinds, messages, trace = turn(tmp_path, fx.Agent("a", model, output_type=Rating))
     assert sub.status == "completed", sub.error
     assert sub.output == Rating(score=3, reason="x"), "a fenced JSON answer is read too"
     assert kinds.count("output.rejected") == 1 and kinds.count("model.completed") == 2
     notes = [m for m in messages if m.role == "user" and m.text.startswith(REJECTED_ANSWER_HEADING)]
     (note,) = notes
     assert "score: Input should be a valid integer" in note.text
+    # The trace says so.
+    (shown,) = [line for line in trace if "rejected" in line]
+    assert shown.startswith("answer rejected (1): [Your final answer was rejected: it does not")
     # The model read the note right after its invalid answer.
     second = model.requests[1].messages
     assert [m.role for m in second[-2:]] == ["assistant", "user"]
