@@ -23,8 +23,8 @@ import pytest
 from http_lines import line_of, lines_of
 from http_server import ALICE, ServedApp
 
-from fxdurable.http.app import _request_id
 from fxdurable.http.lines import line_for
+from fxdurable.http.route_base import request_id_for
 from fxdurable.http.scoping import session_key
 from tests.kit.story import DONE_TEXT, FOLLOW_UP, STORY, UNKNOWN_MARK
 from tests.kit.world import World, assert_invariants, assert_model_requests, read_world
@@ -58,7 +58,7 @@ def serve(served: Any, **kwargs: Any) -> ServedApp:
 
 
 def rid(key: str) -> str:
-    request_id = _request_id("alice", key)
+    request_id = request_id_for("alice", key)
     assert request_id is not None
     return request_id
 

@@ -13,7 +13,7 @@ from http_lines import Line, is_turn_end, parsed, take_until
 from http_server import ALICE, ServedApp
 
 from fxdurable.backends import open_store
-from fxdurable.http.app import _request_id
+from fxdurable.http.route_base import request_id_for
 from tests.kit.story import FOLLOW_UP, STORY
 from tests.kit.world import assert_invariants
 
@@ -102,7 +102,7 @@ def test_a_client_that_reconnects_from_its_cursor_misses_no_line_and_sees_none_t
     assert retry.headers["X-Fxd-Submission-Id"] == submission_id
     assert union == full
     world = app.world_at_rest()
-    assert_invariants(world, [_request_id("alice", "story-1")], sessions=1)
+    assert_invariants(world, [request_id_for("alice", "story-1")], sessions=1)
 
 
 def test_cursor_zero_replays_the_session_from_its_first_line(served):

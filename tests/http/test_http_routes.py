@@ -20,7 +20,7 @@ from fxdurable.backends import open_store
 from fxdurable.cli.trace import print_trace
 from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Journal
-from fxdurable.http.app import _request_id
+from fxdurable.http.route_base import request_id_for
 from fxdurable.http.scoping import session_key
 from fxdurable.http.signing import SIGNATURE_HEADER, sign_wake
 from tests.kit.story import AGENT, FOLLOW_UP, STORY
@@ -338,11 +338,13 @@ def test_a_post_retried_with_its_idempotency_key_is_one_submission(served):
     assert replayed == lines  # the retry streams the same turn, not a new one
     session = HTTP.get(f"{app.url}/sessions/s", headers=ALICE, timeout=TIMEOUT).json()
     assert [s["id"] for s in session["submissions"]] == [submission_id]
-    found = read_store(app, lambda v: v.get_submission_by_request(_request_id("alice", "order-42")))
+    found = read_store(
+        app, lambda v: v.get_submission_by_request(request_id_for("alice", "order-42"))
+    )
     assert found is not None and found.id == submission_id
     # Charged and deployed once.
     world = app.world_at_rest()
-    assert_invariants(world, [_request_id("alice", "order-42")], sessions=1)
+    assert_invariants(world, [request_id_for("alice", "order-42")], sessions=1)
 
     # The same key for other work is refused, and nothing is admitted.
     conflict, _ = chat(app, "something else", key="order-42")
@@ -438,7 +440,7 @@ def test_when_busy_reject_answers_409_agent_busy_and_admits_nothing(served):
         rest = take_until(lines, is_turn_end)
     assert rest[-1]["data"]["outcome"] == "completed"
     assert event_types(app).count("submission.admitted") == 1
-    rid = _request_id("alice", "busy-1")
+    rid = request_id_for("alice", "busy-1")
     assert read_store(app, lambda v: v.get_submission_by_request(rid)) is None
 
     # Idle now: the same request (same key, nothing was bound to it) is admitted and runs.
@@ -570,7 +572,7 @@ def test_abort_settles_the_running_turn_aborted(served):
     again = HTTP.post(f"{app.url}/abort", headers=ALICE, json={"sessionId": "s"}, timeout=TIMEOUT)
     assert again.json() == {"sessionId": "s", "aborted": []}
     world = app.world_at_rest()
-    assert_invariants(world, [_request_id("alice", "to-abort")], sessions=1)
+    assert_invariants(world, [request_id_for("alice", "to-abort")], sessions=1)
     assert world.effects == []
     assert [str(s.status) for s in world.submissions] == ["aborted"]
     # The session rests and takes the next message.

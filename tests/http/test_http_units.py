@@ -212,7 +212,7 @@ def test_the_openapi_document_is_valid_and_names_every_route():
 
 
 def test_history_marks_a_reply_a_crash_cut_off():
-    from fxdurable.http.app import history_message
+    from fxdurable.http.session_routes import history_message
     from fxdurable.runtime.models.base import ChatMessage
 
     cut = history_message(ChatMessage(role="assistant", text="Once upon", interrupted=True))

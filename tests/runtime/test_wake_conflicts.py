@@ -255,3 +255,68 @@ def test_a_conflict_that_outlives_its_fresh_wakes_fails_to_the_queue(
 )
 def test_the_hand_on_reason_counts_the_hand_ons(reason: str, handed_on: str | None) -> None:
     assert wake_conflicts.handed_on_reason(reason) == handed_on
+
+
+def test_the_sqs_worker_hands_a_lasting_conflict_on_then_leaves_it_to_redelivery(
+    world: tuple[LambdaWorld, Callable[[str], tuple[Any, Any]]],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The SQS worker makes the wake function's decision (``handed_on_reason``): a conflict
+    that never clears is handed on CONFLICT_HAND_ONS times as a fresh wake, then its message
+    is left to redelivery (not deleted), so its receive count leads to the dead-letter
+    queue."""
+    from fxdurable.queues.sqs import SqsQueue
+    from fxdurable.workers.config import WorkerConfig
+    from fxdurable.workers.sqs_consumer import SqsConsumer
+    from fxdurable.workers.sqs_settings import SqsWorkerSettings
+    from fxdurable.workers.sqs_worker import SqsWorker
+    from fxdurable.workers.warm import WarmContext
+
+    lambda_world, stray_of = world
+    lambda_world.admit(SESSION, "story q", "req-q")
+    env = lambda_world.env()
+    context = WarmContext(WorkerConfig(env["FXD_STORE"], env["FXD_QUEUE"], env["FXD_AGENTS"]))
+    plant, remove = stray_of(lambda_world.store_url)
+    stray = Stray(plant, remove, None)
+    close_reader = stray.wrap(context.store, lambda_world.store_url)
+    real = context.handler.handle
+
+    async def counted(session_id: str, budget: Any) -> bool:
+        stray.runs.append(1)
+        return await real(session_id, budget)
+
+    monkeypatch.setattr(context.handler, "handle", counted)
+    monkeypatch.setattr(wake_conflicts, "_PAUSE_S", 0.001)
+    stray.armed = True
+    queue = context.queue
+    assert isinstance(queue, SqsQueue)
+    consumer = SqsConsumer(queue, wait_s=0)
+    worker = SqsWorker(
+        context,
+        queue,
+        consumer,
+        SqsWorkerSettings(wait_s=0, visibility_s=30),
+        max_receives=None,
+        burst=True,  # returns once a poll is empty: the last wake is invisible, retried later
+        scan_interval_s=0,
+    )
+    try:
+        with caplog.at_level(logging.WARNING, logger="fxdurable.sqs"):
+            assert context.run(worker.serve()) == 0
+    finally:
+        close_reader()
+        consumer.close()
+        context.close()
+    passed_on = [
+        r.getMessage() for r in caplog.records if "passed on as a fresh wake" in r.getMessage()
+    ]
+    assert len(passed_on) == wake_conflicts.CONFLICT_HAND_ONS, passed_on
+    assert any("after 3 fresh wakes" in r.getMessage() for r in caplog.records)
+    runs = wake_conflicts.CONFLICT_RUNS * (wake_conflicts.CONFLICT_HAND_ONS + 1)
+    assert stray.refused == runs == len(stray.runs)
+    # The last hand-on's message is not deleted: it comes back after its retry delay (2 s on
+    # its first delivery), the only message left.
+    (left,) = lambda_world.receive(wait_s=10)
+    assert decode_wake(left["Body"])[1] == "after conflict 3 (submitted)"
+    assert int(left["Attributes"]["ApproximateReceiveCount"]) == 2
