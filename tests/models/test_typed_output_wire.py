@@ -12,10 +12,16 @@ from models_support import collect
 from provider_e2e_support import PROVIDERS, point_at, run, runtime
 
 import fxdurable as fx
+from fxdurable.core.records import MessageContent
 from fxdurable.errors import ModelError
 from fxdurable.runtime.models import AnthropicModel
 from fxdurable.runtime.models.anthropic import build_anthropic_body
-from fxdurable.runtime.models.base import ChatMessage, ModelRequest, ModelResponse
+from fxdurable.runtime.models.base import (
+    INTERRUPTED_NOTE,
+    ChatMessage,
+    ModelRequest,
+    ModelResponse,
+)
 from fxdurable.runtime.models.openai import build_openai_body
 from fxdurable.runtime.models.openai_responses import build_responses_body
 from fxdurable.runtime.output import OutputSpec
@@ -143,3 +149,33 @@ def test_a_continuation_without_its_container_is_refused_as_the_api_does() -> No
         with pytest.raises(ModelError, match="container"):
             run(collect(model, ModelRequest(instructions="", messages=[*first.messages, stripped])))
     assert [r.status for r in server.requests] == [200, 200, 400]
+
+
+def test_the_container_is_named_again_after_a_cut_reply_but_not_in_the_next_turn() -> None:
+    paused = ChatMessage(
+        role="assistant",
+        text="Searching.",
+        content=MessageContent(
+            wire="anthropic", parts=({"type": "text", "text": "x"},), container="c1"
+        ),
+    )
+    cut = ChatMessage(role="assistant", text="Sti", interrupted=True)
+    turn = [
+        ChatMessage(role="user", text="go"),
+        paused,
+        cut,
+        ChatMessage(role="user", text=INTERRUPTED_NOTE),
+    ]
+    body = build_anthropic_body(
+        "claude-x", ModelRequest(instructions="", messages=turn), max_tokens=10
+    )
+    assert body["container"] == "c1", "a note the runtime added does not end the turn"
+    later = [
+        *turn,
+        ChatMessage(role="assistant", text="Done."),
+        ChatMessage(role="user", text="next"),
+    ]
+    body = build_anthropic_body(
+        "claude-x", ModelRequest(instructions="", messages=later), max_tokens=10
+    )
+    assert "container" not in body

@@ -34,6 +34,7 @@ from fxdurable.runtime.models.base import (
     ModelRequest,
     ModelResponse,
     ToolSpec,
+    opens_turn,
     schema_instructions,
 )
 from fxdurable.runtime.models.errors import redact, stream_error
@@ -140,7 +141,7 @@ def _container(messages: Sequence[ChatMessage]) -> str | None:
     """The code-execution container of the current turn's latest response that ran in one:
     a continuation of a paused turn (and the turn's later requests) must name it again."""
     for message in reversed(messages):
-        if message.role == "user":
+        if opens_turn(message):
             return None
         if message.content is not None and message.content.container:
             return message.content.container

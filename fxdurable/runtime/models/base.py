@@ -26,6 +26,7 @@ __all__ = [
     "StreamPart",
     "TextDelta",
     "ToolSpec",
+    "opens_turn",
     "schema_instructions",
     "without_interruptions",
 ]
@@ -49,6 +50,16 @@ INTERRUPTED_NOTE = (
 # How the user message that rejects a typed final answer begins (runtime/output.py): the
 # scripted model's turn goes on past it, as a model's does.
 REJECTED_ANSWER_HEADING = "[Your final answer was rejected"
+
+
+def opens_turn(message: ChatMessage) -> bool:
+    """A user message a person wrote, not a note the runtime adds within a turn (after a
+    reply a crash cut off, after a rejected typed answer)."""
+    return (
+        message.role == "user"
+        and message.text != INTERRUPTED_NOTE
+        and not message.text.startswith(REJECTED_ANSWER_HEADING)
+    )
 
 
 def without_interruptions(messages: Sequence[ChatMessage]) -> list[ChatMessage]:

@@ -15,14 +15,13 @@ from dataclasses import replace
 
 from fxdurable.core.records import ToolCallRequest, Usage
 from fxdurable.runtime.models.base import (
-    INTERRUPTED_NOTE,
-    REJECTED_ANSWER_HEADING,
     ChatMessage,
     Finish,
     ModelRequest,
     ModelResponse,
     StreamPart,
     TextDelta,
+    opens_turn,
     without_interruptions,
 )
 
@@ -115,22 +114,13 @@ def turn_messages(request: ModelRequest) -> list[ChatMessage]:
     start = len(everything) - 1
     # Scan back to the last user message that is not the note after a cut-off reply or a
     # rejected answer: the turn so far, however long the conversation before it.
-    while start > 0 and not _opens_turn(everything[start]):
+    while start > 0 and not opens_turn(everything[start]):
         start -= 1
     messages = without_interruptions(everything[max(start, 0) :])
     for i in range(len(messages) - 1, -1, -1):
-        if _opens_turn(messages[i]):
+        if opens_turn(messages[i]):
             return messages[i:]
     return messages
-
-
-def _opens_turn(message: ChatMessage) -> bool:
-    """A user message the person wrote, not one the runtime adds within a turn."""
-    return (
-        message.role == "user"
-        and message.text != INTERRUPTED_NOTE
-        and not message.text.startswith(REJECTED_ANSWER_HEADING)
-    )
 
 
 def _from_list(responses: list[ModelResponse]) -> Policy:
