@@ -85,6 +85,20 @@ def test_anthropic_sends_output_config_for_a_closed_schema_else_describes_it() -
     )
 
 
+class Bounded(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    score: int = pydantic.Field(ge=0, le=10)
+
+
+def test_anthropic_describes_a_closed_schema_with_constraints_it_refuses() -> None:
+    request = asking(Bounded)
+    assert request.output is not None and request.output.strict
+    body = build_anthropic_body("claude-x", request, max_tokens=100)
+    assert "output_config" not in body and '"maximum":10' in body["system"]
+    assert build_openai_body("gpt-x", request)["response_format"]["json_schema"]["strict"]
+
+
 def test_no_output_type_sends_none_of_it() -> None:
     request = ModelRequest(instructions="", messages=[ChatMessage(role="user", text="hi")])
     assert "response_format" not in build_openai_body("gpt-x", request)

@@ -121,7 +121,8 @@ def build_anthropic_body(model: str, request: ModelRequest, *, max_tokens: int) 
     }
     instructions = request.instructions
     if request.output is not None:
-        if request.output.strict:  # structured outputs take closed schemas only
+        # Structured outputs take closed schemas without numeric or string constraints.
+        if request.output.strict and not _constrained(request.output.schema):
             body["output_config"] = {
                 "format": {"type": "json_schema", "schema": request.output.schema}
             }
@@ -135,6 +136,35 @@ def build_anthropic_body(model: str, request: ModelRequest, *, max_tokens: int) 
     if container is not None:
         body["container"] = container
     return body
+
+
+# JSON-schema keywords Anthropic's structured outputs refuse (its SDKs strip them and check
+# the answer themselves; here the answer is checked either way, runtime/output.py).
+_UNSUPPORTED_KEYWORDS = frozenset(
+    {
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "maxItems",
+    }
+)
+
+
+def _constrained(schema: Any) -> bool:
+    """Whether ``schema`` uses a keyword Anthropic's structured outputs refuse anywhere (a
+    property so named counts too: the schema is then described, which is harmless)."""
+    if isinstance(schema, dict):
+        return bool(_UNSUPPORTED_KEYWORDS & set(schema)) or any(
+            _constrained(v) for v in schema.values()
+        )
+    if isinstance(schema, list):
+        return any(_constrained(v) for v in schema)
+    return False
 
 
 def _container(messages: Sequence[ChatMessage]) -> str | None:
