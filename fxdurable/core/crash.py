@@ -21,6 +21,12 @@ CRASH_POINTS: frozenset[str] = frozenset(
         "model.before-request",
         "model.mid-stream",
         "model.after-finish",
+        # A paused response (Anthropic ``pause_turn``) is recorded; its continuation, the
+        # next round, has not been asked for.
+        "model.after-pause",
+        # A typed final answer's rejection (the note the model reads) is committed; the model
+        # has not been asked again.
+        "output.after-reject",
         "tool.after-intent",
         "tool.after-execute",
         "tool.after-record",

@@ -51,6 +51,7 @@ __all__ = [
     "ModelCompleted",
     "ModelFallback",
     "ModelText",
+    "OutputRejected",
     "Payload",
     "SessionCreated",
     "StateChanged",
@@ -98,6 +99,7 @@ class EventType(StrEnum):
     MODEL_INTERRUPTED = "model.interrupted"
     MODEL_FALLBACK = "model.fallback"
     CONTEXT_COMPACTED = "context.compacted"
+    OUTPUT_REJECTED = "output.rejected"
     TOOL_STARTED = "tool.started"
     TOOL_COMPLETED = "tool.completed"
     TOOL_FAILED = "tool.failed"
@@ -156,6 +158,9 @@ class SubmissionSettled:
     submission: str
     text: str | None = field(default=None, metadata=_OMIT_IF_NONE)
     error: ErrorInfo | None = field(default=None, metadata=_OMIT_IF_NONE)
+    # A typed final answer's validated value (``Agent(output_type=...)``), as JSON. Typed
+    # ``object``: the HTTP schema is built by pydantic (see ``StateChanged``).
+    output: object = field(default=None, metadata=_OMIT_IF_NONE)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -349,6 +354,16 @@ class StateChanged:
     step: str | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutputRejected:
+    """A typed final answer did not validate: ``message`` is what the model was told (a user
+    message of the turn), ``rejections`` how many of the turn's answers were rejected."""
+
+    round: int
+    message: str
+    rejections: int
+
+
 Payload: TypeAlias = (
     SessionCreated
     | SubmissionAdmitted
@@ -367,6 +382,7 @@ Payload: TypeAlias = (
     | ModelFallback
     | ModelCallFailed
     | ContextCompacted
+    | OutputRejected
     | ToolStarted
     | ToolSettled
     | ToolStepRecorded
@@ -398,6 +414,7 @@ PAYLOADS: Mapping[EventType, type[Payload]] = {
     _E.MODEL_INTERRUPTED: ModelText,
     _E.MODEL_FALLBACK: ModelFallback,
     _E.CONTEXT_COMPACTED: ContextCompacted,
+    _E.OUTPUT_REJECTED: OutputRejected,
     _E.TOOL_STARTED: ToolStarted,
     _E.TOOL_COMPLETED: ToolSettled,
     _E.TOOL_FAILED: ToolSettled,
@@ -440,6 +457,8 @@ WHEN: Mapping[EventType, str] = {
     "retries spent, or an error it lists); `dropped_parts` counts reasoning the new provider "
     "cannot read",
     _E.CONTEXT_COMPACTED: "messages up to `upto` were summarised",
+    _E.OUTPUT_REJECTED: "a typed final answer did not validate; the model is told why and "
+    "asked again (`Agent(output_retries=...)`)",
     _E.TOOL_STARTED: "the intent to run a tool call was recorded (`run` > 1: a re-execution)",
     _E.TOOL_COMPLETED: "a tool call returned",
     _E.TOOL_FAILED: "a tool call raised, or was invalid or denied (the model reads `result`)",

@@ -136,6 +136,8 @@ class SubmissionRecord:
     interruptions: int = 0  # attempts that ended in a crash
     abort_requested: bool = False
     result_text: str | None = None
+    # A typed final answer (``Agent(output_type=...)``): the validated value as JSON text.
+    output: str | None = None
     error: ErrorInfo | None = None
     created_at: float
     started_at: float | None = None
@@ -187,6 +189,14 @@ class TurnRecord:
     # How many times a person allowed this turn past a spent spending budget (each allow
     # grants one more budget of the same size).
     spend_grants: int = 0
+    # Typed final answers (``Agent(output_type=...)``): answers rejected so far, and the round
+    # whose answer the latest rejection answered (the model is called again after it).
+    output_rejections: int = 0
+    rejected_round: int | None = None
+    # Paused model calls (Anthropic ``pause_turn``): how many in a row end the turn so far,
+    # and their text, which the answer that continues them starts with.
+    pauses_in_row: int = 0
+    paused_text: str = ""
     version: int = 1
 
 
@@ -279,6 +289,17 @@ class ToolTaskRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MessageContent:
+    """A response's own content where no tool call carries it (see ``ToolCallRequest.parts``):
+    ``parts`` in the format ``wire`` names, verbatim; ``container`` is the code-execution
+    container it ran in (Anthropic), which the request that continues it names again."""
+
+    wire: str | None = None
+    parts: tuple[JsonObject, ...] = ()
+    container: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MessageRecord:
     """A conversation entry. Tool results are not messages: they are read from the tasks.
 
@@ -297,6 +318,9 @@ class MessageRecord:
     # An assistant entry cut off mid-stream by a crash: its text is what had been streamed;
     # the round's answer, when it comes, is a later entry of the same round.
     interrupted: bool = False
+    # An assistant entry without tool calls whose provider content is more than its text (a
+    # paused turn's server-tool blocks), kept verbatim.
+    content: MessageContent | None = None
     # The seq of the event its transaction wrote right after it: "the conversation as it was
     # after event N" is the messages with ``cursor <= N`` (a fork's point). None: recorded
     # before forks existed (:mod:`fxdurable.core.fork` says how those are placed).

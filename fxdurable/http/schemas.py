@@ -148,6 +148,11 @@ class SubmissionState(_Body):
     status: str
     prompt: str
     result: str | None = None
+    output: Any = Field(
+        default=None,
+        description="a typed agent's validated final answer (Agent(output_type=...)), as JSON; "
+        "null otherwise",
+    )
     error: dict[str, Any] | None = None
     question: str | None = Field(
         default=None,

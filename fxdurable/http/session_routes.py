@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 from starlette.requests import Request
@@ -114,6 +115,7 @@ class SessionRoutes(RouteBase):
                     status=s.status.value,
                     prompt=s.prompt,
                     result=s.result_text,
+                    output=None if s.output is None else json.loads(s.output),
                     error=None
                     if s.error is None
                     else {

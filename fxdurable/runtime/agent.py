@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.hooks import AfterTool, BeforeTool
 from fxdurable.runtime.models.base import Model
+from fxdurable.runtime.output import OutputSpec
 from fxdurable.runtime.spend import SpendingBudget
 from fxdurable.runtime.tools import Tool
 
@@ -59,8 +60,14 @@ class Durability:
     # asks a person instead (``needs_input``): ``allow()`` grants a fresh attempt budget,
     # ``deny()`` settles failed as "fail" would have. The time budget always fails.
     on_exhausted: Literal["fail", "ask"] = "fail"
+    # Paused model calls in a row (Anthropic ``pause_turn``, a long server-tool loop) the
+    # turn continues; past it the submission fails with ``model_paused``. Each continuation
+    # is a recorded model call (a round) with its own usage.
+    max_pauses: int = 8
 
     def __post_init__(self) -> None:
+        if self.max_pauses < 0:
+            raise ConfigurationError("max_pauses must be at least 0")
         if self.max_attempts < 1:
             raise ConfigurationError("max_attempts must be at least 1")
         if self.on_exhausted not in ("fail", "ask"):
@@ -84,6 +91,12 @@ class Agent:
     ``idempotent`` run concurrently, at most ``max_parallel_tools`` at a time; an ``unsafe``
     call runs alone at its position (:mod:`fxdurable.runtime.batch`). ``False``: every call
     runs after the one before it has settled.
+
+    ``output_type``: the final answer is a JSON value of this type (a pydantic model, or any
+    type a pydantic ``TypeAdapter`` validates), asked for as the provider's structured output
+    and validated; an answer that does not validate is sent back with what was wrong, at
+    most ``output_retries`` times, then the submission fails with ``output_invalid``
+    (docs/typed-output.md). ``Submission.output`` is the validated value.
     """
 
     __slots__ = (
@@ -94,6 +107,8 @@ class Agent:
         "max_parallel_tools",
         "model",
         "name",
+        "output",
+        "output_retries",
         "parallel_tools",
         "pricing",
         "spending",
@@ -111,6 +126,8 @@ class Agent:
     spending: SpendingBudget | None
     parallel_tools: bool
     max_parallel_tools: int
+    output: OutputSpec | None  # from ``output_type``: how the final answer is checked
+    output_retries: int
 
     def __init__(
         self,
@@ -125,11 +142,15 @@ class Agent:
         parallel_tools: bool = True,
         max_parallel_tools: int = 8,
         spending: SpendingBudget | None = None,
+        output_type: Any = None,
+        output_retries: int = 2,
     ) -> None:
         if not name:
             raise ConfigurationError("an agent needs a name: sessions are bound to it")
         if max_parallel_tools < 1:
             raise ConfigurationError("max_parallel_tools must be at least 1")
+        if output_retries < 0:
+            raise ConfigurationError("output_retries must be at least 0")
         if isinstance(model, str):
             from fxdurable.runtime.models.providers import resolve_model
 
@@ -158,6 +179,8 @@ class Agent:
             "spending": spending,
             "parallel_tools": parallel_tools,
             "max_parallel_tools": max_parallel_tools,
+            "output": None if output_type is None else OutputSpec(output_type),
+            "output_retries": output_retries,
         }
         for key, value in values.items():
             object.__setattr__(self, key, value)

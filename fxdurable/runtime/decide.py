@@ -20,6 +20,7 @@ from fxdurable.core.records import ModelCallRecord, ToolTaskRecord, TurnRecord
 from fxdurable.core.states import ToolTaskStatus, is_terminal
 
 __all__ = [
+    "DEFAULT_MAX_PAUSES",
     "AbortTurn",
     "Action",
     "AskExhausted",
@@ -28,6 +29,7 @@ __all__ = [
     "CallModel",
     "Complete",
     "FailTurn",
+    "GiveUp",
     "GoOn",
     "RecoverTool",
     "RefreshReads",
@@ -61,7 +63,18 @@ class Complete:
     text: str
 
 
-Action: TypeAlias = CallModel | RunTool | RecoverTool | Complete
+@dataclass(frozen=True, slots=True)
+class GiveUp:
+    """The turn cannot go on: settle it failed with ``code`` (a paused turn past its limit)."""
+
+    code: str
+    message: str
+
+
+Action: TypeAlias = CallModel | RunTool | RecoverTool | Complete | GiveUp
+
+# How many paused model calls in a row a turn continues (``Durability.max_pauses``).
+DEFAULT_MAX_PAUSES = 8
 
 
 def next_action(
@@ -70,11 +83,15 @@ def next_action(
     tasks: Sequence[ToolTaskRecord],
     *,
     steering_pending: bool = False,
+    max_pauses: int = DEFAULT_MAX_PAUSES,
 ) -> Action:
     """``last_call`` is the turn's latest recorded model call; ``tasks`` are its tool tasks.
 
     Steering that arrived after the model's final answer earns the model another round: the
-    answer it gave did not take the steering into account.
+    answer it gave did not take the steering into account. So does an answer the turn
+    rejected (a typed answer that did not validate: the rejection is in the record), and a
+    paused response (Anthropic ``pause_turn``), up to ``max_pauses`` in a row. An answer
+    that continues paused calls starts with their text.
     """
     if turn.rounds == 0 or last_call is None:
         return CallModel(0)
@@ -84,9 +101,17 @@ def next_action(
         if task.status == ToolTaskStatus.RUNNING:
             return RecoverTool(task)
         assert is_terminal(task.status)
-    if not last_call.tool_calls and not steering_pending:
-        return Complete(last_call.text)
-    return CallModel(turn.rounds)
+    if last_call.tool_calls or steering_pending or turn.rejected_round == last_call.round:
+        return CallModel(turn.rounds)
+    if turn.pauses_in_row > max_pauses:
+        return GiveUp(
+            "model_paused",
+            f"the model paused the turn {turn.pauses_in_row} times in a row (pause_turn); "
+            f"the limit is Durability(max_pauses={max_pauses})",
+        )
+    if turn.pauses_in_row:
+        return CallModel(turn.rounds)  # the continuation of the paused response
+    return Complete(turn.paused_text + last_call.text)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

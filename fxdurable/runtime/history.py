@@ -73,7 +73,11 @@ def build_history(
             replace(call, provider_id=call_id(task))  # provider parts kept, as recorded
             for call, task in zip(message.tool_calls, round_tasks, strict=False)
         )
-        history.append(ChatMessage(role="assistant", text=message.text, tool_calls=calls))
+        history.append(
+            ChatMessage(
+                role="assistant", text=message.text, tool_calls=calls, content=message.content
+            )
+        )
         for task in round_tasks:
             if is_terminal(task.status):
                 history.append(

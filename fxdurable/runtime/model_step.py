@@ -46,6 +46,9 @@ from fxdurable.runtime.models.base import (
 from fxdurable.runtime.models.fallback import dropped_parts, member, next_model
 from fxdurable.runtime.models.wire import is_complete_arguments
 
+# The stop reason of a response the provider paused (Anthropic, a long server-tool turn).
+PAUSED_STOP = "pause_turn"
+
 __all__ = [
     "Failed",
     "ModelStep",
@@ -203,10 +206,16 @@ class ModelStep:
                 stop_inferred=response.stop_inferred,
                 truncated=response.truncated,
                 model=answered,
+                # A paused response is the turn so far: the next round continues it.
+                paused=response.stop_reason == PAUSED_STOP,
+                content=response.content,
             )
             return Recorded(recorded, then(recorded) if then is not None else None)
 
-        return await durable(record)
+        outcome = await durable(record)
+        if response.stop_reason == PAUSED_STOP:
+            crash_point("model.after-pause")  # the pause is durable, its continuation not yet
+        return outcome
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -232,6 +241,7 @@ class ModelStep:
                 ToolSpec(name=t.name, description=t.description, parameters=t.json_schema())
                 for t in self._agent.tools
             ],
+            output=self._agent.output.format if self._agent.output is not None else None,
         ), len(steering)
 
     def _priced(self, usage: Usage) -> Usage:

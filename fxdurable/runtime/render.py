@@ -121,7 +121,13 @@ def describe(event: EventRecord, style: Style) -> str | None:
         tools = tools if isinstance(tools, list) else []
         calls = f" → {', '.join(str(t) for t in tools)}" if tools else ""
         tokens = style.dim(f"  [{d.get('input_tokens')}→{d.get('output_tokens')} tok]")
-        return f"model: {_short(d.get('text')) or '(no text)'}{style.cyan(calls)}{tokens}"
+        paused = d.get("stop_reason") == "pause_turn"
+        pause = style.dim(" (paused; continued next round)") if paused else ""
+        text = _short(d.get("text")) or "(no text)"
+        return f"model: {text}{style.cyan(calls)}{pause}{tokens}"
+    if kind == EventType.OUTPUT_REJECTED:
+        why = str(d.get("message") or "").split("\n", 1)[0]
+        return style.yellow(f"answer rejected ({d.get('rejections')}): {_short(why)}")
     if kind == EventType.MODEL_PARTIAL:
         return style.dim(f"model (streaming, round {d.get('round')}): {_short(d.get('text'))}")
     if kind == EventType.MODEL_INTERRUPTED:

@@ -46,6 +46,7 @@ from fxdurable.runtime.leases import OnLostLease
 from fxdurable.runtime.model_step import Sleep
 from fxdurable.runtime.models import aclose_loaded_clients
 from fxdurable.runtime.models.base import ChatMessage
+from fxdurable.runtime.output import OutputSpec
 from fxdurable.runtime.reconcile import orphaned_sessions
 from fxdurable.runtime.submission import Submission
 from fxdurable.runtime.task_view import ToolTask, running_task
@@ -315,6 +316,11 @@ class SessionHandle:
         self.id = session_id
         self.agent = agent
 
+    def _output(self) -> OutputSpec | None:
+        """How this session's agent types its answers (None: plain text)."""
+        agent = self._rt._handler.agents.get(self.agent)  # those given and their subagents
+        return agent.output if agent is not None else None
+
     async def submit(
         self,
         prompt: str,
@@ -344,7 +350,7 @@ class SessionHandle:
                 # named by type only (a client library's text may quote a URL).
                 cause = str(exc) if isinstance(exc, FxDurableError) else type(exc).__name__
                 raise WakeNotSentError(admission.submission.id, cause) from exc
-        return Submission.of(admission.submission)
+        return Submission.of(admission.submission, self._output())
 
     async def wait(
         self, submission_id: str, *, timeout: float | None = None, poll_s: float = 0.02
@@ -395,7 +401,7 @@ class SessionHandle:
         record: SubmissionRecord | None = await durable(
             self._rt.journal.read, lambda v: v.get_submission(submission_id)
         )
-        return None if record is None else Submission.of(record)
+        return None if record is None else Submission.of(record, self._output())
 
     async def task(self, task_id: str) -> ToolTask | None:
         """One tool call of this session (ids are in its ``tool.*`` events): while it runs,
@@ -450,7 +456,7 @@ class SessionHandle:
         rewrite that does not validate; nothing is written then."""
         record = await durable(record_answer, self._rt.journal, self._rt.agents, self.id, answer)
         await self._rt.queue.enqueue(self.id, reason="answer")
-        return Submission.of(record)
+        return Submission.of(record, self._output())
 
     async def resume(self) -> None:
         """For operators: wake the session. Nothing should need it (scans do the same)."""

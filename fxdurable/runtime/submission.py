@@ -9,10 +9,12 @@ storage format; this view is what the runtime promises to callers of ``session.s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from fxdurable.core.asking import waits_for_input
 from fxdurable.core.records import ErrorInfo, SubmissionRecord
 from fxdurable.core.states import SubmissionStatus
+from fxdurable.runtime.output import OutputSpec
 
 __all__ = ["Submission"]
 
@@ -30,6 +32,7 @@ class Submission:
     ``aborted``. ``interruptions`` counts attempts that a crash ended (recovery continued
     each from its last committed step). ``question`` is what its turn asks a person while it
     waits for input (``needs_input``; answer with ``session.answer``), else None.
+    ``output`` is a typed agent's validated answer (docs/typed-output.md).
     """
 
     id: str
@@ -42,6 +45,10 @@ class Submission:
     result: str | None
     error: ErrorInfo | None
     question: str | None = None
+    # A typed final answer (``Agent(output_type=...)``): the validated value, decoded into the
+    # agent's type; None otherwise. ``output_json`` is it as stored (JSON text).
+    output: Any = None
+    output_json: str | None = None
 
     @property
     def needs_input(self) -> bool:
@@ -54,8 +61,11 @@ class Submission:
         return self.status in _SETTLED
 
     @classmethod
-    def of(cls, record: SubmissionRecord) -> Submission:
+    def of(cls, record: SubmissionRecord, output: OutputSpec | None = None) -> Submission:
+        """The view of ``record``; ``output`` decodes its typed answer (the agent's)."""
         return cls(
+            output=None if output is None or record.output is None else output.load(record.output),
+            output_json=record.output,
             id=record.id,
             session_id=record.session_id,
             request_id=record.request_id,

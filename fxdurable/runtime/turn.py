@@ -71,6 +71,7 @@ from fxdurable.runtime.decide import (
     CallModel,
     Complete,
     FailTurn,
+    GiveUp,
     GoOn,
     RecoverTool,
     RefreshReads,
@@ -84,6 +85,7 @@ from fxdurable.runtime.decide import (
 from fxdurable.runtime.hooks import Ask, run_after_tool, run_before_tool
 from fxdurable.runtime.leases import current_lease
 from fxdurable.runtime.model_step import Failed, ModelStep, Prepared, Recorded, Retry, Sleep
+from fxdurable.runtime.output import OutputExhausted, Rejected, judge_answer
 from fxdurable.runtime.progress import ProgressPump
 from fxdurable.runtime.spend import overspent
 from fxdurable.runtime.state import ToolState
@@ -181,7 +183,7 @@ class TurnDriver:
             # A recovery may re-run settled reads (reuse=False) and closes out partial text:
             # what this process held of the conversation is read again from the records.
             self._conversations.drop(start.turn.session_id)
-        state = self._state = TurnState.of(start)
+        state = self._state = TurnState.of(start, max_pauses=self._agent.durability.max_pauses)
         first_boundary = True
         prepared: Prepared | None = None  # the next model request, read with the last commit
         go: ReadyTool | None = None  # a tool step whose intent the last crossing recorded
@@ -193,13 +195,11 @@ class TurnDriver:
             if isinstance(action, Complete):
                 # The records prove the final answer: finished work is never discarded, by an
                 # abort that came after it or by a spent budget (DESIGN §4).
-                try:
-                    await durable(
-                        j.settle, self._fence, submission_id, "completed", text=action.text
-                    )
-                except SteeringPendingError:
-                    state.steering = state.steering or ("",)  # the model answers it
-                    continue
+                if await self._settle_answer(submission_id, action.text):
+                    return
+                continue
+            if isinstance(action, GiveUp):
+                await self._fail(submission_id, action.code, action.message)
                 return
             check = at_boundary(self._boundary(first=first_boundary, recovered=start.recovered))
             first_boundary = False
@@ -275,6 +275,48 @@ class TurnDriver:
             on_overspent=self._agent.spending.on_exhausted if self._agent.spending else "fail",
             spend_denied=_denied(sub.input_request, "budget"),
         )
+
+    # -- the answer ----------------------------------------------------------------------------
+
+    async def _settle_answer(self, submission_id: str, text: str) -> bool:
+        """Settle ``completed`` with the final answer; True when the submission settled. A
+        typed answer that does not validate is rejected instead, a recorded step the model
+        reads (False: the loop calls it again), until its retries are spent."""
+        state = self._state
+        assert state is not None
+        turn = state.turn
+        verdict = judge_answer(
+            self._agent.output,
+            text,
+            rejections=turn.output_rejections,
+            retries=self._agent.output_retries,
+        )
+        if isinstance(verdict, OutputExhausted):
+            await self._fail(submission_id, "output_invalid", verdict.message)
+            return True
+        if isinstance(verdict, Rejected):
+            state.turn = await durable(
+                self._journal.reject_output,
+                self._fence,
+                turn.id,
+                round_=turn.rounds - 1,
+                message=verdict.message,
+            )
+            crash_point("output.after-reject")
+            return False
+        try:
+            await durable(
+                self._journal.settle,
+                self._fence,
+                submission_id,
+                "completed",
+                text=text,
+                output=verdict.output,
+            )
+        except SteeringPendingError:
+            state.steering = state.steering or ("",)  # the model answers it
+            return False
+        return True
 
     # -- model ---------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from fxdurable.core.codec import JsonObject
 from fxdurable.core.journal import AttemptStart, ModelRound, ToolStep
 from fxdurable.core.records import ModelCallRecord, SubmissionRecord, ToolTaskRecord, TurnRecord
 from fxdurable.core.states import ToolTaskStatus
-from fxdurable.runtime.decide import Action, next_action
+from fxdurable.runtime.decide import DEFAULT_MAX_PAUSES, Action, next_action
 from fxdurable.runtime.tools import Tool
 
 __all__ = ["ReadyTool", "TurnState"]
@@ -37,8 +37,9 @@ class TurnState:
     session_state: JsonObject = field(default_factory=dict)
 
     @classmethod
-    def of(cls, start: AttemptStart) -> TurnState:
+    def of(cls, start: AttemptStart, *, max_pauses: int = DEFAULT_MAX_PAUSES) -> TurnState:
         state = cls(
+            max_pauses=max_pauses,
             submission=start.submission,
             turn=start.turn,
             last_call=start.last_call,
@@ -58,9 +59,16 @@ class TurnState:
         """The tool tasks of the latest recorded model call."""
         return [self.tasks[i] for i in self.round_ids]
 
+    # Paused model calls in a row the turn continues (``Durability.max_pauses``).
+    max_pauses: int = DEFAULT_MAX_PAUSES
+
     def next_action(self) -> Action:
         return next_action(
-            self.turn, self.last_call, self.round_tasks, steering_pending=bool(self.steering)
+            self.turn,
+            self.last_call,
+            self.round_tasks,
+            steering_pending=bool(self.steering),
+            max_pauses=self.max_pauses,
         )
 
     def note(self, task: ToolTaskRecord) -> None:

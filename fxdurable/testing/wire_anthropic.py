@@ -149,13 +149,19 @@ class AnthropicWire:
             head.append(_event({"type": "content_block_stop", "index": index}))
             index += 1
         stop_reason = "tool_use" if response.tool_calls else "end_turn"
+        delta: dict[str, Any] = {"stop_sequence": None}
         if response.stop_reason == "pause_turn":
             stop_reason = "pause_turn"
+            # The server tool ran in a container the continuation must name (by its id).
+            delta["container"] = {
+                "id": _container_for(_server_tool_id(response.text)),
+                "expires_at": "2026-12-31T00:00:00Z",
+            }
         tail = [
             _event(
                 {
                     "type": "message_delta",
-                    "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                    "delta": {"stop_reason": stop_reason, **delta},
                     "usage": {"output_tokens": usage.output_tokens},
                 }
             ),
@@ -173,6 +179,14 @@ class AnthropicWire:
             return None
         at, last = assistant[-1]
         blocks = [b for b in last.get("content") or () if isinstance(b, dict)]
+        if at == len(messages) - 1:  # a paused turn's continuation names its container
+            servers = [b.get("id") for b in blocks if b.get("type") == "server_tool_use"]
+            if servers and body.get("container") != _container_for(str(servers[-1])):
+                return (
+                    "container: the id of the container the paused turn ran in is required "
+                    f"to continue it (expected {_container_for(str(servers[-1]))!r}, got "
+                    f"{body.get('container')!r})"
+                )
         results = {b.get("tool_use_id") for b in blocks if b.get("type") == _SEARCH_RESULT}
         for block in blocks:
             if block.get("type") == "server_tool_use" and block.get("id") not in results:
@@ -234,9 +248,19 @@ def _thinking_blocks(ids: list[str | None], quirks: Quirks) -> list[bytes]:
     return events
 
 
+def _server_tool_id(query: str) -> str:
+    return "srvtoolu_" + signature_for(query).replace("+", "").replace("/", "")[:20]
+
+
+def _container_for(tool_id: str) -> str:
+    """The container a paused turn's server tool ran in, derived from its id: a server that
+    holds no state (a recovery starts a fresh one) still knows which one a continuation names."""
+    return "container_" + signature_for(tool_id).replace("+", "").replace("/", "")[:16]
+
+
 def _server_tool_blocks(index: int, query: str) -> list[bytes]:
     """A web search the API ran itself: its ``server_tool_use`` (input streamed) and result."""
-    tool_id = "srvtoolu_" + signature_for(query).replace("+", "").replace("/", "")[:20]
+    tool_id = _server_tool_id(query)
     use = {"type": "server_tool_use", "id": tool_id, "name": "web_search", "input": {}}
     result = {
         "type": _SEARCH_RESULT,

@@ -52,6 +52,7 @@ WIRE_1 = {
     "model.error",
     "model.interrupted",
     "context.compacted",
+    "output.rejected",
     "tool.started",
     "tool.completed",
     "tool.failed",

@@ -189,10 +189,14 @@ def test_a_paused_turn_is_continued_and_its_server_tool_blocks_stay_in_history(
         "web_search_tool_result",
         "text",
     ]
-    first = calls[0]
-    assert first.stop_reason != "pause_turn", "a pause is not the answer"
+    # The pause is a recorded step of its own, and the continuation the next round: each
+    # model call with the usage its request reported, so the turn's totals count both.
+    first, continued_call = calls[0], calls[1]
+    assert (first.round, first.stop_reason) == (0, "pause_turn"), "a pause is not the answer"
+    assert continued_call.round == 1 and continued_call.stop_reason != "pause_turn"
     paused_usage = server.requests[0].response.usage
-    assert first.usage.output_tokens > paused_usage.output_tokens, "both pieces are counted"
+    assert first.usage.output_tokens == paused_usage.output_tokens
+    assert continued_call.usage.output_tokens == server.requests[1].response.usage.output_tokens
     assert [t.tool for t in tasks] == (["lookup"] if then_call else []), "no server tool runs here"
     if then_call:
         # After the client tool, the whole turn goes back: the server tool's blocks with it.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fxdurable.core.clock import execution_id, tool_task_id
@@ -10,6 +12,7 @@ from fxdurable.core.states import ModelCallStatus, ToolTaskStatus, TurnStatus
 from fxdurable.runtime.decide import (
     CallModel,
     Complete,
+    GiveUp,
     RecoverTool,
     RunTool,
     canonical_arguments,
@@ -233,3 +236,25 @@ def test_the_tool_decides_what_counts_as_the_same_input():
         return canonical_arguments(arguments.replace('"x"}', '"x", "hold_s": 0.0}'))
 
     assert is_blind_repeat(new, history, with_defaults)
+
+
+def test_an_answer_the_turn_rejected_is_answered_by_another_model_call() -> None:
+    rejected = replace(turn(1), rejected_round=0, output_rejections=1)
+    assert next_action(rejected, model_call(0, "not json"), []) == CallModel(1)
+    # The answer after the rejection is the turn's answer again (its verdict is the driver's).
+    answered = replace(rejected, rounds=2)
+    assert next_action(answered, model_call(1, "{}"), []) == Complete("{}")
+
+
+def test_a_paused_call_is_continued_and_its_text_starts_the_answer() -> None:
+    paused = replace(turn(1), pauses_in_row=1, paused_text="Searching.")
+    assert next_action(paused, model_call(0, "Searching."), []) == CallModel(1)
+    continued = replace(paused, rounds=2, pauses_in_row=0)
+    assert next_action(continued, model_call(1, " Found."), []) == Complete("Searching. Found.")
+
+
+def test_past_max_pauses_in_a_row_the_turn_gives_up() -> None:
+    paused = replace(turn(3), pauses_in_row=3, paused_text="abc")
+    action = next_action(paused, model_call(2, "c"), [], max_pauses=2)
+    assert isinstance(action, GiveUp) and action.code == "model_paused"
+    assert next_action(paused, model_call(2, "c"), [], max_pauses=3) == CallModel(3)

@@ -68,7 +68,8 @@ class Journal(Admissions, Sessions, Leases, Turns, Rounds, Tools, Questions):
     - leases (:mod:`.leases`): ``claim``, ``heartbeat``, ``release``
     - turns and attempts (:mod:`.turns`): ``begin_attempt``, ``suspend``, ``settle``
     - model rounds (:mod:`.rounds`): ``record_model_call``, ``record_model_error``,
-      ``record_partial``, ``record_compaction``, ``record_model_switch``
+      ``record_partial``, ``record_compaction``, ``record_model_switch``,
+      ``reject_output``
     - tool tasks (:mod:`.tools`): ``start_tool``, ``record_step``, ``finish_tool``,
       ``record_progress``
     - questions (:mod:`.questions`): ``request_input``, ``answer_input``

@@ -11,6 +11,7 @@ from fxdurable.core.codec import JsonObject
 from fxdurable.core.events import SETTLED_OUTCOME, EventType, Payload, StateChanged, payload_data
 from fxdurable.core.records import (
     EventRecord,
+    MessageContent,
     MessageRecord,
     SessionRecord,
     ToolCallRequest,
@@ -119,6 +120,7 @@ class _SessionScope:
         tool_calls: tuple[ToolCallRequest, ...] = (),
         summarizes_upto: int | None = None,
         interrupted: bool = False,
+        content: MessageContent | None = None,
     ) -> None:
         s = self.session
         self.tx.append_message(
@@ -132,6 +134,7 @@ class _SessionScope:
                 tool_calls=tool_calls,
                 summarizes_upto=summarizes_upto,
                 interrupted=interrupted,
+                content=content,
                 # Every append is followed by its transition's event, in this transaction.
                 cursor=s.next_event_seq,
             )

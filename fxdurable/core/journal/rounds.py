@@ -14,10 +14,12 @@ from fxdurable.core.events import (
     ModelCompleted,
     ModelFallback,
     ModelText,
+    OutputRejected,
     SteerDelivered,
 )
 from fxdurable.core.records import (
     ErrorInfo,
+    MessageContent,
     ModelCallRecord,
     ToolCallRequest,
     ToolTaskRecord,
@@ -57,6 +59,8 @@ class Rounds(Transitions):
         stop_inferred: bool = False,
         truncated: bool = False,
         model: str | None = None,
+        paused: bool = False,
+        content: MessageContent | None = None,
     ) -> ModelRound:
         """Record a finished model response with the tool tasks it asked for, atomically.
 
@@ -65,6 +69,10 @@ class Rounds(Transitions):
         ``stop_reason`` (verbatim), ``stop_inferred`` and ``truncated`` say how it ended;
         ``model`` names the model that answered. Its usage joins the turn's and the session's
         spending totals in the same commit.
+        ``paused``: the provider paused the turn (Anthropic ``pause_turn``); the model is
+        called again with this response as its turn so far, and the answer that ends the run
+        of pauses starts with their text (``TurnRecord.paused_text``). ``content``: the
+        provider's own content of a response without tool calls, kept on its message.
         """
         if len(policies) != len(tool_calls):
             raise ValueError("one replay policy per tool call")
@@ -121,14 +129,26 @@ class Rounds(Transitions):
                 )
                 tx.put_tool_task(task, expected_version=None)
                 tasks.append(task)
+            # The text of the unbroken run of pauses before this call (and this one's, if it
+            # paused too): what a continued answer starts with.
+            run_text = turn.paused_text if turn.pauses_in_row else ""
             updated = replace(
                 _spent(scope, turn, usage),
                 rounds=turn.rounds + 1,
                 partial_text="",
+                pauses_in_row=turn.pauses_in_row + 1 if paused else 0,
+                paused_text=run_text + text if paused else run_text,
                 version=turn.version + 1,
             )
             tx.put_turn(updated, expected_version=turn.version)
-            scope.append_message(turn_id, "assistant", text, round_=round_, tool_calls=calls)
+            scope.append_message(
+                turn_id,
+                "assistant",
+                text,
+                round_=round_,
+                tool_calls=calls,
+                content=None if calls else content,
+            )
             scope.emit(
                 EventType.MODEL_COMPLETED,
                 ModelCompleted(
@@ -149,6 +169,34 @@ class Rounds(Transitions):
             return tuple(tasks), updated, recorded
 
         return self._transition(fence, body, then=_model_round)
+
+    def reject_output(self, fence: Fence, turn_id: str, *, round_: int, message: str) -> TurnRecord:
+        """A typed final answer (round ``round_``, the latest recorded call) did not validate:
+        ``message`` becomes a user message of the turn, and the model is called again. The
+        count is durable: crashes do not reset the turn's ``output_retries`` budget."""
+
+        def body(tx: Tx, scope: _SessionScope) -> TurnRecord:
+            turn = self._running_turn(tx, fence, turn_id)
+            if round_ != turn.rounds - 1 or turn.rejected_round == round_:
+                raise IllegalTransitionError(
+                    "output", f"latest round {turn.rounds - 1}", f"reject round {round_}"
+                )
+            updated = replace(
+                turn,
+                output_rejections=turn.output_rejections + 1,
+                rejected_round=round_,
+                version=turn.version + 1,
+            )
+            tx.put_turn(updated, expected_version=turn.version)
+            scope.append_message(turn_id, "user", message)
+            scope.emit(
+                EventType.OUTPUT_REJECTED,
+                OutputRejected(round=round_, message=message, rejections=updated.output_rejections),
+                turn_id=turn_id,
+            )
+            return updated
+
+        return self._transition(fence, body)
 
     def record_model_error(
         self,

@@ -3,6 +3,7 @@ boundary, and the turn settles with its one terminal outcome."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 from fxdurable.core.asking import waits_for_input
@@ -159,6 +160,7 @@ class Turns(Transitions):
         text: str | None = None,
         error: ErrorInfo | None = None,
         exhausted: Exhausted | None = None,
+        output: str | None = None,
     ) -> SubmissionRecord:
         """Give the submission its one terminal outcome, with its turn and attempt.
 
@@ -166,7 +168,8 @@ class Turns(Transitions):
         outcome is evidence, not something to discard). The session comes to rest when
         nothing else is unsettled. ``exhausted`` names the budget a ``failed`` submission ran
         out of; if crashes interrupted it, the advisory ``submission.interrupted`` (naming
-        the calls left unknown) lands just before ``submission.failed``.
+        the calls left unknown) lands just before ``submission.failed``. ``output``: a typed
+        final answer's validated value as JSON text, kept with the answer's text.
         """
 
         def body(tx: Tx, scope: _SessionScope) -> SubmissionRecord:
@@ -200,7 +203,12 @@ class Turns(Transitions):
             if attempts and attempts[-1].status == AttemptStatus.RUNNING:
                 _put_attempt(tx, attempts[-1], AttemptStatus.FINISHED, outcome, scope.now)
             settled = replace(
-                sub, status=target, result_text=text, error=error, settled_at=scope.now
+                sub,
+                status=target,
+                result_text=text,
+                output=output,
+                error=error,
+                settled_at=scope.now,
             )
             _put_submission(tx, settled)
             if outcome == "failed" and exhausted is not None and sub.interruptions:
@@ -216,7 +224,12 @@ class Turns(Transitions):
                 )
             scope.emit(
                 settled_event(outcome),
-                SubmissionSettled(submission=sub.id, text=text, error=error),
+                SubmissionSettled(
+                    submission=sub.id,
+                    text=text,
+                    error=error,
+                    output=None if output is None else json.loads(output),
+                ),
                 turn_id=submission_id,
             )
             others = [s for s in tx.unsettled_submissions(sub.session_id) if s.id != sub.id]

@@ -13,28 +13,29 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
 
-from fxdurable.core.records import Usage
+from fxdurable.core.records import MessageContent, Usage
 from fxdurable.errors import ModelError, ModelRetryableError
 from fxdurable.runtime.models.anthropic_parts import (
+    WIRE,
     Block,
     assistant_blocks,
     attach_parts,
     block_part,
+    plain_text,
     start_input,
 )
 from fxdurable.runtime.models.base import (
     ChatMessage,
-    Finish,
     ModelRequest,
     ModelResponse,
-    StreamPart,
     ToolSpec,
+    opens_turn,
+    schema_instructions,
 )
 from fxdurable.runtime.models.errors import redact, stream_error
 from fxdurable.runtime.models.http import Timeouts
@@ -78,7 +79,6 @@ class AnthropicModel(HttpModel):
         base_url: str | None = None,
         api_key: str | None = None,
         max_tokens: int = 4096,
-        max_pause_continuations: int = 8,
         timeout: Timeouts | float | None = None,
         finish_grace_s: float = 1.0,
         transport: httpx.AsyncBaseTransport | None = None,
@@ -92,38 +92,6 @@ class AnthropicModel(HttpModel):
             transport=transport,
         )
         self._max_tokens = max_tokens
-        self._max_pauses = max_pause_continuations
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
-        """As :meth:`HttpModel.stream`, and a turn the API paused (``stop_reason:
-        "pause_turn"``, a long server-tool loop) is continued: the paused content goes back as
-        the assistant turn, as it was sent, until the model stops for another reason. The
-        one :class:`Finish` has every piece's content in order and their usage summed (each
-        continuation is billed), so the turn's token totals count them all."""
-        paused: list[ModelResponse] = []
-        while True:
-            asked = _Continued(
-                instructions=request.instructions,
-                messages=request.messages,
-                tools=request.tools,
-                paused=tuple(p for r in paused for p in r.parts),
-            )
-            response: ModelResponse | None = None
-            async for part in super().stream(asked):
-                if isinstance(part, Finish):
-                    response = part.response
-                    break
-                yield part
-            assert response is not None  # HttpModel.stream always ends with a Finish
-            if response.stop_reason != "pause_turn":
-                yield Finish(_joined([*paused, response]))
-                return
-            paused.append(response)
-            if len(paused) > self._max_pauses:
-                raise ModelError(
-                    f"{self._label} paused the turn {len(paused)} times (pause_turn); the "
-                    f"limit is max_pause_continuations={self._max_pauses}"
-                )
 
     def _url(self) -> str:
         # A base URL that already ends in /v1 (as gateways are often given) is not doubled.
@@ -137,47 +105,10 @@ class AnthropicModel(HttpModel):
         return headers
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
-        paused: tuple[dict[str, Any], ...] = ()
-        if isinstance(request, _Continued):
-            paused = request.paused
-        body = build_anthropic_body(self._model, request, max_tokens=self._max_tokens)
-        if paused:  # the paused turn's content, as the API sent it: the model goes on
-            body["messages"].append({"role": "assistant", "content": list(paused)})
-        return body
+        return build_anthropic_body(self._model, request, max_tokens=self._max_tokens)
 
     def _parser(self, key: str | None) -> StreamParser:
         return _AnthropicParser(secret=key, provider=self._label)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Continued(ModelRequest):
-    """A request with the content of the paused responses it continues (this call only)."""
-
-    paused: tuple[dict[str, Any], ...] = ()
-
-
-def _joined(pieces: Sequence[ModelResponse]) -> ModelResponse:
-    """One response from a paused turn's pieces, in order: their texts, their content (the
-    first call carries the paused pieces' blocks), their usage summed."""
-    last = pieces[-1]
-    if len(pieces) == 1:
-        return last
-    before = tuple(p for piece in pieces[:-1] for p in piece.parts)
-    calls = last.tool_calls
-    if calls:
-        first = calls[0]
-        calls = (replace(first, parts=before + first.parts), *calls[1:])
-    usage = Usage(
-        input_tokens=sum(p.usage.input_tokens for p in pieces),
-        output_tokens=sum(p.usage.output_tokens for p in pieces),
-    )
-    return replace(
-        last,
-        text="".join(p.text for p in pieces),
-        tool_calls=calls,
-        usage=usage,
-        parts=before + last.parts,
-    )
 
 
 def build_anthropic_body(model: str, request: ModelRequest, *, max_tokens: int) -> dict[str, Any]:
@@ -188,11 +119,63 @@ def build_anthropic_body(model: str, request: ModelRequest, *, max_tokens: int) 
         "messages": _messages(request.messages),
         "stream": True,
     }
-    if request.instructions:
-        body["system"] = request.instructions
+    instructions = request.instructions
+    if request.output is not None:
+        # Structured outputs take closed schemas without numeric or string constraints.
+        if request.output.strict and not _constrained(request.output.schema):
+            body["output_config"] = {
+                "format": {"type": "json_schema", "schema": request.output.schema}
+            }
+        else:  # validated after the answer either way (runtime/output.py)
+            instructions = f"{instructions}\n\n{schema_instructions(request.output)}".lstrip()
+    if instructions:
+        body["system"] = instructions
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
+    container = _container(request.messages)
+    if container is not None:
+        body["container"] = container
     return body
+
+
+# JSON-schema keywords Anthropic's structured outputs refuse (its SDKs strip them and check
+# the answer themselves; here the answer is checked either way, runtime/output.py).
+_UNSUPPORTED_KEYWORDS = frozenset(
+    {
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "maxItems",
+    }
+)
+
+
+def _constrained(schema: Any) -> bool:
+    """Whether ``schema`` uses a keyword Anthropic's structured outputs refuse anywhere (a
+    property so named counts too: the schema is then described, which is harmless)."""
+    if isinstance(schema, dict):
+        return bool(_UNSUPPORTED_KEYWORDS & set(schema)) or any(
+            _constrained(v) for v in schema.values()
+        )
+    if isinstance(schema, list):
+        return any(_constrained(v) for v in schema)
+    return False
+
+
+def _container(messages: Sequence[ChatMessage]) -> str | None:
+    """The code-execution container of the current turn's latest response that ran in one:
+    a continuation of a paused turn (and the turn's later requests) must name it again."""
+    for message in reversed(messages):
+        if opens_turn(message):
+            return None
+        if message.content is not None and message.content.container:
+            return message.content.container
+    return None
 
 
 def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
@@ -222,6 +205,12 @@ def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
                     "input": _input(call.arguments),
                 },
             )
+            if kept is None and message.content is not None and message.content.wire == WIRE:
+                kept = [
+                    dict(part)
+                    for part in message.content.parts
+                    if part.get("type") != "text" or part.get("text")  # no empty text blocks
+                ]
             if kept is not None:  # the provider's own blocks, thinking and all
                 add("assistant", kept)
                 continue
@@ -276,6 +265,7 @@ class _AnthropicParser:
         self._stop_reason: str | None = None
         self._stop_inferred = False
         self._stopped = False  # message_stop seen
+        self._container: str | None = None  # the code-execution container, when one ran
 
     @property
     def finished(self) -> bool:
@@ -317,7 +307,9 @@ class _AnthropicParser:
         if kind == "error":
             raise stream_error(self._provider, payload, secret=self._secret)
         if kind == "message_start":
-            self._take_usage(as_dict(as_dict(payload.get("message")).get("usage")))
+            message = as_dict(payload.get("message"))
+            self._take_usage(as_dict(message.get("usage")))
+            self._take_container(message)
         elif kind == "content_block_start":
             return self._start_block(payload)
         elif kind == "content_block_delta":
@@ -358,6 +350,9 @@ class _AnthropicParser:
             output_tokens=self._usage.get("output_tokens", 0),
         )
         parts = tuple(block_part(block) for _, block in sorted(self._blocks.items()))
+        content = None
+        if not calls and (self._container is not None or not plain_text(parts)):
+            content = MessageContent(wire=WIRE, parts=parts, container=self._container)
         return ModelResponse(
             text="".join(self._text),
             tool_calls=attach_parts(calls, parts),
@@ -365,6 +360,7 @@ class _AnthropicParser:
             stop_reason=self._stop_reason,
             stop_inferred=self._stop_inferred,
             parts=parts,
+            content=content,
         )
 
     def _tool_blocks(self) -> list[Block]:
@@ -436,10 +432,20 @@ class _AnthropicParser:
         return ""
 
     def _message_delta(self, payload: dict[str, Any]) -> None:
-        stop_reason = as_str(as_dict(payload.get("delta")).get("stop_reason"))
+        delta = as_dict(payload.get("delta"))
+        stop_reason = as_str(delta.get("stop_reason"))
         if stop_reason:
             self._stop_reason = stop_reason
         self._take_usage(as_dict(payload.get("usage")))
+        self._take_container(delta)
+
+    def _take_container(self, holder: dict[str, Any]) -> None:
+        # The response names its container as an object ({"id", "expires_at"}); a request
+        # names it by its id.
+        container = holder.get("container")
+        found = as_str(as_dict(container).get("id")) if isinstance(container, dict) else None
+        if found:
+            self._container = found
 
     def _whole_message(self, message: dict[str, Any]) -> str:
         """A server that ignored ``"stream": true`` sent the whole message as JSON."""
@@ -447,6 +453,7 @@ class _AnthropicParser:
         for index, content in enumerate(message.get("content") or ()):
             added.append(self._start_block({"index": index, "content_block": content}))
         self._take_usage(as_dict(message.get("usage")))
+        self._take_container(message)
         self._stop_reason = as_str(message.get("stop_reason")) or None
         if self._stop_reason is None:
             self._infer_stop()

@@ -24,7 +24,7 @@ from typing import Any
 from fxdurable.core.records import ToolCallRequest
 from fxdurable.runtime.models.wire import decode_arguments
 
-__all__ = ["WIRE", "Block", "assistant_blocks", "attach_parts", "block_part"]
+__all__ = ["WIRE", "Block", "assistant_blocks", "attach_parts", "block_part", "plain_text"]
 
 WIRE = "anthropic"
 # Blocks whose input streams as ``input_json_delta`` without being a client call.
@@ -99,6 +99,12 @@ def _plain(parts: Sequence[dict[str, Any]]) -> bool:
             continue
         return False
     return True
+
+
+def plain_text(parts: Sequence[dict[str, Any]]) -> bool:
+    """Text blocks and nothing else: the message rebuilt from the recorded text is these
+    very blocks, so a response without tool calls keeps nothing more."""
+    return all(part.get("type") == "text" and set(part) <= {"type", "text"} for part in parts)
 
 
 def assistant_blocks(

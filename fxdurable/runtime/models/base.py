@@ -6,23 +6,28 @@ their end (DESIGN §9), so nothing waits for the close.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias
 
-from fxdurable.core.records import ToolCallRequest, Usage
+from fxdurable.core.records import MessageContent, ToolCallRequest, Usage
 
 __all__ = [
     "INTERRUPTED_NOTE",
+    "REJECTED_ANSWER_HEADING",
     "TRUNCATING_STOPS",
     "ChatMessage",
     "Finish",
     "Model",
     "ModelRequest",
     "ModelResponse",
+    "OutputFormat",
     "StreamPart",
     "TextDelta",
     "ToolSpec",
+    "opens_turn",
+    "schema_instructions",
     "without_interruptions",
 ]
 
@@ -40,6 +45,21 @@ INTERRUPTED_NOTE = (
     "[Your previous reply was interrupted after the text shown above. Continue from where it "
     "stopped; do not start over.]"
 )
+
+
+# How the user message that rejects a typed final answer begins (runtime/output.py): the
+# scripted model's turn goes on past it, as a model's does.
+REJECTED_ANSWER_HEADING = "[Your final answer was rejected"
+
+
+def opens_turn(message: ChatMessage) -> bool:
+    """A user message a person wrote, not a note the runtime adds within a turn (after a
+    reply a crash cut off, after a rejected typed answer)."""
+    return (
+        message.role == "user"
+        and message.text != INTERRUPTED_NOTE
+        and not message.text.startswith(REJECTED_ANSWER_HEADING)
+    )
 
 
 def without_interruptions(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
@@ -65,6 +85,10 @@ class ChatMessage:
     # For role="assistant": a reply a crash cut off mid-stream (its text is what had been
     # streamed). Providers send it as an ordinary assistant message.
     interrupted: bool = False
+    # For role="assistant" without tool calls: the provider's own content, verbatim, when it
+    # is more than the text (a paused turn's server-tool blocks). A request in another format
+    # than ``content.wire`` sends the text alone.
+    content: MessageContent | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,10 +99,32 @@ class ToolSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OutputFormat:
+    """The JSON schema a typed final answer must match (``Agent(output_type=...)``).
+    ``strict``: the schema meets the providers' strict mode (every object closed, every
+    property required), so it may be enforced by constrained decoding."""
+
+    name: str
+    schema: dict[str, Any]
+    strict: bool = False
+
+
+def schema_instructions(output: OutputFormat) -> str:
+    """What a model is told of a typed answer where the request cannot enforce the schema."""
+    schema = json.dumps(output.schema, separators=(",", ":"), sort_keys=True)
+    return (
+        "Your final answer (when you call no more tools) must be only a JSON value, no other "
+        f"text, that matches this JSON schema:\n{schema}"
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRequest:
     instructions: str
     messages: Sequence[ChatMessage]
     tools: Sequence[ToolSpec] = ()
+    # A typed final answer: providers send it as their native structured output.
+    output: OutputFormat | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,6 +141,9 @@ class ModelResponse:
     # The provider's whole assistant content in order, verbatim (Anthropic content blocks):
     # what a continuation after ``pause_turn`` sends back. The calls carry their own share.
     parts: tuple[dict[str, Any], ...] = ()
+    # A response without tool calls whose content is more than its text (server-tool blocks,
+    # a code-execution container): kept on its message, given back as it came.
+    content: MessageContent | None = None
 
     @property
     def truncated(self) -> bool:

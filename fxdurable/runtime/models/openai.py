@@ -146,6 +146,12 @@ def build_openai_body(
     }
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
+    if request.output is not None:  # a typed final answer (runtime/output.py)
+        output = request.output
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": output.name, "schema": output.schema, "strict": output.strict},
+        }
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
     return body

@@ -59,6 +59,16 @@ def build_responses_body(
         body["instructions"] = request.instructions
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
+    if request.output is not None:  # a typed final answer (runtime/output.py)
+        output = request.output
+        body["text"] = {
+            "format": {
+                "type": "json_schema",
+                "name": output.name,
+                "schema": output.schema,
+                "strict": output.strict,
+            }
+        }
     if max_output_tokens is not None:
         body["max_output_tokens"] = max_output_tokens
     return body

@@ -11,16 +11,17 @@ import asyncio
 import json
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
 
 from fxdurable.core.records import ToolCallRequest, Usage
 from fxdurable.runtime.models.base import (
-    INTERRUPTED_NOTE,
     ChatMessage,
     Finish,
     ModelRequest,
     ModelResponse,
     StreamPart,
     TextDelta,
+    opens_turn,
     without_interruptions,
 )
 
@@ -81,7 +82,8 @@ class ScriptedModel:
         usage = Usage(
             input_tokens=words, output_tokens=len(text.split()) + len(response.tool_calls)
         )
-        yield Finish(ModelResponse(text=text, tool_calls=response.tool_calls, usage=usage))
+        # The policy's own stop reason and content go through (a paused response, say).
+        yield Finish(replace(response, usage=usage))
 
     def _input_words(self, messages: Sequence[ChatMessage]) -> int:
         """The words of ``messages``, counting only what is new when they extend the previous
@@ -110,15 +112,13 @@ def turn_messages(request: ModelRequest) -> list[ChatMessage]:
     as if the stream had never been cut."""
     everything = request.messages
     start = len(everything) - 1
-    # Scan back to the last user message that is not the note after a cut-off reply: the turn
-    # so far, however long the conversation before it.
-    while start > 0 and (
-        everything[start].role != "user" or everything[start].text == INTERRUPTED_NOTE
-    ):
+    # Scan back to the last user message that is not the note after a cut-off reply or a
+    # rejected answer: the turn so far, however long the conversation before it.
+    while start > 0 and not opens_turn(everything[start]):
         start -= 1
     messages = without_interruptions(everything[max(start, 0) :])
     for i in range(len(messages) - 1, -1, -1):
-        if messages[i].role == "user":
+        if opens_turn(messages[i]):
             return messages[i:]
     return messages
 
