@@ -4,6 +4,7 @@ its ratios."""
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import tempfile
 import time
@@ -181,14 +182,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--only",
-        choices=["http", "startup", "headline", "lambda", "parallel"],
+        choices=["http", "startup", "headline", "lambda", "parallel", "core"],
         default=None,
         help="measure one section alone: 'http' is POST /chat admission latency on a served app "
         "beside GET /healthz and a raw SQLite commit of the same run; 'startup' is import, "
         "worker and demo start times; 'headline' is issue 10's table (fxdurable, DBOS and "
         "LangGraph per step, growth with session length, RSS; 'lambda' is a turn across many "
         "wake-function invocations against the same turn in one, on moto; 'parallel' is a "
-        "turn of 4 parallel safe tool calls of 100 ms against the same turn run sequentially",
+        "turn of 4 parallel safe tool calls of 100 ms against the same turn run sequentially; "
+        "'core' is the SQLite rows (raw commits, per-step cost, growth, resume, turns) and the "
+        "Redis/RQ rows, or the line saying why those were skipped",
     )
     parser.add_argument(
         "--no-headline",
@@ -326,8 +329,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.write:
                 _write(headline, facts, started, {}, headline.render())
             return 1 if peer_failed else 0
-        startup = measure_startup(tmp, reps=STARTUP_REPS[plan.name])
-        progress("startup times measured")
+        core = args.only == "core"  # the sections every other one is measured beside
+        if not core:
+            startup = measure_startup(tmp, reps=STARTUP_REPS[plan.name])
+            progress("startup times measured")
         if args.only == "startup":
             print(f"fxdurable bench ({plan.name} run, startup only)\n\n{render_startup(startup)}")
             return 0
@@ -357,8 +362,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             for sync in ("FULL", "NORMAL")
         }
         progress("end-to-end turns measured")
-        parallel = measure_parallel(tmp, reps=PARALLEL_REPS[plan.name])
-        progress("parallel tool calls measured")
         redis: RedisSection | None = None
         redis_note = unavailable_reason()
         failed = peer_failed
@@ -372,21 +375,28 @@ def main(argv: Sequence[str] | None = None) -> int:
                 traceback.print_exc()
                 failed = True
                 redis_note = f"failed: {type(exc).__name__}: {exc}"
+        report_of = functools.partial(
+            Report,
+            mode=plan.name,
+            machine=machine,
+            steps=steps,
+            growth=growth,
+            resume=resume,
+            turns=turns,
+            redis=redis,
+            redis_note=redis_note,
+        )
+        if core:
+            core_report = report_of(elapsed_s=time.perf_counter() - started)
+            print(f"fxdurable bench ({plan.name} run, core only)\n\n{core_report.render()}")
+            return 1 if failed else 0
+        parallel = measure_parallel(tmp, reps=PARALLEL_REPS[plan.name])
+        progress("parallel tool calls measured")
         http, http_note, http_failed = measure_http(tmp, plan, progress)
         dynamodb, dynamodb_failed = measure_dynamodb(tmp, progress)
         lambda_figures, lambda_note, lambda_failed = measure_lambda(tmp, plan, progress)
         failed = failed or http_failed or dynamodb_failed or lambda_failed
-    report = Report(
-        mode=plan.name,
-        machine=machine,
-        steps=steps,
-        growth=growth,
-        resume=resume,
-        turns=turns,
-        elapsed_s=time.perf_counter() - started,
-        redis=redis,
-        redis_note=redis_note,
-    )
+    report = report_of(elapsed_s=time.perf_counter() - started)
     rest = "\n\n".join(
         (
             report.render(),

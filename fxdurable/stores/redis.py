@@ -217,11 +217,13 @@ class RedisStore:
             link = Link(conn, self.where)
             yield link
         finally:
-            if link is not None:
-                self._release(link)
-            with self._cv:
-                self._in_flight -= 1
-                self._cv.notify_all()
+            try:
+                if link is not None:
+                    self._release(link)
+            finally:  # a KeyboardInterrupt in the release must not leave close() waiting 30 s
+                with self._cv:
+                    self._in_flight -= 1
+                    self._cv.notify_all()
 
     def _release(self, link: Link) -> None:
         try:
