@@ -151,7 +151,7 @@ def commit(api: Api, blobs: Blobs, caches: Caches, reads: Reads, writes: dict[Ke
         return
     done: dict[Key, Item | None] = {k: w.item for k, w in writes.items()}
     done.update(heads)
-    caches.advance(reads.used, done)
+    caches.advance_by(reads.used, done)
     for key, write in writes.items():
         if not versioned(key[0]) and write.item is not None and write.item.target is not None:
             caches.learn(write.item)

@@ -71,7 +71,9 @@ class Reads:
         self.used[pk] = version
         self._seen[(pk, HEAD)] = head
         with self._caches.lock:
-            self._caches.at(pk, version).items[HEAD] = head
+            cache = self._caches.at(pk, version)
+            if cache is not None:  # else a newer one is held: this head is already old
+                cache.items[HEAD] = head
 
     def _cache(self, pk: str, take: Callable[[PartCache], T | None]) -> T | None:
         """What the cache of ``pk`` holds, at the version this run uses (else None)."""
