@@ -7,6 +7,28 @@ not exist yet"), and a mismatch raises :class:`~fxdurable.errors.ConflictError`.
 are checked by the journal inside the same transaction, so a SQL store (one serialised
 transaction), Redis (WATCH/MULTI or a Lua script) and DynamoDB (TransactWriteItems with
 condition expressions) can all implement it.
+
+Every method is a primitive a store supplies: 29 in all (16 reads of :class:`ReadView`, 8
+writes of :class:`Tx`, 5 of :class:`Store`). The ones a reader could derive from others are
+kept because the derivation would cost a backend a full scan or more round trips on a path
+that runs all the time (issue 23 §1 weighed each):
+
+- ``active_sessions``: every worker's reconciliation sweep (at start and periodically) reads
+  it; derived from ``list_sessions`` it would read every session ever made, each sweep.
+- ``unsettled_submissions``: admission, claim and settle read it; derived from
+  ``submissions`` it would read a session's whole history of prompts each time.
+- ``get_submission_by_request``: an idempotent submit asks it before admitting; without the
+  store's request index it is a scan of every submission.
+- ``tool_tasks(turn_id, round_)``: the conversation re-reads the rounds that changed at
+  every model step; a round's range is what a long turn must not re-read whole.
+- ``get_model_call``: every attempt that starts or resumes a turn reads its last round's
+  call; a turn's calls carry whole responses, so reading them all to take one grows with it.
+- ``session_tool_tasks``: the model step builds history from it; derived per turn it would
+  be one read per submission.
+
+What is shared between stores is not a read but the machinery under them: the retry loop of
+the optimistic stores (:mod:`fxdurable.core.optimistic`) and their read cache
+(``fxdurable/stores/_cache.py``).
 """
 
 from __future__ import annotations
@@ -36,7 +58,8 @@ class ReadView(Protocol):
     def get_session(self, session_id: str) -> SessionRecord | None: ...
     def list_sessions(self) -> Sequence[SessionRecord]: ...
     def active_sessions(self) -> Sequence[SessionRecord]:
-        """Sessions with unsettled submissions: what a reconciliation scan looks at."""
+        """Sessions whose status is active (they have unsettled submissions):
+        what a reconciliation sweep looks at."""
         ...
 
     def get_submission(self, submission_id: str) -> SubmissionRecord | None: ...

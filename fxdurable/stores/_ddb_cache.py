@@ -16,10 +16,9 @@ good. At most :data:`MAX_PARTITIONS` partitions are held (least recently used go
 from __future__ import annotations
 
 import dataclasses
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable
 
+from fxdurable.stores._cache import VersionedCache
 from fxdurable.stores._ddb_items import HEAD, Item, Key
 
 __all__ = ["MAX_PARTITIONS", "Caches", "PartCache"]
@@ -73,33 +72,13 @@ class PartCache:
             self.ranges[prefix] = start
 
 
-class Caches:
-    """Every partition's cache, shared by the threads of one store (one lock)."""
+class Caches(VersionedCache[PartCache]):
+    """Every partition's cache (the shape and its rules: :mod:`._cache`), and the pointers and
+    request ids as written (they never change)."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self._by_pk: OrderedDict[str, PartCache] = OrderedDict()
+        super().__init__(lambda version, _previous: PartCache(version), limit=MAX_PARTITIONS)
         self.fixed: dict[Key, Item] = {}  # pointers and request ids as written (never change)
-
-    def get(self, pk: str) -> PartCache | None:
-        cache = self._by_pk.get(pk)
-        if cache is not None:
-            self._by_pk.move_to_end(pk)
-        return cache
-
-    def at(self, pk: str, version: int) -> PartCache:
-        """The cache of ``pk`` at ``version``, made afresh if it held another one."""
-        cache = self.get(pk)
-        if cache is None or cache.version != version:
-            cache = self._by_pk[pk] = PartCache(version)
-            while len(self._by_pk) > MAX_PARTITIONS:
-                self._by_pk.popitem(last=False)
-        return cache
-
-    def drop(self, pks: Iterable[str]) -> None:
-        with self.lock:
-            for pk in pks:
-                self._by_pk.pop(pk, None)
 
     def forget(self, keys: Iterable[Key]) -> None:
         """Let go of these pointers and request ids (a commit found them not as held)."""
@@ -113,28 +92,26 @@ class Caches:
                 self.fixed.clear()
             self.fixed[item.key] = item
 
-    def advance(self, read: dict[str, int], writes: dict[Key, Item | None]) -> None:
+    def advance_by(self, read: dict[str, int], writes: dict[Key, Item | None]) -> None:
         """After a commit conditioned on ``sv = read[pk]`` for each partition it wrote and
         read: apply its writes to those partitions' caches (now at ``read[pk] + 1``) and drop
         the caches of partitions it wrote without that condition."""
         written: dict[str, list[tuple[str, Item | None]]] = {}
         for (pk, sk), item in writes.items():
             written.setdefault(pk, []).append((sk, item))
-        with self.lock:
-            for pk, changes in written.items():
-                cache = self._by_pk.get(pk)
-                if cache is None:
+
+        def apply(pk: str, cache: PartCache) -> None:
+            for sk, item in written[pk]:
+                if sk.startswith(_APPEND_ONLY) and not cache.covers(sk):
                     continue
-                if read.get(pk) != cache.version:
-                    del self._by_pk[pk]
-                    continue
-                for sk, item in changes:
-                    if sk.startswith(_APPEND_ONLY) and not cache.covers(sk):
-                        continue
-                    cache.items[sk] = item
-                cache.version += 1
-                head = cache.items.get(HEAD)
-                if head is None or head.sv != cache.version:
-                    # The commit moved the head (ADD sv 1) without rewriting its record.
-                    base = head or Item(pk=pk, sk=HEAD)
-                    cache.items[HEAD] = dataclasses.replace(base, sv=cache.version)
+                cache.items[sk] = item
+            version = cache.version + 1
+            head = cache.items.get(HEAD)
+            if head is None or head.sv != version:
+                # The commit moved the head (ADD sv 1) without rewriting its record.
+                base = head or Item(pk=pk, sk=HEAD)
+                cache.items[HEAD] = dataclasses.replace(base, sv=version)
+
+        # A partition written without having been read has no version here: -1 moves to 0,
+        # which no held entry of it matches, so it is dropped.
+        self.advance(read, {pk: read.get(pk, -1) + 1 for pk in written}, apply)

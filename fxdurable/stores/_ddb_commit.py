@@ -41,6 +41,7 @@ import secrets
 import time
 from typing import Any
 
+from fxdurable.core import optimistic
 from fxdurable.core.crash import crash_point
 from fxdurable.errors import StoreError, StoreUnavailableError
 from fxdurable.stores._ddb_api import Api, Cancelled
@@ -57,13 +58,14 @@ MAX_ITEMS = 100  # TransactWriteItems' limit
 MAX_BYTES = 4_000_000  # and its 4 MB
 
 
-class Rerun(Exception):
-    """The commit was cancelled: run the body again from fresh reads, reading ``suspects``
-    (records it had written blind and whose condition failed) before writing them."""
+class Rerun(optimistic.Rerun):
+    """The commit was cancelled: run the body again from fresh reads (after the engine's
+    backoff), reading ``suspects`` (records it had written blind and whose condition failed)
+    before writing them."""
 
     def __init__(self, suspects: frozenset[Key] = frozenset()) -> None:
+        super().__init__()
         self.suspects = suspects
-        super().__init__("run again from fresh reads")
 
 
 @dataclasses.dataclass(slots=True)
@@ -149,7 +151,7 @@ def commit(api: Api, blobs: Blobs, caches: Caches, reads: Reads, writes: dict[Ke
         return
     done: dict[Key, Item | None] = {k: w.item for k, w in writes.items()}
     done.update(heads)
-    caches.advance(reads.used, done)
+    caches.advance_by(reads.used, done)
     for key, write in writes.items():
         if not versioned(key[0]) and write.item is not None and write.item.target is not None:
             caches.learn(write.item)

@@ -13,23 +13,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from fxdurable.core.optimistic import UNKNOWN, Unknown
 from fxdurable.core.recordcodec import decode
 from fxdurable.stores._ddb_api import Api
 from fxdurable.stores._ddb_blobs import Blobs
 from fxdurable.stores._ddb_cache import Caches, PartCache
 from fxdurable.stores._ddb_items import HEAD, Item, Key, versioned
 
-__all__ = ["UNKNOWN", "Reads"]
+__all__ = ["Reads"]
 
 R = TypeVar("R")
 T = TypeVar("T")
-
-
-class _Unknown:
-    """An item whose stored state this run does not know without a request."""
-
-
-UNKNOWN = _Unknown()
 
 
 class Reads:
@@ -77,7 +71,9 @@ class Reads:
         self.used[pk] = version
         self._seen[(pk, HEAD)] = head
         with self._caches.lock:
-            self._caches.at(pk, version).items[HEAD] = head
+            cache = self._caches.at(pk, version)
+            if cache is not None:  # else a newer one is held: this head is already old
+                cache.items[HEAD] = head
 
     def _cache(self, pk: str, take: Callable[[PartCache], T | None]) -> T | None:
         """What the cache of ``pk`` holds, at the version this run uses (else None)."""
@@ -103,13 +99,13 @@ class Reads:
 
     # -- items --------------------------------------------------------------------------------
 
-    def _here(self, key: Key) -> Item | _Unknown | None:
+    def _here(self, key: Key) -> Item | Unknown | None:
         """``key`` as this run wrote or read it."""
         if key in self.writes:
             return self.writes[key]
         return self._seen.get(key, UNKNOWN)
 
-    def peek(self, key: Key) -> Item | _Unknown | None:
+    def peek(self, key: Key) -> Item | Unknown | None:
         """The state of ``key`` as this run knows it without a request (for a write's check)."""
         here = self._here(key)
         if here is not UNKNOWN:
@@ -136,7 +132,7 @@ class Reads:
 
     def item(self, key: Key) -> Item | None:
         here = self._here(key)
-        if not isinstance(here, _Unknown):
+        if not isinstance(here, Unknown):
             return here
         pk, sk = key
         if not versioned(pk):

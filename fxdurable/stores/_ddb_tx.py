@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from fxdurable.core.optimistic import UNKNOWN
 from fxdurable.core.recordcodec import encode
 from fxdurable.core.records import (
     AttemptRecord,
@@ -31,7 +32,7 @@ from fxdurable.core.states import SessionStatus, SubmissionStatus
 from fxdurable.errors import ConflictError, StoreError
 from fxdurable.stores import _ddb_items as keys
 from fxdurable.stores._ddb_items import ACTIVE, SESSIONS, Item, Key
-from fxdurable.stores._ddb_reads import UNKNOWN, Reads
+from fxdurable.stores._ddb_reads import Reads
 
 __all__ = ["DynamoTx", "Write"]
 

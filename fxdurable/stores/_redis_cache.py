@@ -21,14 +21,13 @@ from __future__ import annotations
 import bisect
 import hashlib
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
 import redis
 
+from fxdurable.stores._cache import VersionedCache
 from fxdurable.stores._redis_wire import (
     Command,
     Keys,
@@ -84,13 +83,20 @@ class SessionCache:
         self.since: dict[str, float] = {}  # a zset held from past this score on (a tail)
 
 
-class Caches:
-    """Every session's cache, shared by the threads of one store (one lock)."""
+def _fresh(version: int, previous: SessionCache | None) -> SessionCache:
+    cache = SessionCache(version)
+    if previous is not None:
+        cache.memo = previous.memo  # zset members are their records' JSON: true at any version
+    return cache
+
+
+class Caches(VersionedCache[SessionCache]):
+    """Every session's cache (the shape and its rules: :mod:`._cache`), and which session a
+    record key belongs to (that never changes)."""
 
     def __init__(self, keys: Keys) -> None:
-        self.lock = threading.Lock()
+        super().__init__(_fresh, limit=MAX_SESSIONS)
         self._keys = keys
-        self._by_sid: OrderedDict[str, SessionCache] = OrderedDict()
         self._record_sid: dict[str, str] = {}  # record key -> its session (never changes)
 
     def session_of(self, key: str) -> str | None:
@@ -106,33 +112,7 @@ class Caches:
             self._record_sid.clear()
         self._record_sid[record_key] = sid
 
-    def get(self, sid: str) -> SessionCache | None:
-        cache = self._by_sid.get(sid)
-        if cache is not None:
-            self._by_sid.move_to_end(sid)
-        return cache
-
-    def at(self, sid: str, version: int) -> SessionCache | None:
-        """The cache of ``sid`` at ``version``, made afresh if it held an older one (None if
-        it holds a newer one: what was fetched is already out of date)."""
-        cache = self.get(sid)
-        if cache is not None and cache.version == version:
-            return cache
-        if cache is not None and cache.version > version:
-            return None
-        memo = cache.memo if cache is not None else {}
-        cache = self._by_sid[sid] = SessionCache(version)
-        cache.memo = memo
-        while len(self._by_sid) > MAX_SESSIONS:
-            self._by_sid.popitem(last=False)
-        return cache
-
-    def drop(self, sids: Sequence[str]) -> None:
-        with self.lock:
-            for sid in sids:
-                self._by_sid.pop(sid, None)
-
-    def advance(
+    def advance_by(
         self,
         read: dict[str, int],
         bumped: dict[str, int],
@@ -147,17 +127,13 @@ class Caches:
                 sid = getattr(record, "session_id", None)
                 if isinstance(sid, str) and self._keys.owner(key) == ("o", key):
                     self.learn(key, sid)
-            for sid, version in bumped.items():
-                cache = self._by_sid.get(sid)
-                if cache is None:
-                    continue
-                if read.get(sid) != cache.version or version != cache.version + 1:
-                    del self._by_sid[sid]
-                    continue
-                for command, key, args in ops:
-                    if self.session_of(key) == sid:
-                        _apply(cache, command, key, args, records)
-                cache.version = version
+
+        def apply(sid: str, cache: SessionCache) -> None:
+            for command, key, args in ops:
+                if self.session_of(key) == sid:
+                    _apply(cache, command, key, args, records)
+
+        self.advance(read, bumped, apply)
 
 
 def _apply(

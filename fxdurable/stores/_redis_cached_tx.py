@@ -342,7 +342,7 @@ class CachedTx(RedisTx):
             self._caches.drop(list(self._used))
             raise
         records = {k: v for k, v in self._new.items() if not isinstance(v, str)}
-        self._caches.advance(self._used, bumped, self._ops, records)
+        self._caches.advance_by(self._used, bumped, self._ops, records)
 
 
 def _string_of(key: str) -> Callable[[SessionCache], tuple[bytes | None, object] | None]:

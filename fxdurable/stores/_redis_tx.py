@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar, cast
 
 import redis
 
+from fxdurable.core.optimistic import UNKNOWN
 from fxdurable.core.recordcodec import decode, encode
 from fxdurable.core.records import (
     AttemptRecord,
@@ -68,13 +69,6 @@ class _Versioned(Protocol):
 
 _TASK_ROUND = 1_000_000  # tool task score: round * _TASK_ROUND + index
 _UNSETTLED = frozenset({SubmissionStatus.QUEUED, SubmissionStatus.RUNNING})
-
-
-class _Unknown:
-    """A key or field whose stored state this transaction has not read."""
-
-
-UNKNOWN = _Unknown()
 
 
 class RedisTx:

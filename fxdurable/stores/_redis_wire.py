@@ -27,6 +27,7 @@ from typing import Any
 
 import redis
 
+from fxdurable.core.optimistic import Rerun
 from fxdurable.errors import ConflictError, StoreError, StoreUnavailableError
 
 __all__ = [
@@ -64,13 +65,6 @@ _RESEND_DELAYS = (0.0, 0.1, 0.3, 1.0, 2.5)
 log = logging.getLogger("fxdurable.store")
 
 Command = tuple[str | bytes | int | float, ...]
-
-
-class Rerun(BaseException):
-    """Something the body read changed before the commit: run the body again.
-
-    A BaseException so that a body catching ``Exception`` cannot swallow it.
-    """
 
 
 class Disconnected(BaseException):

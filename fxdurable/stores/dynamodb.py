@@ -106,6 +106,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from fxdurable.core.optimistic import Rerun, contention_backoff, optimistic
 from fxdurable.core.store import ReadView, Tx
 from fxdurable.errors import ConfigurationError, ConflictError, StoreError
 
@@ -121,7 +122,8 @@ from fxdurable.stores._ddb_api import Api, TableMissing
 from fxdurable.stores._ddb_blob_items import BlobItems
 from fxdurable.stores._ddb_blobs import Blobs
 from fxdurable.stores._ddb_cache import Caches
-from fxdurable.stores._ddb_commit import Rerun, commit
+from fxdurable.stores._ddb_commit import Rerun as CommitRerun
+from fxdurable.stores._ddb_commit import commit
 from fxdurable.stores._ddb_items import SCHEMA, Item, Key, to_wire
 from fxdurable.stores._ddb_reads import Reads
 from fxdurable.stores._ddb_settings import parse_url
@@ -133,6 +135,7 @@ T = TypeVar("T")
 
 SCHEMA_VERSION = 1
 _MAX_RUNS = 50  # runs of one body before giving up on concurrent writers
+_BACKOFF = contention_backoff(random.random)
 
 
 class DynamoStore:
@@ -230,9 +233,13 @@ class DynamoStore:
     # -- the Store protocol -------------------------------------------------------------------
 
     def _run(self, body: Callable[[DynamoTx], T], *, writable: bool) -> T:
+        """Run ``body`` until a run commits on current reads (the runs, their backoff and
+        the error when they run out: :func:`optimistic`)."""
         self._check_open()
         suspects: frozenset[Key] = frozenset()
-        for run in range(_MAX_RUNS):
+
+        def run(_: int) -> T:
+            nonlocal suspects
             reads = Reads(
                 self._api, self._blobs, self._caches, writable=writable, suspects=suspects
             )
@@ -250,21 +257,24 @@ class DynamoStore:
                         self._caches.drop(list(reads.used))
                         self._caches.forget(suspects)
                     raise
-                continue  # the body saw a stale or torn view: its error may be spurious
+                # The body saw a stale or torn view: its error may be spurious. Run it again
+                # at once (nobody committed over it; its reads were only old).
+                raise Rerun(delay=0) from exc
             try:
                 if tx.writes:
                     commit(self._api, self._blobs, self._caches, reads, tx.writes)
                 elif not reads.still_current():
-                    continue
-            except Rerun as rerun:
+                    raise Rerun(delay=0)
+            except CommitRerun as rerun:
                 suspects = suspects | rerun.suspects
-                if run >= 3:  # contention: spread the runs out a little
-                    time.sleep(random.uniform(0, 0.001 * 2 ** min(run, 8)))
-                continue
+                raise
             return result
-        raise StoreError(
-            f"a transaction on DynamoDB {self.where} kept meeting concurrent writes: gave up "
-            f"after {_MAX_RUNS} runs"
+
+        return optimistic(
+            run,
+            attempts=_MAX_RUNS,
+            backoff=_BACKOFF,
+            what=f"a transaction on DynamoDB {self.where}",
         )
 
     def transact(self, body: Callable[[Tx], T]) -> T:

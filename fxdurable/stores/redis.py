@@ -111,11 +111,11 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from fxdurable.core.blobs import blob_digest, is_digest, verified
+from fxdurable.core.optimistic import Rerun, contention_backoff, optimistic
 from fxdurable.core.store import ReadView, Tx
 from fxdurable.errors import ConfigurationError, StoreError, StoreUnavailableError
 
@@ -144,7 +144,6 @@ from fxdurable.stores._redis_wire import (
     Keys,
     Link,
     NoScript,
-    Rerun,
     raise_errors,
     text,
 )
@@ -155,6 +154,7 @@ T = TypeVar("T")
 
 SCHEMA_VERSION = 1
 _MAX_RUNS = 50  # runs of one body before giving up on concurrent writers
+_BACKOFF = contention_backoff(random.random)
 _RECONNECT_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)  # ~3 s for a restarting server
 
 
@@ -239,16 +239,16 @@ class RedisStore:
             self._pool.release(link.conn)
 
     def _run(self, body: Callable[[Link], T], what: str) -> T:
-        """Run ``body`` on a fresh link until it neither reruns nor loses its connection."""
+        """Run ``body`` on a fresh link until it neither reruns nor loses its connection
+        (the runs, their backoff and the error when they run out: :func:`optimistic`)."""
         delays = iter(_RECONNECT_DELAYS)
         loaded = False
-        for run in range(_MAX_RUNS):
+
+        def run(_: int) -> T:
+            nonlocal loaded
             try:
                 with self._link() as link:
                     return body(link)
-            except Rerun:
-                if run >= 3:  # contention: spread the runs out a little
-                    time.sleep(random.uniform(0, 0.001 * 2 ** min(run, 8)))
             except NoScript:
                 if loaded:
                     raise StoreError(
@@ -256,6 +256,7 @@ class RedisStore:
                     ) from None
                 self._load_script()
                 loaded = True
+                raise Rerun(delay=0) from None
             except Disconnected as exc:
                 delay = next(delays, None)
                 if delay is None:
@@ -264,10 +265,10 @@ class RedisStore:
                         where=self.where,
                         cause=exc.cause,
                     ) from None
-                time.sleep(delay)
-        raise StoreError(
-            f"{what} on redis at {self.where} kept meeting concurrent writes: gave up after "
-            f"{_MAX_RUNS} runs"
+                raise Rerun(delay=delay) from None
+
+        return optimistic(
+            run, attempts=_MAX_RUNS, backoff=_BACKOFF, what=f"{what} on redis at {self.where}"
         )
 
     def _simple(self, commands: Sequence[Command]) -> list[Any]:

@@ -30,6 +30,7 @@ from fxdurable.core.states import (
     ToolTaskStatus,
     TurnStatus,
 )
+from fxdurable.testing.store_contract.builders import a_session, a_submission, an_event
 
 CALLS = (
     ToolCallRequest(name="read_file", arguments='{\n  "path": "a.txt"\n}', provider_id="c1"),
@@ -49,7 +50,7 @@ SAMPLES: list[object] = [
         created_at=1000.25,
         version=7,
     ),
-    SessionRecord(id="s2", agent="a", status=SessionStatus.IDLE, created_at=1.0),
+    a_session("s2", agent="a", status=SessionStatus.IDLE),  # every default
     SubmissionRecord(
         id="sub-1",
         session_id="s1",
@@ -67,15 +68,7 @@ SAMPLES: list[object] = [
         settled_at=1002.0,
         version=5,
     ),
-    SubmissionRecord(
-        id="sub-2",
-        session_id="s1",
-        seq=2,
-        request_id="r2",
-        prompt="",
-        status=SubmissionStatus.QUEUED,
-        created_at=1.0,
-    ),
+    a_submission("s1", 2, prompt=""),  # every default
     AttemptRecord(
         submission_id="sub-1",
         number=2,
@@ -144,7 +137,7 @@ SAMPLES: list[object] = [
         data={"tools": ["read_file", "shell"], "nested": {"a": [1, 2.5, None, True]}, "n": 0},
         at=5.0,
     ),
-    EventRecord(session_id="s1", seq=1, type="session.created", turn_id=None, data={}, at=0.0),
+    an_event("s1", 1, type="session.created", data={}, at=0.0),
 ]
 
 
@@ -197,8 +190,8 @@ def test_encoding_is_canonical() -> None:
     assert text == json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
     assert encode(decode(SessionRecord, text)) == text
     # Equal values encode equally, whatever order a mapping was built in.
-    a = EventRecord(session_id="s", seq=1, type="t", turn_id=None, data={"x": 1, "y": 2}, at=0)
-    b = EventRecord(session_id="s", seq=1, type="t", turn_id=None, data={"y": 2, "x": 1}, at=0)
+    a = an_event(data={"x": 1, "y": 2})
+    b = an_event(data={"y": 2, "x": 1})
     assert encode(a) == encode(b)
 
 

@@ -160,7 +160,7 @@ def test_a_foreign_layout_version_is_refused(url: str) -> None:
 
 
 def test_a_read_view_cannot_write_and_a_closed_store_refuses(store: DynamoStore) -> None:
-    from fxdurable.testing.store_contract._builders import a_session
+    from fxdurable.testing.store_contract.builders import a_session
 
     with pytest.raises(TypeError, match="read view cannot write"):
         store.read(lambda v: v.put_session(a_session(), expected_version=None))  # type: ignore[attr-defined]
@@ -172,7 +172,7 @@ def test_a_read_view_cannot_write_and_a_closed_store_refuses(store: DynamoStore)
 def test_ids_with_hashes_do_not_collide(store: DynamoStore) -> None:
     """A turn's tasks are one sort-key range; a turn id that extends another with ``#``
     must not fall inside it."""
-    from fxdurable.testing.store_contract._builders import a_task
+    from fxdurable.testing.store_contract.builders import a_task
 
     def body(tx: Any) -> None:
         tx.put_tool_task(a_task("a", 0, 0), expected_version=None)

@@ -18,7 +18,7 @@ from fxdurable.backends import open_store
 from fxdurable.errors import ConfigurationError, ConflictError
 from fxdurable.stores.sqlite import SqliteStore
 from fxdurable.testing.store_contract import StoreContract
-from fxdurable.testing.store_contract._builders import a_session
+from fxdurable.testing.store_contract.builders import a_session
 
 
 class TestStoreContract(StoreContract):

@@ -20,7 +20,7 @@ from fxdurable.core.states import (
     ToolTaskStatus,
 )
 from fxdurable.core.store import ReadView, Store, Tx
-from fxdurable.testing.store_contract._builders import (
+from fxdurable.testing.store_contract.builders import (
     a_task,
     look,
     write,

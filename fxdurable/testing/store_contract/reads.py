@@ -29,7 +29,7 @@ from fxdurable.core.states import (
     TurnStatus,
 )
 from fxdurable.core.store import ReadView, Store, Tx
-from fxdurable.testing.store_contract._builders import (
+from fxdurable.testing.store_contract.builders import (
     a_session,
     a_submission,
     a_task,

@@ -24,7 +24,7 @@ from fxdurable.core.states import (
 )
 from fxdurable.core.store import Store, Tx
 from fxdurable.errors import ConflictError
-from fxdurable.testing.store_contract._builders import (
+from fxdurable.testing.store_contract.builders import (
     Boom,
     a_session,
     a_submission,

@@ -1,9 +1,11 @@
-"""Record builders and small helpers of the store contract suite."""
+"""Record builders and small helpers of the store contract suite, public for a store's own
+tests: each builder makes a valid record with plain defaults, and keyword arguments replace
+any field (``a_session("s2", status=SessionStatus.IDLE)``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fxdurable.core.records import (
     EventRecord,
@@ -17,9 +19,6 @@ from fxdurable.core.states import (
     ToolTaskStatus,
 )
 from fxdurable.core.store import ReadView, Store, Tx
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["Boom", "a_session", "a_submission", "a_task", "an_event", "look", "write"]
 
@@ -48,10 +47,16 @@ def a_submission(sid: str = "s1", seq: int = 1, **kw: Any) -> SubmissionRecord:
     return SubmissionRecord(**(fields | kw))
 
 
-def an_event(sid: str = "s1", seq: int = 1) -> EventRecord:
-    return EventRecord(
-        session_id=sid, seq=seq, type=f"e{seq}", turn_id=None, data={"n": seq}, at=float(seq)
-    )
+def an_event(sid: str = "s1", seq: int = 1, **kw: Any) -> EventRecord:
+    fields: dict[str, Any] = {
+        "session_id": sid,
+        "seq": seq,
+        "type": f"e{seq}",
+        "turn_id": None,
+        "data": {"n": seq},
+        "at": float(seq),
+    }
+    return EventRecord(**(fields | kw))
 
 
 def a_task(turn_id: str = "t1", round_: int = 0, index: int = 0, **kw: Any) -> ToolTaskRecord:
