@@ -220,17 +220,14 @@ class ModelStep:
                 ToolSpec(name=t.name, description=t.description, parameters=t.json_schema())
                 for t in self._agent.tools
             ],
+            session_id=turn.session_id,
         ), len(steering)
 
     def _priced(self, usage: Usage) -> Usage:
         pricing = self._agent.pricing
         if pricing is None:
             return usage
-        cost = (
-            usage.input_tokens * pricing.input_per_mtok
-            + usage.output_tokens * pricing.output_per_mtok
-        ) / 1_000_000
-        return replace(usage, cost_usd=round(cost, 8))
+        return replace(usage, cost_usd=pricing.cost_usd(usage))
 
     @tracing.model_response
     async def _stream(

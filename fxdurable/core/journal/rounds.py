@@ -22,6 +22,7 @@ from fxdurable.core.records import (
     ToolTaskRecord,
     TurnRecord,
     Usage,
+    usage_fields,
 )
 from fxdurable.core.states import ModelCallStatus, ToolTaskStatus, advance
 from fxdurable.core.store import Tx
@@ -126,9 +127,7 @@ class Rounds(Transitions):
                     round=round_,
                     text=text,
                     tools=tuple(c.name for c in calls),
-                    input_tokens=usage.input_tokens,
-                    output_tokens=usage.output_tokens,
-                    cost_usd=usage.cost_usd,
+                    **usage_fields(usage),
                     stop_reason=stop_reason,
                     stop_inferred=stop_inferred,
                     truncated=truncated,
@@ -230,9 +229,7 @@ class Rounds(Transitions):
                     upto=upto_seq,
                     summary=summary,
                     model=model,
-                    input_tokens=usage.input_tokens,
-                    output_tokens=usage.output_tokens,
-                    cost_usd=usage.cost_usd,
+                    **usage_fields(usage),
                 ),
                 turn_id=turn_id,
             )

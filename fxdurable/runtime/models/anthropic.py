@@ -36,6 +36,7 @@ from fxdurable.runtime.models.base import (
     StreamPart,
     ToolSpec,
 )
+from fxdurable.runtime.models.caching import PromptCache, mark_anthropic_body
 from fxdurable.runtime.models.errors import redact, stream_error
 from fxdurable.runtime.models.http import Timeouts
 from fxdurable.runtime.models.httpmodel import HttpModel, StreamParser
@@ -82,6 +83,7 @@ class AnthropicModel(HttpModel):
         timeout: Timeouts | float | None = None,
         finish_grace_s: float = 1.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        prompt_cache: PromptCache | bool | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -93,6 +95,7 @@ class AnthropicModel(HttpModel):
         )
         self._max_tokens = max_tokens
         self._max_pauses = max_pause_continuations
+        self._cache = PromptCache.resolve(prompt_cache)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
         """As :meth:`HttpModel.stream`, and a turn the API paused (``stop_reason:
@@ -140,7 +143,9 @@ class AnthropicModel(HttpModel):
         paused: tuple[dict[str, Any], ...] = ()
         if isinstance(request, _Continued):
             paused = request.paused
-        body = build_anthropic_body(self._model, request, max_tokens=self._max_tokens)
+        body = build_anthropic_body(
+            self._model, request, max_tokens=self._max_tokens, cache=self._cache
+        )
         if paused:  # the paused turn's content, as the API sent it: the model goes on
             body["messages"].append({"role": "assistant", "content": list(paused)})
         return body
@@ -167,10 +172,7 @@ def _joined(pieces: Sequence[ModelResponse]) -> ModelResponse:
     if calls:
         first = calls[0]
         calls = (replace(first, parts=before + first.parts), *calls[1:])
-    usage = Usage(
-        input_tokens=sum(p.usage.input_tokens for p in pieces),
-        output_tokens=sum(p.usage.output_tokens for p in pieces),
-    )
+    usage = sum((p.usage for p in pieces), Usage())
     return replace(
         last,
         text="".join(p.text for p in pieces),
@@ -180,18 +182,24 @@ def _joined(pieces: Sequence[ModelResponse]) -> ModelResponse:
     )
 
 
-def build_anthropic_body(model: str, request: ModelRequest, *, max_tokens: int) -> dict[str, Any]:
-    """The JSON body of a streaming Messages request."""
-    body: dict[str, Any] = {
-        "model": model,
-        "max_tokens": max_tokens,
-        "messages": _messages(request.messages),
-        "stream": True,
-    }
-    if request.instructions:
-        body["system"] = request.instructions
+def build_anthropic_body(
+    model: str,
+    request: ModelRequest,
+    *,
+    max_tokens: int,
+    cache: PromptCache | None = None,
+) -> dict[str, Any]:
+    """The JSON body of a streaming Messages request, with ``cache``'s breakpoints (none when
+    None). The conversation goes last, so what the steps of a turn share is a prefix of the
+    body's bytes, as it is of the prompt (tools, system, messages)."""
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": True}
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
+    if request.instructions:
+        body["system"] = request.instructions
+    body["messages"] = _messages(request.messages)
+    if cache is not None:
+        mark_anthropic_body(body, cache)
     return body
 
 
@@ -356,6 +364,8 @@ class _AnthropicParser:
         usage = Usage(
             input_tokens=sum(self._usage.get(name, 0) for name in _INPUT_FIELDS),
             output_tokens=self._usage.get("output_tokens", 0),
+            cache_read_tokens=self._usage.get("cache_read_input_tokens", 0),
+            cache_creation_tokens=self._usage.get("cache_creation_input_tokens", 0),
         )
         parts = tuple(block_part(block) for _, block in sorted(self._blocks.items()))
         return ModelResponse(

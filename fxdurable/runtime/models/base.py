@@ -79,6 +79,8 @@ class ModelRequest:
     instructions: str
     messages: Sequence[ChatMessage]
     tools: Sequence[ToolSpec] = ()
+    # The session asking: a provider may key its prompt cache on it (docs/caching.md).
+    session_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
