@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -192,7 +193,8 @@ class ScriptedModelServer:
         path = urlsplit(target).path.rstrip("/")
         wire = WIRES.get(path)
         if self._request_log is not None:
-            line = json.dumps({"path": path, "raw": raw.decode(errors="replace")})
+            entry = {"pid": os.getpid(), "path": path, "raw": raw.decode(errors="replace")}
+            line = json.dumps(entry)
             with self._lock, self._request_log.open("a") as log:
                 log.write(line + "\n")
         try:
