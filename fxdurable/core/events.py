@@ -74,7 +74,7 @@ __all__ = [
 ]
 
 # major.minor: the major part changes with any rename or removal (see the module docstring).
-WIRE_VERSION = "1.6"
+WIRE_VERSION = "1.6"  # 1.6: model.fallback, output.rejected; cache and reasoning token counts
 
 
 class EventType(StrEnum):
@@ -234,6 +234,10 @@ class ModelCompleted:
     input_tokens: int
     output_tokens: int
     cost_usd: float | None
+    # Parts of input_tokens (read from / written to the prompt cache) and of output_tokens.
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    reasoning_tokens: int = 0
     # The provider's stop reason verbatim; None (with stop_inferred) when it sent none.
     stop_reason: str | None = None
     stop_inferred: bool = False
@@ -271,6 +275,9 @@ class ContextCompacted:
     input_tokens: int
     output_tokens: int
     cost_usd: float | None
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    reasoning_tokens: int = 0
 
 
 class TaskRef(TypedDict):

@@ -6,7 +6,8 @@ Identity derives from position, never from timing (DESIGN §9): a model call is
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from fxdurable.core.codec import JsonObject
 from fxdurable.core.states import (
@@ -34,6 +35,7 @@ __all__ = [
     "ToolTaskRecord",
     "TurnRecord",
     "Usage",
+    "usage_fields",
 ]
 
 
@@ -220,9 +222,38 @@ class ToolCallRequest:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
+    """One model call's tokens as the provider counted them. ``input_tokens`` is every input
+    token, the cached ones included: ``cache_read_tokens`` were read from the provider's
+    prompt cache, ``cache_creation_tokens`` written to it (Anthropic bills those apart);
+    ``reasoning_tokens`` are part of ``output_tokens``. Records written before these fields
+    existed decode with 0. ``cost_usd`` is the call's whole cost."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = None  # when the agent knows its model's prices
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        """Both calls' tokens; the cost is known when either's is."""
+        cost = None
+        if self.cost_usd is not None or other.cost_usd is not None:
+            cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cost_usd=cost,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+
+def usage_fields(usage: Usage) -> dict[str, Any]:
+    """``usage``'s fields by name: the token counts every event and total that reports a
+    model call's usage carries under the same names."""
+    return {f.name: getattr(usage, f.name) for f in fields(usage)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

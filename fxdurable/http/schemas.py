@@ -261,6 +261,9 @@ class TraceTotals(_Body):
     input_tokens: int
     output_tokens: int
     cost_usd: float | None
+    cache_read_tokens: int = Field(0, description="input tokens read from the prompt cache")
+    cache_creation_tokens: int = Field(0, description="input tokens written to the prompt cache")
+    reasoning_tokens: int = Field(0, description="output tokens the model spent reasoning")
     turns: int = Field(description="submissions")
     attempts: int
     interruptions: int = Field(description="attempts a crash ended")

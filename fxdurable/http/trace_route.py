@@ -6,6 +6,8 @@ its lines for the wire (without colour).
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from fxdurable.core.store import ReadView
 from fxdurable.http.schemas import TraceLine, TraceReply, TraceTotals
 from fxdurable.runtime.render import Style
@@ -33,9 +35,7 @@ def trace_reply(view: ReadView, key: str, public_id: str) -> TraceReply | None:
             for line in timeline.lines
         ],
         totals=TraceTotals(
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cost_usd=usage.cost_usd,
+            **{name: value for name, value in asdict(usage).items() if name != "calls"},
             turns=timeline.turns,
             attempts=timeline.attempts,
             interruptions=timeline.interruptions,

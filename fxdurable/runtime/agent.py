@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from fxdurable.core.records import Usage
 from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.hooks import AfterTool, BeforeTool
 from fxdurable.runtime.models.base import Model
@@ -38,10 +39,44 @@ class ModelRetries:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Pricing:
-    """US dollars per million tokens, for cost accounting in the journal and the trace."""
+    """US dollars per million tokens, for cost accounting in the journal and the trace.
+
+    Input tokens read from the provider's prompt cache cost ``cache_read_per_mtok``, those
+    written to it ``cache_write_per_mtok``; left unset, each costs ``input_per_mtok`` (no
+    discount assumed, so a cost budget never undercounts). The providers charge, relative
+    to the input price: Anthropic reads 0.1x, writes 1.25x (5-minute cache) or 2x (1 hour);
+    OpenAI reads 0.1x-0.5x by model and writes at 1x (docs/caching.md)."""
 
     input_per_mtok: float
     output_per_mtok: float
+    cache_read_per_mtok: float | None = None
+    cache_write_per_mtok: float | None = None
+
+    def __post_init__(self) -> None:
+        prices = (
+            self.input_per_mtok,
+            self.output_per_mtok,
+            self.cache_read_per_mtok,
+            self.cache_write_per_mtok,
+        )
+        if any(price is not None and price < 0 for price in prices):
+            raise ConfigurationError("Pricing needs prices >= 0")
+
+    def cost_usd(self, usage: Usage) -> float:
+        """What ``usage`` costs: uncached input, cache reads, cache writes and output."""
+        read = self.input_per_mtok if self.cache_read_per_mtok is None else self.cache_read_per_mtok
+        write = (
+            self.input_per_mtok if self.cache_write_per_mtok is None else self.cache_write_per_mtok
+        )
+        cached = usage.cache_read_tokens + usage.cache_creation_tokens
+        uncached = max(usage.input_tokens - cached, 0)
+        cost = (
+            uncached * self.input_per_mtok
+            + usage.cache_read_tokens * read
+            + usage.cache_creation_tokens * write
+            + usage.output_tokens * self.output_per_mtok
+        ) / 1_000_000
+        return round(cost, 8)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

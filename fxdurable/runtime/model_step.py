@@ -242,17 +242,14 @@ class ModelStep:
                 for t in self._agent.tools
             ],
             output=self._agent.output.format if self._agent.output is not None else None,
+            session_id=turn.session_id,
         ), len(steering)
 
     def _priced(self, usage: Usage) -> Usage:
         pricing = self._agent.pricing
         if pricing is None:
             return usage
-        cost = (
-            usage.input_tokens * pricing.input_per_mtok
-            + usage.output_tokens * pricing.output_per_mtok
-        ) / 1_000_000
-        return replace(usage, cost_usd=round(cost, 8))
+        return replace(usage, cost_usd=pricing.cost_usd(usage))
 
     @tracing.model_response
     async def _stream(

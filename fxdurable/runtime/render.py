@@ -12,7 +12,7 @@ from typing import TextIO
 from fxdurable.core.events import SETTLED_OUTCOME, TOOL_SETTLED_EVENTS, EventType
 from fxdurable.core.records import EventRecord
 
-__all__ = ["Style", "clock_time", "describe"]
+__all__ = ["Style", "cache_note", "clock_time", "describe"]
 
 
 class Style:
@@ -48,6 +48,18 @@ class Style:
 
     def cyan(self, text: str) -> str:
         return self._wrap("36", text)
+
+
+def cache_note(read: int, written: int) -> str:
+    """`` (80 cached, 20 written to cache)``: the prompt cache's share of an input count."""
+    said = [f"{read} cached"] if read else []
+    if written:
+        said.append(f"{written} written to cache")
+    return f" ({', '.join(said)})" if said else ""
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) else 0
 
 
 def _short(text: object, width: int = 90) -> str:
@@ -120,7 +132,10 @@ def describe(event: EventRecord, style: Style) -> str | None:
         tools = d.get("tools")
         tools = tools if isinstance(tools, list) else []
         calls = f" → {', '.join(str(t) for t in tools)}" if tools else ""
-        tokens = style.dim(f"  [{d.get('input_tokens')}→{d.get('output_tokens')} tok]")
+        cached = cache_note(
+            _count(d.get("cache_read_tokens")), _count(d.get("cache_creation_tokens"))
+        )
+        tokens = style.dim(f"  [{d.get('input_tokens')}→{d.get('output_tokens')} tok{cached}]")
         paused = d.get("stop_reason") == "pause_turn"
         pause = style.dim(" (paused; continued next round)") if paused else ""
         text = _short(d.get("text")) or "(no text)"

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fxdurable.core.events import SETTLED_EVENTS, TOOL_SETTLED_EVENTS, EventType
-from fxdurable.core.records import EventRecord, SessionRecord, Usage
+from fxdurable.core.records import EventRecord, SessionRecord, Usage, usage_fields
 from fxdurable.core.states import SubmissionStatus
 from fxdurable.core.store import ReadView
-from fxdurable.runtime.render import Style, clock_time, describe
+from fxdurable.runtime.render import Style, cache_note, clock_time, describe
 
 __all__ = [
     "Timeline",
@@ -38,33 +38,42 @@ _FORK_POINTS = frozenset(
 
 @dataclass(slots=True)
 class Totals:
-    """Token and cost accounting, summed from the recorded model calls."""
+    """Token and cost accounting, summed from the recorded model calls. The cache and
+    reasoning counts are parts of the input and output counts, not added to them."""
 
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = None
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    reasoning_tokens: int = 0
 
     def add(self, usage: Usage) -> None:
-        self.calls += 1
-        self.input_tokens += usage.input_tokens
-        self.output_tokens += usage.output_tokens
-        if usage.cost_usd is not None:
-            self.cost_usd = (self.cost_usd or 0.0) + usage.cost_usd
+        self.merge(Totals(calls=1, **usage_fields(usage)))
 
     def merge(self, other: Totals) -> None:
         self.calls += other.calls
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
+        self.cache_read_tokens += other.cache_read_tokens
+        self.cache_creation_tokens += other.cache_creation_tokens
+        self.reasoning_tokens += other.reasoning_tokens
         if other.cost_usd is not None:
             self.cost_usd = (self.cost_usd or 0.0) + other.cost_usd
 
     def __str__(self) -> str:
         cost = f", ${self.cost_usd:.4f}" if self.cost_usd is not None else ""
         return (
-            f"{self.calls} model call(s), {self.input_tokens} input + "
-            f"{self.output_tokens} output tokens{cost}"
+            f"{self.calls} model call(s), {self.input_tokens} input"
+            f"{cache_note(self.cache_read_tokens, self.cache_creation_tokens)} + "
+            f"{self.output_tokens} output tokens"
+            f"{reasoning_note(self.reasoning_tokens)}{cost}"
         )
+
+
+def reasoning_note(reasoning: int) -> str:
+    return f" ({reasoning} reasoning)" if reasoning else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +110,9 @@ def _usage_of(event: EventRecord) -> Usage:
         input_tokens=int(number("input_tokens") or 0),
         output_tokens=int(number("output_tokens") or 0),
         cost_usd=number("cost_usd"),
+        cache_read_tokens=int(number("cache_read_tokens") or 0),
+        cache_creation_tokens=int(number("cache_creation_tokens") or 0),
+        reasoning_tokens=int(number("reasoning_tokens") or 0),
     )
 
 

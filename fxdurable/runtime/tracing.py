@@ -249,6 +249,10 @@ def model_response(fn: F) -> F:
         usage = response.usage
         span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
         span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+        # OpenTelemetry's GenAI names (both counts are parts of input_tokens).
+        span.set_attribute("gen_ai.usage.cache_read.input_tokens", usage.cache_read_tokens)
+        span.set_attribute("gen_ai.usage.cache_creation.input_tokens", usage.cache_creation_tokens)
+        span.set_attribute("fxdurable.usage.reasoning_tokens", usage.reasoning_tokens)
         span.set_attribute("gen_ai.response.finish_reasons", [str(response.stop_reason)])
         span.set_attribute("fxdurable.model.truncated", bool(response.truncated))
         return response

@@ -24,10 +24,12 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import threading
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
@@ -42,6 +44,7 @@ from fxdurable.testing.model_server_http import (
     Stall,
     StreamReply,
 )
+from fxdurable.testing.prompt_cache_sim import PromptCacheSim
 from fxdurable.testing.wire_anthropic import AnthropicWire
 from fxdurable.testing.wire_common import (
     ERROR_STATUS,
@@ -73,7 +76,7 @@ class RecordedRequest:
     ``headers`` are lower-cased, with credentials replaced by ``"[REDACTED]"``; ``body`` is the
     JSON body (None when it was not JSON); ``request`` is it read back (None when unreadable);
     ``status`` is what was answered (0 for a stall); ``response`` is the policy's answer as
-    streamed: with the tool-call ids sent and the usage reported.
+    streamed: with the tool-call ids sent and the usage reported; ``raw`` the body's bytes.
     """
 
     wire: str | None  # "openai" | "anthropic" | None (an unknown path)
@@ -85,6 +88,7 @@ class RecordedRequest:
     response: ModelResponse | None = None
     failure: Failure | None = None
     error: str | None = None
+    raw: bytes = b""  # the body's bytes exactly as sent (what a prompt cache compares)
 
 
 class ScriptedModelServer:
@@ -107,6 +111,7 @@ class ScriptedModelServer:
         quirks: Quirks | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        request_log: Path | None = None,
     ) -> None:
         self._policy = policy if callable(policy) else _list_policy(list(policy))
         self._address = (host, port)
@@ -116,6 +121,10 @@ class ScriptedModelServer:
         self._failures: deque[Failure] = deque(self._quirks.fail_first)
         self._httpd: ModelHTTPServer | None = None
         self.requests: list[RecordedRequest] = []
+        self._cache = PromptCacheSim()
+        # Each POST's path and body, appended as one JSON line before it is answered: what a
+        # process that is then SIGKILLed sent survives it (its ``requests`` do not).
+        self._request_log = request_log
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -183,6 +192,11 @@ class ScriptedModelServer:
         quirks = self.quirks
         path = urlsplit(target).path.rstrip("/")
         wire = WIRES.get(path)
+        if self._request_log is not None:
+            entry = {"pid": os.getpid(), "path": path, "raw": raw.decode(errors="replace")}
+            line = json.dumps(entry)
+            with self._lock, self._request_log.open("a") as log:
+                log.write(line + "\n")
         try:
             body: Any = json.loads(raw)
         except ValueError:
@@ -196,6 +210,7 @@ class ScriptedModelServer:
                 body=body,
                 request=request,
                 status=status,
+                raw=raw,
                 **fields,
             )
             with self._lock:
@@ -241,6 +256,9 @@ class ScriptedModelServer:
             record(500, request=request, error=message)
             return _error(wire, "policy", message)
         response = as_streamed(request, response, wire.id_prefix)
+        if quirks.prompt_cache:
+            usage = self._cache.usage(wire.name, body, response.usage)
+            response = replace(response, usage=usage)
         plan = wire.stream(response, body=body, quirks=quirks)
         record(200, request=request, response=response, failure=failure)
         if failure is None:

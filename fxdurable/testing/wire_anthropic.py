@@ -111,9 +111,12 @@ class AnthropicWire:
                 "stop_reason": None,
                 "stop_sequence": None,
                 "usage": {
-                    "input_tokens": usage.input_tokens,
-                    "cache_creation_input_tokens": 0,
-                    "cache_read_input_tokens": 0,
+                    # The API splits the input: uncached, written to the cache, read from it.
+                    "input_tokens": usage.input_tokens
+                    - usage.cache_creation_tokens
+                    - usage.cache_read_tokens,
+                    "cache_creation_input_tokens": usage.cache_creation_tokens,
+                    "cache_read_input_tokens": usage.cache_read_tokens,
                     "output_tokens": 1,  # as the real API: the final count is in message_delta
                 },
             },

@@ -111,6 +111,9 @@ class Quirks:
       check needs no state and survives a restart of the server.
     - ``require_api_key``: without ``Authorization: Bearer <key>`` (OpenAI) or
       ``x-api-key: <key>`` (Anthropic) the answer is 401.
+    - ``prompt_cache``: the provider's prompt cache, played by the server
+      (:mod:`fxdurable.testing.prompt_cache_sim`): usage reports the input tokens a request
+      read from (and, Anthropic, wrote to) the cache.
     """
 
     text_chunk_chars: int = 16
@@ -128,6 +131,7 @@ class Quirks:
     context_limit_chars: int | None = None
     require_api_key: str | None = None
     reasoning: bool = False
+    prompt_cache: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fail_first", tuple(self.fail_first))

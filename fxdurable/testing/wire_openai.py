@@ -167,6 +167,8 @@ class OpenAIWire:
             "prompt_tokens": usage.input_tokens,
             "completion_tokens": usage.output_tokens,
             "total_tokens": usage.input_tokens + usage.output_tokens,
+            "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
+            "completion_tokens_details": {"reasoning_tokens": 5 if quirks.reasoning else 0},
         }
         finish = chunk({}, "tool_calls" if response.tool_calls else "stop")
         tail: list[bytes] = []

@@ -211,7 +211,7 @@ class OpenAIResponsesWire(OpenAIWire):
         usage = response.usage
         wire_usage = {
             "input_tokens": usage.input_tokens,
-            "input_tokens_details": {"cached_tokens": usage.input_tokens // 2},
+            "input_tokens_details": {"cached_tokens": usage.cache_read_tokens},
             "output_tokens": usage.output_tokens,
             "output_tokens_details": {"reasoning_tokens": 7 if quirks.reasoning else 0},
             "total_tokens": usage.input_tokens + usage.output_tokens,

@@ -86,6 +86,18 @@ test("model replies with their calls and tokens; the turn's end with its totals"
   );
 });
 
+test("cache hits and writes show on the model call and in the totals", () => {
+  const cached = crashTurn.map((l) =>
+    l.type === "model.completed" && l.data.round === 2
+      ? { ...l, data: { ...l.data, cache_read_tokens: 120, cache_creation_tokens: 30 } }
+      : l,
+  );
+  const t = timelineOf(cached);
+  assert.match(textOf(renderItem(t, 10)), /\[150 → 10 tokens \(120 cached, 30 written to cache\), \$0\.0020\]/);
+  assert.match(textOf(one(renderItem(t, 20), "turn-totals")), /670 input \(120 cached, 30 written to cache\) \+ 51 output/);
+  assert.match(textOf(renderItem(timelineOf(crashTurn), 10)), /\[150 → 10 tokens, \$0\.0020\]/, "nothing said without a hit");
+});
+
 test("a pending question has allow, deny and edit; once answered it says how", () => {
   const t = timelineOf([...crashTurn, ...questionTurn.slice(0, 3)]);
   const box = one(renderItem(t, 23), "question");

@@ -173,6 +173,9 @@ def test_events_are_stored_in_the_shapes_written_before_they_were_typed(
             "input_tokens": 7,
             "output_tokens": 3,
             "cost_usd": None,
+            "cache_read_tokens": 0,  # 1.6
+            "cache_creation_tokens": 0,
+            "reasoning_tokens": 0,
             "stop_reason": None,
             "stop_inferred": False,
             "truncated": False,

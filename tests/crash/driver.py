@@ -48,10 +48,13 @@ model is ``OpenAIModel`` / ``AnthropicModel`` pointed at it, reading the key fro
 ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` the driver sets for itself (``API_KEY``; with
 ``--wrong-key``, ``WRONG_KEY``, which the server answers with a 401 that quotes it back, as
 some gateways do). So every model call goes through the real httpx + SSE path, and
-``model.log`` is written by the server's policy. On a clean exit the driver appends what the
-server saw to ``D/http.jsonl``: one line per process, ``{"pid", "provider", "echoed" (401s
-that quoted the key), "requests": [{"path", "status", "headers" (credentials redacted by the
-server), "body"}]}``; a SIGKILLed run writes nothing there.
+``model.log`` is written by the server's policy. ``openai-responses``: the Responses API
+client (``OpenAIResponsesModel``) against the same server. Every request body the server
+receives is appended, as sent, to ``D/requests.jsonl`` before it is answered (``{"pid",
+"path", "raw"}``): a SIGKILLed run's requests are there too. On a clean exit the driver
+appends what the server saw to ``D/http.jsonl``: one line per process, ``{"pid",
+"provider", "echoed" (401s that quoted the key), "requests": [{"path", "status", "headers"
+(credentials redacted by the server), "body"}]}``; a SIGKILLed run writes nothing there.
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ from pathlib import Path
 from typing import Any
 
 import fxdurable as fx
-from fxdurable.runtime.models import AnthropicModel, OpenAIModel
+from fxdurable.runtime.models import AnthropicModel, OpenAIModel, OpenAIResponsesModel
 from fxdurable.testing import Quirks, ScriptedModelServer
 from tests.kit.story import (
     ACCOUNT,
@@ -121,12 +124,18 @@ PROMPTS = {
     **DELEGATE,
 }
 NEXT_PROMPTS = {"welcome": "welcome crash", "upgrade": ACCOUNT}
-PROVIDERS = ("inprocess", "openai", "anthropic")
+PROVIDERS = ("inprocess", "openai", "anthropic", "openai-responses")
 AnyModel = fx.ScriptedModel | OpenAIModel | AnthropicModel
 # Fake keys: the tests check that neither ever reaches the database, the logs or the output.
 API_KEY = "sk-test-crash-SECRET-1234"
 WRONG_KEY = "sk-test-crash-WRONG-5678"
-KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+KEY_ENV = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai-responses": "OPENAI_API_KEY",
+}
+# Every request body, as sent, appended before it is answered: survives a SIGKILL.
+REQUEST_LOG = "requests.jsonl"
 TEXT_CHUNK_CHARS = 16  # the server streams text in deltas of this many characters
 # The server keeps each response open this long after its last event: far longer than a whole
 # prompt recovery takes on a loaded machine (process start included), so a client that waited
@@ -203,6 +212,8 @@ def http_model(provider: str, base_url: str, *, wrong_key: bool) -> AnyModel:
     os.environ[KEY_ENV[provider]] = WRONG_KEY if wrong_key else API_KEY
     if provider == "openai":
         return OpenAIModel("crash-model", base_url=base_url)
+    if provider == "openai-responses":
+        return OpenAIResponsesModel("crash-model", base_url=base_url)
     return AnthropicModel("crash-model", base_url=base_url)
 
 
@@ -253,9 +264,10 @@ async def main_async(args: argparse.Namespace) -> int:
     # SIGKILL takes the server down with the worker, as a real crash takes down a connection.
     server_type = KeyEchoingServer if args.wrong_key else ScriptedModelServer
     quirks = dataclasses.replace(HTTP_QUIRKS, reasoning=True) if args.reasoning else HTTP_QUIRKS
-    server = server_type(logged_policy(workdir), quirks=quirks).start()
+    log = workdir / REQUEST_LOG
+    server = server_type(logged_policy(workdir), quirks=quirks, request_log=log).start()
     try:
-        base_url = server.openai_base_url if args.provider == "openai" else server.url
+        base_url = server.url if args.provider == "anthropic" else server.openai_base_url
         model = http_model(args.provider, base_url, wrong_key=args.wrong_key)
         code = await run_session(args, workdir, model)
     finally:

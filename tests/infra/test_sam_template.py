@@ -38,6 +38,7 @@ LEFT_TO_DEFAULTS = {
     "FXD_HTTP_BODY_TIMEOUT_S": "API Gateway delivers the body whole",
     "FXD_WAKE_SECRET": "POST /wake is off: SQS delivers the wakes",
     "FXD_WAKE_BUDGET_S": "POST /wake is off",
+    "FXD_PROMPT_CACHE": "prompt caching is on unless a deployment opts out",
     "FXD_INVOCATION_BUDGET_S": "the HTTP function runs no turn",
     "FXD_LEASE_TTL_S": "the defaults (15 s TTL, 5 s heartbeat) fit",
     "FXD_HEARTBEAT_S": "the defaults fit",

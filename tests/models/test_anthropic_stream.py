@@ -66,11 +66,14 @@ def test_chunking_and_line_endings_do_not_change_the_result(size, eol):
     assert response.text == "Okay, let's check."
 
 
-def test_cached_input_tokens_count_as_input():
+def test_cached_input_tokens_count_as_input_and_are_recorded_apart():
     body = ANTHROPIC_TEXT + ANTHROPIC_TEXT_STOP
     deltas, response = run(collect(model(FakeProvider(Reply(body))), request()))
     assert deltas == ["Hello", " there"]
-    assert response.usage == Usage(input_tokens=1110, output_tokens=7)
+    # input_tokens is uncached + written + read, as the API splits them; the parts are kept.
+    assert response.usage == Usage(
+        input_tokens=1110, output_tokens=7, cache_read_tokens=1000, cache_creation_tokens=100
+    )
 
 
 def test_stop_reason_then_open_returns_within_the_grace():

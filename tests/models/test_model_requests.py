@@ -145,6 +145,7 @@ def test_anthropic_request(monkeypatch):
         base_url="http://llm.test",
         transport=provider.transport,
         max_tokens=1000,
+        prompt_cache=False,  # the body as it is without breakpoints (tests/models/test_caching.py)
     )
     run(collect(model, ModelRequest(instructions="Be brief.", messages=CONVERSATION, tools=TOOLS)))
     (sent,) = provider.requests

@@ -129,7 +129,8 @@ def test_usage_details_cached_and_reasoning_tokens() -> None:
     for event in SSEDecoder().feed(text_item(0, "hi") + terminal()):
         parser.feed(event)
     assert parser.complete
-    assert (parser.usage.cached_tokens, parser.usage.reasoning_tokens) == (64, 32)
+    usage = parser.response().usage
+    assert (usage.cache_read_tokens, usage.reasoning_tokens) == (64, 32)
 
 
 def test_the_next_request_carries_the_items_back_verbatim_then_the_output() -> None:

@@ -58,7 +58,14 @@ def test_text_stream_has_role_deltas_finish_then_usage_with_empty_choices_then_d
     assert finish["usage"] is None
     assert usage["choices"] == []
     # words in the request messages; words out (as ScriptedModel counts them)
-    assert usage["usage"] == {"prompt_tokens": 5, "completion_tokens": 6, "total_tokens": 11}
+    assert usage["usage"] == {
+        "prompt_tokens": 5,
+        "completion_tokens": 6,
+        "total_tokens": 11,
+        # what OpenAI's usage also has: nothing cached (no prompt_cache quirk), no reasoning
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 0},
+    }
     assert all(c["choices"][0]["finish_reason"] is None for c in body[:-2])
 
 

@@ -38,9 +38,18 @@ export function plural(n, word) {
   return `${n} ${word}${n === 1 ? "" : "s"}`;
 }
 
+// " (80 cached, 20 written to cache)": the prompt cache's share of an input count.
+export function cacheNote(read, written) {
+  const said = [];
+  if (read) said.push(`${read} cached`);
+  if (written) said.push(`${written} written to cache`);
+  return said.length ? ` (${said.join(", ")})` : "";
+}
+
 export function usageText(t) {
   const cost = t.costUsd === null || t.costUsd === undefined ? "cost not reported" : `$${t.costUsd.toFixed(4)}`;
-  return `${plural(t.calls, "model call")} · ${t.inputTokens} input + ${t.outputTokens} output tokens · ${cost}`;
+  const cached = cacheNote(t.cacheReadTokens ?? 0, t.cacheCreationTokens ?? 0);
+  return `${plural(t.calls, "model call")} · ${t.inputTokens} input${cached} + ${t.outputTokens} output tokens · ${cost}`;
 }
 
 export function turnTotalsText(t) {
@@ -168,6 +177,7 @@ function modelCompleted(item) {
   const tools = Array.isArray(d.tools) && d.tools.length ? ` → calls ${d.tools.join(", ")}` : "";
   const cost = typeof d.cost_usd === "number" ? `, $${d.cost_usd.toFixed(4)}` : "";
   const stop = d.truncated ? ` · TRUNCATED (${f(d.stop_reason)})` : "";
+  const cached = cacheNote(Number(d.cache_read_tokens) || 0, Number(d.cache_creation_tokens) || 0);
   return wrap(
     item,
     { class: "ev-model" },
@@ -175,7 +185,7 @@ function modelCompleted(item) {
     p("text", d.text || "(no text)"),
     h("span", { class: "calls" }, tools),
     " ",
-    h("span", { class: "tokens" }, `[${d.input_tokens ?? 0} → ${d.output_tokens ?? 0} tokens${cost}]${stop}`),
+    h("span", { class: "tokens" }, `[${d.input_tokens ?? 0} → ${d.output_tokens ?? 0} tokens${cached}${cost}]${stop}`),
   );
 }
 
@@ -294,6 +304,9 @@ export function renderItem(timeline, cursor, actions) {
       const note = dropped ? `; ${dropped} reasoning part(s) only ${f(d.from_model)} can read are not sent` : "";
       return wrap(item, { class: "ev-warn" }, `⚠ Model fallback in round ${f(d.round)}: ${f(d.from_model)} → ${f(d.to_model)} (${short(d.reason, 200)})${note}`);
     }
+    case "output.rejected":
+      // A typed final answer that did not validate: the model is told why and asked again.
+      return wrap(item, { class: "ev-warn" }, `⚠ Answer rejected (${f(d.rejections)}) in round ${f(d.round)}: ${short(String(d.message || "").split("\n")[0], 200)}`);
     case "model.interrupted":
       return wrap(item, { class: "ev-warn" }, ...label("Model reply cut off"), `in round ${f(d.round)} (its process died), kept as interrupted: `, p("text", d.text));
     case "context.compacted":

@@ -15,24 +15,22 @@ export const TOOL_SETTLED = new Set([
   "tool.refused",
 ]);
 
+// The usage counts a turn and a session sum (cache counts are parts of inputTokens).
+function noUsage() {
+  return { calls: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0, costUsd: null };
+}
+
 function newTurn(id) {
-  return {
-    id,
-    prompt: null,
-    calls: 0,
-    inputTokens: 0,
-    outputTokens: 0,
-    costUsd: null,
-    attempts: 0,
-    interruptions: 0,
-    outcome: null,
-  };
+  return { id, prompt: null, ...noUsage(), attempts: 0, interruptions: 0, outcome: null };
 }
 
 function addUsage(totals, data) {
   totals.calls += 1;
   totals.inputTokens += Number(data.input_tokens) || 0;
   totals.outputTokens += Number(data.output_tokens) || 0;
+  // Parts of the input count: read from / written to the provider's prompt cache.
+  totals.cacheReadTokens += Number(data.cache_read_tokens) || 0;
+  totals.cacheCreationTokens += Number(data.cache_creation_tokens) || 0;
   if (typeof data.cost_usd === "number") totals.costUsd = (totals.costUsd ?? 0) + data.cost_usd;
 }
 
@@ -77,7 +75,7 @@ export class Timeline {
   }
 
   sessionTotals() {
-    const totals = { turns: 0, calls: 0, inputTokens: 0, outputTokens: 0, costUsd: null };
+    const totals = { turns: 0, ...noUsage() };
     totals.attempts = 0;
     totals.interruptions = 0;
     for (const t of this.turns.values()) {
@@ -85,6 +83,8 @@ export class Timeline {
       totals.calls += t.calls;
       totals.inputTokens += t.inputTokens;
       totals.outputTokens += t.outputTokens;
+      totals.cacheReadTokens += t.cacheReadTokens;
+      totals.cacheCreationTokens += t.cacheCreationTokens;
       totals.attempts += t.attempts;
       totals.interruptions += t.interruptions;
       if (t.costUsd !== null) totals.costUsd = (totals.costUsd ?? 0) + t.costUsd;

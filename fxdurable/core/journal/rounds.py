@@ -25,6 +25,7 @@ from fxdurable.core.records import (
     ToolTaskRecord,
     TurnRecord,
     Usage,
+    usage_fields,
 )
 from fxdurable.core.spending import add_usage
 from fxdurable.core.states import ModelCallStatus, ToolTaskStatus, advance
@@ -155,9 +156,7 @@ class Rounds(Transitions):
                     round=round_,
                     text=text,
                     tools=tuple(c.name for c in calls),
-                    input_tokens=usage.input_tokens,
-                    output_tokens=usage.output_tokens,
-                    cost_usd=usage.cost_usd,
+                    **usage_fields(usage),
                     stop_reason=stop_reason,
                     stop_inferred=stop_inferred,
                     truncated=truncated,
@@ -292,9 +291,7 @@ class Rounds(Transitions):
                     upto=upto_seq,
                     summary=summary,
                     model=model,
-                    input_tokens=usage.input_tokens,
-                    output_tokens=usage.output_tokens,
-                    cost_usd=usage.cost_usd,
+                    **usage_fields(usage),
                 ),
                 turn_id=turn_id,
             )

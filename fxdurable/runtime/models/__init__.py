@@ -13,6 +13,7 @@ from fxdurable.core.lazy import lazy_exports
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what runs
     from fxdurable.runtime.models.anthropic import AnthropicModel
+    from fxdurable.runtime.models.caching import PromptCache
     from fxdurable.runtime.models.http import Timeouts, aclose_clients
     from fxdurable.runtime.models.openai import OpenAIModel
     from fxdurable.runtime.models.openai_responses import OpenAIResponsesModel
@@ -22,6 +23,7 @@ __all__ = [
     "AnthropicModel",
     "OpenAIModel",
     "OpenAIResponsesModel",
+    "PromptCache",
     "Timeouts",
     "aclose_clients",
     "aclose_loaded_clients",
@@ -45,6 +47,7 @@ if not TYPE_CHECKING:
         __name__,
         {
             "fxdurable.runtime.models.anthropic": ("AnthropicModel",),
+            "fxdurable.runtime.models.caching": ("PromptCache",),
             "fxdurable.runtime.models.http": ("Timeouts", "aclose_clients"),
             "fxdurable.runtime.models.openai": ("OpenAIModel",),
             "fxdurable.runtime.models.openai_responses": ("OpenAIResponsesModel",),

@@ -37,6 +37,7 @@ from fxdurable.runtime.models.base import (
     opens_turn,
     schema_instructions,
 )
+from fxdurable.runtime.models.caching import PromptCache, mark_anthropic_body
 from fxdurable.runtime.models.errors import redact, stream_error
 from fxdurable.runtime.models.http import Timeouts
 from fxdurable.runtime.models.httpmodel import HttpModel, StreamParser
@@ -82,6 +83,7 @@ class AnthropicModel(HttpModel):
         timeout: Timeouts | float | None = None,
         finish_grace_s: float = 1.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        prompt_cache: PromptCache | bool | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -92,6 +94,7 @@ class AnthropicModel(HttpModel):
             transport=transport,
         )
         self._max_tokens = max_tokens
+        self._cache = PromptCache.resolve(prompt_cache)
 
     def _url(self) -> str:
         # A base URL that already ends in /v1 (as gateways are often given) is not doubled.
@@ -105,20 +108,25 @@ class AnthropicModel(HttpModel):
         return headers
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
-        return build_anthropic_body(self._model, request, max_tokens=self._max_tokens)
+        return build_anthropic_body(
+            self._model, request, max_tokens=self._max_tokens, cache=self._cache
+        )
 
     def _parser(self, key: str | None) -> StreamParser:
         return _AnthropicParser(secret=key, provider=self._label)
 
 
-def build_anthropic_body(model: str, request: ModelRequest, *, max_tokens: int) -> dict[str, Any]:
-    """The JSON body of a streaming Messages request."""
-    body: dict[str, Any] = {
-        "model": model,
-        "max_tokens": max_tokens,
-        "messages": _messages(request.messages),
-        "stream": True,
-    }
+def build_anthropic_body(
+    model: str,
+    request: ModelRequest,
+    *,
+    max_tokens: int,
+    cache: PromptCache | None = None,
+) -> dict[str, Any]:
+    """The JSON body of a streaming Messages request, with ``cache``'s breakpoints (none when
+    None). The conversation goes last, so what the steps of a turn share is a prefix of the
+    body's bytes, as it is of the prompt (tools, system, messages)."""
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": True}
     instructions = request.instructions
     if request.output is not None:
         # Structured outputs take closed schemas without numeric or string constraints.
@@ -128,13 +136,16 @@ def build_anthropic_body(model: str, request: ModelRequest, *, max_tokens: int) 
             }
         else:  # validated after the answer either way (runtime/output.py)
             instructions = f"{instructions}\n\n{schema_instructions(request.output)}".lstrip()
-    if instructions:
-        body["system"] = instructions
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
+    if instructions:
+        body["system"] = instructions
     container = _container(request.messages)
     if container is not None:
         body["container"] = container
+    body["messages"] = _messages(request.messages)
+    if cache is not None:
+        mark_anthropic_body(body, cache)
     return body
 
 
@@ -348,6 +359,8 @@ class _AnthropicParser:
         usage = Usage(
             input_tokens=sum(self._usage.get(name, 0) for name in _INPUT_FIELDS),
             output_tokens=self._usage.get("output_tokens", 0),
+            cache_read_tokens=self._usage.get("cache_read_input_tokens", 0),
+            cache_creation_tokens=self._usage.get("cache_creation_input_tokens", 0),
         )
         parts = tuple(block_part(block) for _, block in sorted(self._blocks.items()))
         content = None

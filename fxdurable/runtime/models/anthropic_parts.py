@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fxdurable.core.records import ToolCallRequest
-from fxdurable.runtime.models.wire import decode_arguments
+from fxdurable.runtime.models.wire import canonical, decode_arguments
 
 __all__ = ["WIRE", "Block", "assistant_blocks", "attach_parts", "block_part", "plain_text"]
 
@@ -117,7 +117,7 @@ def assistant_blocks(
         return None
     blocks: list[dict[str, Any]] = []
     for call in calls:
-        own = [dict(part) for part in call.parts] if call.wire == WIRE else []
+        own = [canonical(part) for part in call.parts] if call.wire == WIRE else []
         if not any(part.get("type") == "tool_use" for part in own):
             own.append({"type": "tool_use"})
         for part in own:

@@ -125,6 +125,8 @@ class ModelRequest:
     tools: Sequence[ToolSpec] = ()
     # A typed final answer: providers send it as their native structured output.
     output: OutputFormat | None = None
+    # The session asking: a provider may key its prompt cache on it (docs/caching.md).
+    session_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,6 +20,7 @@ import httpx
 from fxdurable.core.records import Usage
 from fxdurable.errors import ModelError
 from fxdurable.runtime.models.base import ChatMessage, ModelRequest, ModelResponse, ToolSpec
+from fxdurable.runtime.models.caching import PromptCache, session_cache_key
 from fxdurable.runtime.models.endpoint import env_value
 from fxdurable.runtime.models.errors import redact, stream_error
 from fxdurable.runtime.models.http import Timeouts
@@ -77,6 +78,7 @@ class OpenAIModel(HttpModel):
         transport: httpx.AsyncBaseTransport | None = None,
         organization: str | None = None,
         project: str | None = None,
+        prompt_cache: PromptCache | bool | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -89,6 +91,7 @@ class OpenAIModel(HttpModel):
         self._max_tokens = max_tokens
         self._organization = _given_or_env(organization, self.organization_env)
         self._project = _given_or_env(project, self.project_env)
+        self._cache = PromptCache.resolve(prompt_cache)
 
     def settings_described(self) -> list[str]:
         said = []
@@ -115,7 +118,12 @@ class OpenAIModel(HttpModel):
         return headers
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
-        return build_openai_body(self._model, request, max_tokens=self._max_tokens)
+        return build_openai_body(
+            self._model,
+            request,
+            max_tokens=self._max_tokens,
+            cache_key=session_cache_key(request.session_id, self._cache),
+        )
 
     def _parser(self, key: str | None) -> StreamParser:
         return _OpenAIParser(secret=key, provider=self._label)
@@ -135,17 +143,19 @@ def _given_or_env(given: str | None, env: str) -> _Setting | None:
 
 
 def build_openai_body(
-    model: str, request: ModelRequest, *, max_tokens: int | None = None
+    model: str,
+    request: ModelRequest,
+    *,
+    max_tokens: int | None = None,
+    cache_key: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON body of a streaming Chat Completions request."""
+    """The JSON body of a streaming Chat Completions request; ``cache_key`` is sent as
+    ``prompt_cache_key``. The conversation goes last (docs/caching.md)."""
     body: dict[str, Any] = {
         "model": model,
-        "messages": _messages(request.instructions, request.messages),
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    if request.tools:
-        body["tools"] = [_tool(spec) for spec in request.tools]
     if request.output is not None:  # a typed final answer (runtime/output.py)
         output = request.output
         body["response_format"] = {
@@ -154,6 +164,11 @@ def build_openai_body(
         }
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
+    if cache_key is not None:
+        body["prompt_cache_key"] = cache_key
+    if request.tools:
+        body["tools"] = [_tool(spec) for spec in request.tools]
+    body["messages"] = _messages(request.instructions, request.messages)
     return body
 
 
@@ -342,9 +357,13 @@ class _OpenAIParser:
         usage = payload.get("usage")
         if not isinstance(usage, dict):
             return False
+        prompt = as_dict(usage.get("prompt_tokens_details"))
+        completion = as_dict(usage.get("completion_tokens_details"))
         self._usage = Usage(
             input_tokens=as_int(usage.get("prompt_tokens")) or 0,
             output_tokens=as_int(usage.get("completion_tokens")) or 0,
+            cache_read_tokens=as_int(prompt.get("cached_tokens")) or 0,
+            reasoning_tokens=as_int(completion.get("reasoning_tokens")) or 0,
         )
         return True
 

@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from fxdurable.core.records import ToolCallRequest
+from fxdurable.runtime.models.wire import canonical
 
 __all__ = ["WIRE", "Extras", "attach_fields", "call_fields", "given_back", "message_fields"]
 
@@ -127,4 +128,4 @@ def given_back(calls: Sequence[ToolCallRequest]) -> tuple[dict[str, Any], list[d
 
 
 def _object(value: object) -> dict[str, Any]:
-    return dict(value) if isinstance(value, Mapping) else {}
+    return canonical(value) if isinstance(value, Mapping) else {}

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from fxdurable.runtime.models.base import ModelRequest, ToolSpec
+from fxdurable.runtime.models.caching import session_cache_key
 from fxdurable.runtime.models.httpmodel import StreamParser
 from fxdurable.runtime.models.openai import OpenAIModel
 from fxdurable.runtime.models.openai_responses_items import input_items
@@ -38,27 +39,32 @@ class OpenAIResponsesModel(OpenAIModel):
         return f"{self._base_url}/responses"
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
-        return build_responses_body(self._model, request, max_output_tokens=self._max_tokens)
+        return build_responses_body(
+            self._model,
+            request,
+            max_output_tokens=self._max_tokens,
+            cache_key=session_cache_key(request.session_id, self._cache),
+        )
 
     def _parser(self, key: str | None) -> StreamParser:
         return ResponsesParser(secret=key, provider=self._label)
 
 
 def build_responses_body(
-    model: str, request: ModelRequest, *, max_output_tokens: int | None = None
+    model: str,
+    request: ModelRequest,
+    *,
+    max_output_tokens: int | None = None,
+    cache_key: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON body of a streaming, stateless Responses API request."""
+    """The JSON body of a streaming, stateless Responses API request; ``cache_key`` is sent
+    as ``prompt_cache_key``. The conversation (``input``) goes last (docs/caching.md)."""
     body: dict[str, Any] = {
         "model": model,
-        "input": input_items(request.messages),
         "stream": True,
         "store": False,
         "include": ["reasoning.encrypted_content"],
     }
-    if request.instructions:
-        body["instructions"] = request.instructions
-    if request.tools:
-        body["tools"] = [_tool(spec) for spec in request.tools]
     if request.output is not None:  # a typed final answer (runtime/output.py)
         output = request.output
         body["text"] = {
@@ -71,6 +77,13 @@ def build_responses_body(
         }
     if max_output_tokens is not None:
         body["max_output_tokens"] = max_output_tokens
+    if cache_key is not None:
+        body["prompt_cache_key"] = cache_key
+    if request.tools:
+        body["tools"] = [_tool(spec) for spec in request.tools]
+    if request.instructions:
+        body["instructions"] = request.instructions
+    body["input"] = input_items(request.messages)
     return body
 
 

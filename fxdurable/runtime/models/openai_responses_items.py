@@ -22,7 +22,7 @@ from typing import Any
 
 from fxdurable.core.records import ToolCallRequest
 from fxdurable.runtime.models.base import ChatMessage
-from fxdurable.runtime.models.wire import CallIds, short_id
+from fxdurable.runtime.models.wire import CallIds, canonical, short_id
 
 __all__ = ["WIRE", "attach_items", "input_items"]
 
@@ -81,7 +81,7 @@ def _assistant(message: ChatMessage, ids: CallIds) -> list[dict[str, Any]]:
         return out
     out = []
     for call in calls:
-        own = [dict(part) for part in call.parts] if call.wire == WIRE else []
+        own = [canonical(part) for part in call.parts] if call.wire == WIRE else []
         if not any(part.get("type") == "function_call" for part in own):
             own.append({"type": "function_call"})
         for part in own:

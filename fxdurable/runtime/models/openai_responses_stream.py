@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from fxdurable.core.records import Usage
@@ -26,23 +25,11 @@ from fxdurable.runtime.models.openai_responses_items import attach_items
 from fxdurable.runtime.models.sse import SSEEvent
 from fxdurable.runtime.models.wire import as_dict, as_int, as_str, finish_calls, infer_stop
 
-__all__ = ["COMPLETED", "ResponsesParser", "ResponsesUsage"]
+__all__ = ["COMPLETED", "ResponsesParser"]
 
 COMPLETED = "completed"  # the stop reason of a response.completed (the API has no other)
 _TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 _TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
-
-
-@dataclass(frozen=True, slots=True)
-class ResponsesUsage:
-    """The usage a terminal event reported, with the details :class:`Usage` has no field for
-    (yet): ``cached_tokens`` are part of ``input_tokens``, ``reasoning_tokens`` of
-    ``output_tokens`` (both billed inside those totals)."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_tokens: int = 0
-    reasoning_tokens: int = 0
 
 
 class ResponsesParser:
@@ -55,7 +42,7 @@ class ResponsesParser:
         self._final_arguments: dict[int, str] = {}  # from function_call_arguments.done
         self._stop_reason: str | None = None
         self._stop_inferred = False
-        self.usage = ResponsesUsage()
+        self.usage = Usage()
 
     @property
     def finished(self) -> bool:
@@ -134,9 +121,7 @@ class ResponsesParser:
         return ModelResponse(
             text="".join(self._text),
             tool_calls=attach_items(calls, items),
-            usage=Usage(
-                input_tokens=self.usage.input_tokens, output_tokens=self.usage.output_tokens
-            ),
+            usage=self.usage,
             stop_reason=self._stop_reason,
             stop_inferred=self._stop_inferred,
         )
@@ -176,10 +161,12 @@ class ResponsesParser:
     def _take_usage(self, usage: Mapping[str, Any]) -> None:
         if not usage:
             return
-        self.usage = ResponsesUsage(
+        self.usage = Usage(
             input_tokens=as_int(usage.get("input_tokens")) or 0,
             output_tokens=as_int(usage.get("output_tokens")) or 0,
-            cached_tokens=as_int(as_dict(usage.get("input_tokens_details")).get("cached_tokens"))
+            cache_read_tokens=as_int(
+                as_dict(usage.get("input_tokens_details")).get("cached_tokens")
+            )
             or 0,
             reasoning_tokens=as_int(
                 as_dict(usage.get("output_tokens_details")).get("reasoning_tokens")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from fxdurable.core.records import ToolCallRequest
@@ -19,6 +19,7 @@ __all__ = [
     "as_dict",
     "as_int",
     "as_str",
+    "canonical",
     "decode_arguments",
     "finish_calls",
     "infer_stop",
@@ -151,3 +152,11 @@ def as_int(value: object) -> int | None:
     if isinstance(value, bool):
         return None
     return value if isinstance(value, int) else None
+
+
+def canonical(part: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of a recorded provider part with every object's keys sorted. The journal
+    writes parts with sorted keys, so the part a process decodes after a crash and the one
+    fresh from the stream are the same bytes on the wire: the cached prefix survives."""
+    copied: dict[str, Any] = json.loads(json.dumps(part, sort_keys=True))
+    return copied
