@@ -17,12 +17,14 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
+from typing import Any
 
 import pydantic
 import pytest
 
 import fxdurable as fx
 from fxdurable.backends import open_store
+from fxdurable.runtime.models import AnthropicModel, OpenAIResponsesModel
 
 LIVE_TIMEOUT_S = 180
 
@@ -62,7 +64,14 @@ def test_one_turn_with_a_tool_call_on_the_real_api(
 ) -> None:
     if not os.environ.get(key):
         pytest.skip(f"{key} is not set: the {prefix} live test needs it")
-    model = f"{prefix}/{os.environ.get(model_env) or default}"
+    name = os.environ.get(model_env) or default
+    # Reasoning on where it is asked for, so the follow-up must carry it back.
+    model: Any = f"{prefix}/{name}"
+    if prefix == "anthropic":
+        thinking = {"thinking": {"type": "enabled", "budget_tokens": 1024}}
+        model = AnthropicModel(name, max_tokens=4096, extra_body=thinking)
+    elif prefix == "openai-responses":
+        model = OpenAIResponsesModel(name, extra_body={"reasoning": {"summary": "auto"}})
     agent = fx.Agent(
         "live",
         model,

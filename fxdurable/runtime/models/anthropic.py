@@ -72,6 +72,8 @@ class AnthropicModel(HttpModel):
     key_env = "ANTHROPIC_API_KEY"
     base_url_envs = ("FXD_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL")
     default_base_url = "https://api.anthropic.com"
+    conversation_field = "messages"
+    owned_fields = frozenset({"model", "stream", "tools", "system", "container", "output_config"})
 
     def __init__(
         self,
@@ -84,6 +86,7 @@ class AnthropicModel(HttpModel):
         finish_grace_s: float = 1.0,
         transport: httpx.AsyncBaseTransport | None = None,
         prompt_cache: PromptCache | bool | None = None,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -92,6 +95,7 @@ class AnthropicModel(HttpModel):
             timeout=timeout,
             finish_grace_s=finish_grace_s,
             transport=transport,
+            extra_body=extra_body,
         )
         self._max_tokens = max_tokens
         self._cache = PromptCache.resolve(prompt_cache)

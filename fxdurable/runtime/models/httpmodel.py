@@ -11,6 +11,7 @@ that ends cleanly without any finish is complete if its content is (the parser i
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
@@ -86,6 +87,11 @@ class HttpModel(ABC):
     # Read in this order; the first one set wins (fxdurable's own name, then the SDK's).
     base_url_envs: ClassVar[tuple[str, ...]]
     default_base_url: ClassVar[str]
+    # The body field that carries the conversation: it stays last, after any ``extra_body``
+    # field, so the steps of a turn share a byte prefix (docs/caching.md).
+    conversation_field: ClassVar[str]
+    # Fields fxdurable writes itself and ``extra_body`` may not replace.
+    owned_fields: ClassVar[frozenset[str]]
 
     def __init__(
         self,
@@ -96,6 +102,7 @@ class HttpModel(ABC):
         timeout: Timeouts | float | None,
         finish_grace_s: float,
         transport: httpx.AsyncBaseTransport | None,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         if not model:
             raise ConfigurationError(f"{type(self).__name__} needs a model name")
@@ -119,6 +126,7 @@ class HttpModel(ABC):
         self._timeouts = timeout
         self._finish_grace_s = finish_grace_s
         self._transport = transport
+        self._extra_body = self._checked_extra_body(extra_body)
 
     @property
     def name(self) -> str:
@@ -150,9 +158,40 @@ class HttpModel(ABC):
         return bool(os.environ.get(self.key_env))
 
     def settings_described(self) -> list[str]:
-        """Other settings worth a word in a worker's first log line (never their values
-        when they are secret); none by default."""
-        return []
+        """Other settings worth a word in a worker's first log line (never their values,
+        which may be secret): the ``extra_body`` fields by name."""
+        if not self._extra_body:
+            return []
+        return [f"extra_body: {', '.join(self._extra_body)}"]
+
+    def _checked_extra_body(self, extra: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``extra_body`` as it is sent: JSON, and none of the fields fxdurable writes."""
+        if not extra:
+            return {}
+        taken = sorted(set(extra) & (self.owned_fields | {self.conversation_field}))
+        if taken:
+            raise ConfigurationError(
+                f"extra_body may not set {', '.join(taken)}: fxdurable writes "
+                f"{'it' if len(taken) == 1 else 'them'} from the agent and the journal"
+            )
+        try:
+            # Round-tripped: a later change to the caller's dict does not reach the requests,
+            # and what cannot be sent is refused now, not at the first model call.
+            return dict(json.loads(json.dumps(dict(extra))))
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"extra_body must be JSON: {exc}") from None
+
+    def _request_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The provider's body with the ``extra_body`` fields, which go before the
+        conversation: what a turn's steps share stays a prefix of the bytes."""
+        body = self._body(request)
+        if not self._extra_body:
+            return body
+        conversation = body.pop(self.conversation_field, None)
+        body.update(self._extra_body)
+        if conversation is not None:
+            body[self.conversation_field] = conversation
+        return body
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self._model!r}, base_url={self.base_url!r})"
@@ -168,7 +207,7 @@ class HttpModel(ABC):
             provider=self._label,
             url=self._url(),
             headers=self._headers(key),
-            body=self._body(request),
+            body=self._request_body(request),
             timeouts=self._timeouts,
             transport=self._transport,
             secret=key,

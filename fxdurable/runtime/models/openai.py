@@ -63,6 +63,10 @@ class OpenAIModel(HttpModel):
     key_env = "OPENAI_API_KEY"
     base_url_envs = ("FXD_OPENAI_BASE_URL", "OPENAI_BASE_URL")
     default_base_url = "https://api.openai.com/v1"
+    conversation_field = "messages"
+    owned_fields = frozenset(
+        {"model", "stream", "stream_options", "tools", "response_format", "prompt_cache_key"}
+    )
     organization_env = "OPENAI_ORG_ID"
     project_env = "OPENAI_PROJECT_ID"
 
@@ -79,6 +83,7 @@ class OpenAIModel(HttpModel):
         organization: str | None = None,
         project: str | None = None,
         prompt_cache: PromptCache | bool | None = None,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -87,6 +92,7 @@ class OpenAIModel(HttpModel):
             timeout=timeout,
             finish_grace_s=finish_grace_s,
             transport=transport,
+            extra_body=extra_body,
         )
         self._max_tokens = max_tokens
         self._organization = _given_or_env(organization, self.organization_env)
@@ -94,7 +100,7 @@ class OpenAIModel(HttpModel):
         self._cache = PromptCache.resolve(prompt_cache)
 
     def settings_described(self) -> list[str]:
-        said = []
+        said = super().settings_described()
         for header, value, env, given in (
             ("OpenAI-Organization", self._organization, self.organization_env, "organization="),
             ("OpenAI-Project", self._project, self.project_env, "project="),

@@ -34,6 +34,10 @@ class OpenAIResponsesModel(OpenAIModel):
     cut by it ends in ``response.incomplete`` and is recorded as truncated."""
 
     prefix = "openai-responses"
+    conversation_field = "input"
+    owned_fields = frozenset(
+        {"model", "stream", "store", "include", "tools", "instructions", "text", "prompt_cache_key"}
+    )
 
     def _url(self) -> str:
         return f"{self._base_url}/responses"
