@@ -244,6 +244,11 @@ class ModelCompleted:
     truncated: bool = False  # cut by length/max_tokens
     # The model that answered, when the agent has a Fallback chain (which member it was).
     model: str | None = field(default=None, metadata=_OMIT_IF_NONE)
+    # What a person may read of its reasoning (thinking, summaries; cut to a few thousand
+    # characters, the journal keeps it all), and how many pieces had none to read (redacted,
+    # encrypted). Shown collapsed, never as answer text; absent when the model sent none.
+    thinking: str | None = field(default=None, metadata=_OMIT_IF_NONE)
+    thinking_hidden: int | None = field(default=None, metadata=_OMIT_IF_NONE)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

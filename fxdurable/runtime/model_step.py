@@ -44,6 +44,7 @@ from fxdurable.runtime.models.base import (
     ToolSpec,
 )
 from fxdurable.runtime.models.fallback import dropped_parts, member, next_model
+from fxdurable.runtime.models.thinking import thinking_of
 from fxdurable.runtime.models.wire import is_complete_arguments
 
 # The stop reason of a response the provider paused (Anthropic, a long server-tool turn).
@@ -191,6 +192,12 @@ class ModelStep:
             return Failed("model_truncated", truncated_message(response, cut))
         tools = [self._agent.tool(call.name) for call in response.tool_calls]
 
+        content = response.content
+        seen = thinking_of(
+            response.tool_calls,
+            [] if content is None else [(content.wire, p) for p in content.parts],
+        )
+
         def record() -> Recorded:
             recorded = self._journal.record_model_call(
                 self._fence,
@@ -209,6 +216,8 @@ class ModelStep:
                 # A paused response is the turn so far: the next round continues it.
                 paused=response.stop_reason == PAUSED_STOP,
                 content=response.content,
+                thinking=seen.shown(),
+                thinking_hidden=seen.hidden,
             )
             return Recorded(recorded, then(recorded) if then is not None else None)
 

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import TextIO
+from typing import Any, TextIO
 
 from fxdurable.core.events import SETTLED_OUTCOME, TOOL_SETTLED_EVENTS, EventType
 from fxdurable.core.records import EventRecord
@@ -139,7 +139,7 @@ def describe(event: EventRecord, style: Style) -> str | None:
         paused = d.get("stop_reason") == "pause_turn"
         pause = style.dim(" (paused; continued next round)") if paused else ""
         text = _short(d.get("text")) or "(no text)"
-        return f"model: {text}{style.cyan(calls)}{pause}{tokens}"
+        return f"model: {text}{style.cyan(calls)}{pause}{tokens}{_thinking_note(d, style)}"
     if kind == EventType.OUTPUT_REJECTED:
         why = str(d.get("message") or "").split("\n", 1)[0]
         return style.yellow(f"answer rejected ({d.get('rejections')}): {_short(why)}")
@@ -231,3 +231,13 @@ def _state_change(d: Mapping[str, object]) -> str:
 
 def clock_time(at: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(at))
+
+
+def _thinking_note(d: Mapping[str, Any], style: Style) -> str:
+    """The model's reasoning, collapsed to its size: never shown as the answer."""
+    thought = d.get("thinking")
+    size = len(thought) if isinstance(thought, str) else 0
+    hidden = _count(d.get("thinking_hidden"))
+    said = [f"{size} chars" if size else "", f"{hidden} hidden" if hidden else ""]
+    said = [s for s in said if s]
+    return style.dim(f" (thinking: {', '.join(said)})") if said else ""

@@ -98,6 +98,21 @@ test("cache hits and writes show on the model call and in the totals", () => {
   assert.match(textOf(renderItem(timelineOf(crashTurn), 10)), /\[150 → 10 tokens, \$0\.0020\]/, "nothing said without a hit");
 });
 
+test("a model's thinking is collapsed apart from its answer, hidden pieces counted", () => {
+  const thought = crashTurn.map((l) =>
+    l.type === "model.completed" && l.data.round === 2
+      ? { ...l, data: { ...l.data, thinking: "Weigh the deploy first.", thinking_hidden: 1 } }
+      : l,
+  );
+  const item = renderItem(timelineOf(thought), 10);
+  const box = one(item, "thinking");
+  assert.equal(box.tag, "details", "collapsed until opened");
+  assert.match(textOf(box), /^Thinking \(23 characters, 1 hidden\)Weigh the deploy first\.$/);
+  const answer = findAll(item, (n) => n.attrs && n.attrs.class === "text");
+  assert.ok(answer.every((n) => !/Weigh/.test(textOf(n))), "never in the answer text");
+  assert.equal(findAll(renderItem(timelineOf(crashTurn), 10), byTestId("thinking")).length, 0);
+});
+
 test("a pending question has allow, deny and edit; once answered it says how", () => {
   const t = timelineOf([...crashTurn, ...questionTurn.slice(0, 3)]);
   const box = one(renderItem(t, 23), "question");

@@ -78,6 +78,9 @@ def test_a_two_step_tool_turn_carries_the_reasoning_item_back(
     texts = [e.data["text"] for e in of_type(events, "model.completed")]
     assert texts == ["Let me look.", "The answer is 42."], "reasoning is never answer text"
     assert "naïve" not in json.dumps([e.data for e in events], ensure_ascii=False)
+    # Encrypted reasoning without a summary has nothing to read: counted, never shown.
+    first = of_type(events, "model.completed")[0].data
+    assert (first.get("thinking"), first.get("thinking_hidden")) == (None, 1)
 
 
 def follow_up(server: ScriptedModelServer, *, how: str) -> ModelError:

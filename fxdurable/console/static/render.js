@@ -186,6 +186,22 @@ function modelCompleted(item) {
     h("span", { class: "calls" }, tools),
     " ",
     h("span", { class: "tokens" }, `[${d.input_tokens ?? 0} → ${d.output_tokens ?? 0} tokens${cached}${cost}]${stop}`),
+    thinking(d),
+  );
+}
+
+// The model's reasoning, collapsed: never answer text. Redacted or encrypted pieces have
+// nothing to read and are only counted.
+function thinking(d) {
+  const text = typeof d.thinking === "string" ? d.thinking : "";
+  const hidden = Number(d.thinking_hidden) || 0;
+  if (!text && !hidden) return "";
+  const what = [text ? `${text.length} characters` : "", hidden ? `${hidden} hidden` : ""].filter(Boolean).join(", ");
+  return h(
+    "details",
+    { class: "thinking", "data-testid": "thinking" },
+    h("summary", {}, `Thinking (${what})`),
+    text ? h("pre", { class: "thinking-text" }, text) : "",
   );
 }
 

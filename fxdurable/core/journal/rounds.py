@@ -62,6 +62,8 @@ class Rounds(Transitions):
         model: str | None = None,
         paused: bool = False,
         content: MessageContent | None = None,
+        thinking: str | None = None,
+        thinking_hidden: int = 0,
     ) -> ModelRound:
         """Record a finished model response with the tool tasks it asked for, atomically.
 
@@ -74,6 +76,8 @@ class Rounds(Transitions):
         called again with this response as its turn so far, and the answer that ends the run
         of pauses starts with their text (``TurnRecord.paused_text``). ``content``: the
         provider's own content of a response without tool calls, kept on its message.
+        ``thinking`` / ``thinking_hidden``: what the event shows of its reasoning (the parts
+        themselves are in ``tool_calls`` and ``content``).
         """
         if len(policies) != len(tool_calls):
             raise ValueError("one replay policy per tool call")
@@ -161,6 +165,8 @@ class Rounds(Transitions):
                     stop_inferred=stop_inferred,
                     truncated=truncated,
                     model=model,
+                    thinking=thinking,
+                    thinking_hidden=thinking_hidden or None,
                 ),
                 turn_id=turn_id,
             )
