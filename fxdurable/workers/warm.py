@@ -7,17 +7,21 @@ runs every job in it, so the store's connections (one per pool thread), the mode
 keep-alive connections and whatever the handler caches across wakes survive from job to job.
 
 The context belongs to the process that made it (:func:`warm_context` looks it up by pid): a
-forked work horse never touches its parent's sockets, loop or SQLite connections, it makes its
-own. A process keeps its context from job to job only once it has said it runs many
-(:func:`keep_warm`: ``fxdurable worker --no-fork``, which closes it at exit); anywhere else (a
-forked horse, of ours or of stock ``rq worker``) the job closes it when it ends, as a one-job
-process must: the close also waits for a tool still running in the thread pool (one an abort
-or its ``timeout_s`` cancelled while the lease was held), so its effect happens or not as a
-whole instead of being cut off by the horse's ``os._exit``. One whose run *lost* its lease
-does not get to finish: the lease guard ends the horse at the run's stop deadline, before the
-lease expires (:mod:`fxdurable.runtime.leases`, docs/leases.md). A job that ends with an
-exception out of the loop (RQ's job timeout, raised from a signal handler) discards the
-context: the next job starts from a fresh one rather than beside a half-finished task.
+forked work horse never touches its parent's loop or SQLite connections, it makes its own. What
+may cross a fork is made once by the forking worker instead (:func:`prepare_horses`): the
+agents, the settings, the caches a first step fills, the queue client and, when it survives a
+fork, the store itself (Redis); a SQLite store's schema is checked there once and each horse
+opens its own connections without checking it again. A process keeps its context from job to
+job only once it has said it runs many (:func:`keep_warm`: ``fxdurable worker --no-fork``,
+which closes it at exit); anywhere else (a forked horse, of ours or of stock ``rq worker``) the
+job closes it when it ends, as a one-job process must: the close also waits for a tool still
+running in the thread pool (one an abort or its ``timeout_s`` cancelled while the lease was
+held), so its effect happens or not as a whole instead of being cut off by the horse's
+``os._exit``. One whose run *lost* its lease does not get to finish: the lease guard ends the
+horse at the run's stop deadline, before the lease expires (:mod:`fxdurable.runtime.leases`,
+docs/leases.md). A job that ends with an exception out of the loop (RQ's job timeout, raised
+from a signal handler) discards the context: the next job starts from a fresh one rather than
+beside a half-finished task.
 """
 
 from __future__ import annotations
