@@ -102,13 +102,13 @@ every job, its pool threads included):
 |---|---|---|
 | store opened, schema checked (1) | 1 | 0: once per worker, before its first fork |
 | SQLite connections opened | 3.03 | 2.07 (one per pool thread the turn uses) |
-| agents loaded (the `FXD_AGENTS` factory) | 1 | 0: the worker's, copied by the fork |
+| agents loaded (the `FXD_AGENTS` factory) | 1 | 1: a function it names runs per process (2) |
 | queue client (RQ, redis-py) | 1 | 0: the worker's (redis-py reconnects per process) |
 | tool JSON schemas, record codecs built | each one used | 0: built in the worker |
 | event loop, wake handler | 1 | 1: they cannot cross a fork (a lease names the pid) |
 
 (1) SQLite: `SELECT MAX(version)` on a connection of its own; Redis: SETNX, INFO and two
-SCRIPT LOADs in one round trip.
+SCRIPT LOADs in one round trip. (2) The module itself is imported once, by the worker.
 
 A `--no-fork` worker (RQ's `SimpleWorker`) makes each of these once for all its jobs. What a
 horse still pays beside an RQ no-op job: RQ's fork of a larger process (the worker has

@@ -9,7 +9,7 @@ keep-alive connections and whatever the handler caches across wakes survive from
 The context belongs to the process that made it (:func:`warm_context` looks it up by pid): a
 forked work horse never touches its parent's loop or SQLite connections, it makes its own. What
 may cross a fork is made once by the forking worker instead (:func:`prepare_horses`): the
-agents, the settings, the caches a first step fills, the queue client and, when it survives a
+settings, the caches a first step fills, the queue client and, when it survives a
 fork, the store itself (Redis); a SQLite store's schema is checked there once and each horse
 opens its own connections without checking it again. A process keeps its context from job to
 job only once it has said it runs many (:func:`keep_warm`: ``fxdurable worker --no-fork``,
@@ -79,14 +79,17 @@ class WarmContext:
         self.pid = os.getpid()
         self.config = config
         self.queue: WakeQueue | None = None
+        # The agents are loaded here even in a horse: the module is the worker's (imported
+        # before the fork), but a function FXD_AGENTS names is called once per process that
+        # runs jobs, as it always was (it may set up per-job state; the crash suites arm
+        # their next crash there).
+        self.agents = {a.name: a for a in load_agents(config.agents_spec)}
         if prepared is not None:
-            agents, settings = prepared.agents, prepared.settings
+            self.settings = prepared.settings
             self.store: Store = prepared.store or _open_checked(config.store_url)
         else:
-            agents, settings = load_agents(config.agents_spec), WorkerSettings.from_env()
+            self.settings = WorkerSettings.from_env()
             self.store = open_store(config.store_url)
-        self.agents = {a.name: a for a in agents}
-        self.settings = settings
         self.loop = asyncio.new_event_loop()
         try:
             self.journal = Journal(self.store, SystemClock(), RandomIds())
@@ -146,7 +149,7 @@ class WarmContext:
 class HorsePrep:
     """What a forking worker makes once, before its first fork, for every work horse.
 
-    ``agents`` and ``settings`` are plain objects a fork copies. ``store`` is the worker's own
+    ``settings`` is a plain object a fork copies. ``store`` is the worker's own
     store when it survives a fork (:data:`_FORK_SAFE_STORES`), else None: each horse then
     opens the store itself, without the schema check the worker already made. ``queue`` is the
     worker's queue client (redis-py reconnects in a new process: its pool checks the pid).
@@ -154,7 +157,6 @@ class HorsePrep:
     """
 
     pid: int
-    agents: list[Agent]
     settings: WorkerSettings
     store: Store | None
     queue: WakeQueue | None
@@ -175,6 +177,9 @@ _prepared: HorsePrep | None = None
 def prepare_horses(config: WorkerConfig, agents: list[Agent], queue: WakeQueue | None) -> None:
     """In a forking worker, before its first fork: open the store once (its schema checked or
     migrated here, not in every horse) and keep what every horse would otherwise make again.
+    ``agents`` (the worker's) only fill the caches their tools' first use would fill in each
+    horse; a tool's input schema is cached by its model class, so a horse's own agents (the
+    same classes, from the module the worker imported) find it built.
 
     A store that must not cross a fork (SQLite) is closed again at once, so no connection of
     it exists when RQ forks; its horses open it without a second check."""
@@ -185,7 +190,7 @@ def prepare_horses(config: WorkerConfig, agents: list[Agent], queue: WakeQueue |
     if config.store_url.split(":", 1)[0] not in _FORK_SAFE_STORES:
         store.close()
         store = None
-    _prepared = HorsePrep(os.getpid(), agents, WorkerSettings.from_env(), store, queue)
+    _prepared = HorsePrep(os.getpid(), WorkerSettings.from_env(), store, queue)
 
 
 def _warm_caches(agents: list[Agent]) -> None:
