@@ -86,7 +86,7 @@ class WarmContext:
         self.agents = {a.name: a for a in load_agents(config.agents_spec)}
         if prepared is not None:
             self.settings = prepared.settings
-            self.store: Store = prepared.store or _open_checked(config.store_url)
+            self.store: Store = prepared.store or open_store(config.store_url, schema_checked=True)
         else:
             self.settings = WorkerSettings.from_env()
             self.store = open_store(config.store_url)
@@ -216,15 +216,6 @@ def release_horse_prep() -> None:
     if prepared is not None and prepared.pid == os.getpid() and prepared.store is not None:
         with contextlib.suppress(Exception):
             prepared.store.close()
-
-
-def _open_checked(url: str) -> Store:
-    """The store a horse opens when the worker has already checked (or migrated) its schema."""
-    if url.split(":", 1)[0] == "sqlite":
-        from fxdurable.stores.sqlite import SqliteStore
-
-        return SqliteStore(url, schema_checked=True)
-    return open_store(url)
 
 
 def keep_warm() -> None:
