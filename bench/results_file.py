@@ -100,7 +100,8 @@ every job, its pool threads included):
 
 | made per job in a horse | before | now |
 |---|---|---|
-| store opened, schema checked (1) | 1 | 0: once per worker, before its first fork |
+| store schema checked (1) | 1 | 0: once per worker, before its first fork |
+| store opened | 1 | Redis 0 (the worker's, reused); SQLite 1 (connections cannot cross a fork) |
 | SQLite connections opened | 3.03 | 2.07 (one per pool thread the turn uses) |
 | agents loaded (the `FXD_AGENTS` factory) | 1 | 1: a function it names runs per process (2) |
 | queue client (RQ, redis-py) | 1 | 0: the worker's (redis-py reconnects per process) |
