@@ -118,6 +118,22 @@ pool started per horse (4 threads, one SQLite connection each that a call uses),
 itself (3 model steps and 2 tool calls: 12 commits, each fsynced at `synchronous=FULL`). A
 `--no-fork` worker's turn has no setup left: its ratio to RQ's no-op is bounded by the turn's
 journal work, and RQ's `SimpleWorker` no-op costs a few milliseconds.
+
+Measured once with it (2026-12-02, 2 cores shared with other work: milliseconds are noisy,
+the counts above are not), per job in a horse, before → now:
+
+| per job in a horse | SQLite FULL | Redis |
+|---|---|---|
+| CPU, all threads | 39.3 → 29.6 ms | 37.0 → 28.2 ms |
+| job function (median) | 48.6 → 36.7 ms | 45.4 → 36.4 ms |
+| context setup | 5.4 → 2.3 ms | 5.6 → 1.9 ms |
+| the turn's CPU (schemas, codecs no longer built per horse) | 30.9 → 24.6 ms | 29.9 → 24.5 ms |
+| minor page faults | 2,117 → 1,469 | 2,000 → 1,434 |
+
+`python -m bench.rq_throughput --turns 30 --reps 3 --modes fork`, two runs each, same hour:
+turns/s ÷ RQ no-op jobs/s (`rq.Worker`) went from 0.25–0.33 (medians; 1 and 2 workers, both
+stores) to 0.32–0.42: the ≥ 0.5 target is not met. What bounds it now is what a horse cannot
+share (its fork, page faults, pool threads and their SQLite connections) and the turn itself.
 """
 
 
