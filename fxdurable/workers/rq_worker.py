@@ -176,9 +176,12 @@ def run_worker(
         # 5 s; the job monitor beats well inside that TTL while a long job runs.
         options: dict[str, Any] = {"name": name, "worker_ttl": 20, "job_monitoring_interval": 5}
         if fork:
-            _prepare_horses(config, agents, queue)
             worker = FxdWorker(
-                [queue.queue], connection=queue.queue.connection, no_fork=no_fork, **options
+                [queue.queue],
+                connection=queue.queue.connection,
+                no_fork=no_fork,
+                before_first_fork=lambda: _prepare_horses(config, agents, queue),
+                **options,
             )
         else:
             # Only a worker that runs jobs itself loads the runtime; a forking one leaves that
