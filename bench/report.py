@@ -99,8 +99,10 @@ class RedisSection:
             noop = rq.rate("noop", workers)
             for kind, label in _RQ_STORES:
                 turns = rq.rate(kind, workers)
+                ratios = rq.ratios(kind, workers)
                 out[f"rq turns/noop_jobs {label} {_workers(workers)}"] = (
-                    turns / noop,
+                    rq.ratio(kind, workers),
+                    f"median of {len(ratios)} reps, range {min(ratios):.2f}–{max(ratios):.2f}; "
                     f"{turns:,.1f} turns/s beside {noop:,.1f} no-op jobs/s; "
                     f"{rq.jobs_per_item(kind, workers):.2f} RQ jobs and "
                     f"{rq.attempts_per_item(kind, workers):.2f} attempts per turn",

@@ -88,6 +88,55 @@ def results(
     }
 
 
+#: What an RQ job sets up, counted (``python -m bench.rq_job_phases --json``; pinned by
+#: tests/bench/test_rq_job_setup.py): counts do not move with the machine's load, so they are
+#: stated here rather than measured in each run.
+RQ_JOB_SETUP = """## RQ: what a job sets up
+
+Per job of a forking `fxdurable worker` (a work horse per job), counted in the worker and in
+its horses over one-turn sessions of the bench agent (`python -m bench.rq_job_phases --jobs 30
+--store sqlite`, or `--store redis`, or `--mode nofork`; `--profile DIR` writes a cProfile of
+every job, its pool threads included):
+
+| made per job in a horse | before | now |
+|---|---|---|
+| store schema checked (1) | 1 | 0: once per worker, before its first fork |
+| store opened | 1 | Redis 0 (the worker's, reused); SQLite 1 (connections cannot cross a fork) |
+| SQLite connections opened | 3.03 | 2.07 (one per pool thread the turn uses) |
+| agents loaded (the `FXD_AGENTS` factory) | 1 | 1: a function it names runs per process (2) |
+| queue client (RQ, redis-py) | 1 | 0: the worker's (redis-py reconnects per process) |
+| tool JSON schemas, record codecs built | each one used | 0: built in the worker |
+| event loop, wake handler | 1 | 1: they cannot cross a fork (a lease names the pid) |
+
+(1) SQLite: `SELECT MAX(version)` on a connection of its own; Redis: SETNX, INFO and two
+SCRIPT LOADs in one round trip. (2) The module itself is imported once, by the worker.
+
+A `--no-fork` worker (RQ's `SimpleWorker`) makes each of these once for all its jobs. What a
+horse still pays beside an RQ no-op job: RQ's fork of a larger process (the worker has
+fxdurable and the agents imported), copy-on-write page faults (about 1,400 per job), a thread
+pool started per horse (4 threads, one SQLite connection each that a call uses), and the turn
+itself (3 model steps and 2 tool calls: 12 commits, each fsynced at `synchronous=FULL`). A
+`--no-fork` worker's turn has no setup left: its ratio to RQ's no-op is bounded by the turn's
+journal work, and RQ's `SimpleWorker` no-op costs a few milliseconds.
+
+Measured once with it (2026-12-02, 2 cores shared with other work: milliseconds are noisy,
+the counts above are not), per job in a horse, before → now:
+
+| per job in a horse | SQLite FULL | Redis |
+|---|---|---|
+| CPU, all threads | 39.3 → 29.6 ms | 37.0 → 28.2 ms |
+| job function (median) | 48.6 → 36.7 ms | 45.4 → 36.4 ms |
+| context setup | 5.4 → 2.3 ms | 5.6 → 1.9 ms |
+| the turn's CPU (schemas, codecs no longer built per horse) | 30.9 → 24.6 ms | 29.9 → 24.5 ms |
+| minor page faults | 2,117 → 1,469 | 2,000 → 1,434 |
+
+`python -m bench.rq_throughput --turns 30 --reps 3 --modes fork`, two runs each, same hour:
+turns/s ÷ RQ no-op jobs/s (`rq.Worker`) went from 0.25–0.33 (medians; 1 and 2 workers, both
+stores) to 0.32–0.42: the ≥ 0.5 target is not met. What bounds it now is what a horse cannot
+share (its fork, page faults, pool threads and their SQLite connections) and the turn itself.
+"""
+
+
 def _markdown(data: dict[str, object], headline: Headline, report: str) -> str:
     machine = data["machine"]
     assert isinstance(machine, dict)
@@ -142,6 +191,8 @@ taken repetition by repetition.
 ```
 {report}
 ```
+
+{RQ_JOB_SETUP}
 """
 
 

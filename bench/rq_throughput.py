@@ -110,9 +110,24 @@ class RqFigures:
         """Items per second: the median over the repetitions."""
         return statistics.median(r.items / r.seconds for r in self._runs(kind, workers, mode))
 
+    def ratios(self, kind: str, workers: int, mode: str = "fork") -> list[float]:
+        """Turns per second / no-op jobs per second, same worker class and count: one per
+        repetition (each repetition runs every case once, so its pair is measured side by
+        side)."""
+        pairs = zip(self._runs(kind, workers, mode), self._runs("noop", workers, mode), strict=True)
+        return [(t.items / t.seconds) / (n.items / n.seconds) for t, n in pairs]
+
     def ratio(self, kind: str, workers: int, mode: str = "fork") -> float:
-        """Turns per second / no-op jobs per second, same worker class and count."""
-        return self.rate(kind, workers, mode) / self.rate("noop", workers, mode)
+        """The median of :meth:`ratios`."""
+        return statistics.median(self.ratios(kind, workers, mode))
+
+    def ratio_range(self, kind: str, workers: int, mode: str = "fork") -> str:
+        """``median (min–max of N reps)``, as the bench prints a ratio."""
+        values = self.ratios(kind, workers, mode)
+        return (
+            f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f} of "
+            f"{len(values)} reps)"
+        )
 
     def items(self, kind: str, workers: int, mode: str = "fork") -> int:
         return self._runs(kind, workers, mode)[0].items
@@ -439,12 +454,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             on_progress=lambda line: print(line, file=sys.stderr),
             modes=modes,
         )
-    print(f"{'kind':<7} {'workers':>7} {'mode':<7} {'items/s':>9} {'÷ no-op':>8} {'jobs/item':>9}")
+    print(
+        f"{'kind':<7} {'workers':>7} {'mode':<7} {'items/s':>9} {'jobs/item':>9}  "
+        "÷ no-op of the same class: median (range)"
+    )
     for kind, workers, mode in figures.runs:
-        ratio = "" if kind == "noop" else f"{figures.ratio(kind, workers, mode):.2f}"
+        ratio = "" if kind == "noop" else figures.ratio_range(kind, workers, mode)
         print(
             f"{kind:<7} {workers:>7} {mode:<7} {figures.rate(kind, workers, mode):>9.1f} "
-            f"{ratio:>8} {figures.jobs_per_item(kind, workers, mode):>9.2f}"
+            f"{figures.jobs_per_item(kind, workers, mode):>9.2f}  {ratio}"
         )
     return 0
 

@@ -24,19 +24,23 @@ DEFAULT_STORE = "sqlite:///.fxd/fxd.db"
 DEFAULT_QUEUE = "local"
 
 
-def open_store(url: str, *, create: bool = True) -> Store:
+def open_store(url: str, *, create: bool = True, schema_checked: bool = False) -> Store:
     """Open the store a URL names: ``sqlite:///path.db`` (the embedded default),
     ``redis://host:port/db`` (``rediss://`` for TLS; needs ``pip install 'fxdurable[redis]'``)
     or ``dynamodb://TABLE?region=...`` (needs ``pip install 'fxdurable[aws]'``).
 
     ``create=False`` is for read-only tools: a missing or foreign store is an error, and
     nothing (not even the schema) is written.
+
+    ``schema_checked``: another process of this deployment (the forking worker whose work horse
+    this is) has just migrated or checked the store, so a SQLite store skips its check (and the
+    connection it would open for it); the other stores check as always.
     """
     scheme = url.split(":", 1)[0]
     if scheme == "sqlite":
         from fxdurable.stores.sqlite import SqliteStore
 
-        return SqliteStore(url, create=create)
+        return SqliteStore(url, create=create, schema_checked=schema_checked)
     if scheme in ("redis", "rediss"):
         try:
             from fxdurable.stores.redis import RedisStore

@@ -61,6 +61,7 @@ SYSTEM_PATHS: tuple[str, ...] = (
     "tests/aws_lambda/",
     "tests/bench/test_bench_smoke.py",
     "tests/bench/test_lambda_bench.py",
+    "tests/bench/test_rq_job_setup.py",
     "tests/bench/test_soak.py",
     "tests/bench/test_startup.py",
     "tests/cli/test_bad_input.py",

@@ -18,7 +18,7 @@ from typing import Any, TypeAlias, TypeVar, cast
 
 from fxdurable.core.codec import JsonObject, JsonValue
 
-__all__ = ["decode", "encode"]
+__all__ = ["compile_codecs", "decode", "encode"]
 
 R = TypeVar("R")
 
@@ -116,3 +116,12 @@ def decode(cls: type[R], text: str | bytes) -> R:
     value = json.loads(text)
     result: R = conv(value) if conv is not None else value
     return result
+
+
+def compile_codecs(*classes: type) -> None:
+    """Build the converters of ``classes`` now rather than at their first record. A forking
+    worker does it once before its first fork, so that no work horse repeats it (resolving a
+    record's type hints takes milliseconds; a horse runs one job and exits)."""
+    for cls in classes:
+        _encoder(cast(Any, cls))
+        _decoder(cast(Any, cls))

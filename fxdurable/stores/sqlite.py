@@ -404,7 +404,10 @@ class SqliteStore:
     10000: how long a writer waits for another process's transaction).
     """
 
-    def __init__(self, url: str, *, create: bool = True) -> None:
+    def __init__(self, url: str, *, create: bool = True, schema_checked: bool = False) -> None:
+        """``schema_checked``: another process of this deployment (the forking worker whose
+        work horse this is) has just migrated or checked the file, so no connection is opened
+        here to check it again; the first call opens this thread's."""
         parsed = urlparse(url)
         if url.startswith("sqlite:") and not url.startswith("sqlite://"):
             # RFC 3986, as SQLAlchemy reads it: three slashes then the path, so a fourth
@@ -447,7 +450,9 @@ class SqliteStore:
         self._slots: list[_Slot] = []
         self._closed = False
         self._lock = threading.Lock()
-        if create:
+        if schema_checked:
+            pass
+        elif create:
             self._migrate()
         else:
             self._check_schema()

@@ -26,6 +26,7 @@ from fxdurable.errors import (
     StoreUnavailableError,
 )
 from fxdurable.queues.rq import RqQueue
+from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.agent_spec import load_agents
 from fxdurable.runtime.models.announce import announce_model_endpoints
 from fxdurable.runtime.worker import WorkerSettings
@@ -176,7 +177,11 @@ def run_worker(
         options: dict[str, Any] = {"name": name, "worker_ttl": 20, "job_monitoring_interval": 5}
         if fork:
             worker = FxdWorker(
-                [queue.queue], connection=queue.queue.connection, no_fork=no_fork, **options
+                [queue.queue],
+                connection=queue.queue.connection,
+                no_fork=no_fork,
+                before_first_fork=lambda: _prepare_horses(config, agents, queue),
+                **options,
             )
         else:
             # Only a worker that runs jobs itself loads the runtime; a forking one leaves that
@@ -195,8 +200,25 @@ def run_worker(
         log.warning("RQ failed while shutting down; exiting anyway", exc_info=True)
     finally:
         stop.set()
-        if not fork:
-            from fxdurable.workers.warm import close_warm_context
+        from fxdurable.workers.warm import close_warm_context, release_horse_prep
 
+        if fork:
+            release_horse_prep()
+        else:
             close_warm_context()
     return 0
+
+
+def _prepare_horses(config: WorkerConfig, agents: list[Agent], queue: RqQueue) -> None:
+    """Open and check the store once for every work horse (:func:`prepare_horses`). A store
+    that stopped answering since the startup scan is left to the horses, which open it
+    themselves and ride out its outage as any wake does."""
+    from fxdurable.workers.warm import prepare_horses
+
+    try:
+        prepare_horses(config, agents, queue)
+    except StoreUnavailableError as exc:
+        log.warning(
+            "the store did not answer before the first job (%s); each work horse opens it itself",
+            exc,
+        )

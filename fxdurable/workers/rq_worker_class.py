@@ -31,7 +31,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -160,10 +160,19 @@ class FxdWorker(FxdWorkerMixin, rq.Worker):
     work horse only while ``no_fork`` is free (see ``run_worker``: the scan thread holds it
     while it is inside the store)."""
 
-    def __init__(self, *args: Any, no_fork: threading.Lock | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        no_fork: threading.Lock | None = None,
+        before_first_fork: Callable[[], None] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._no_fork = no_fork or threading.Lock()
         self._watcher_pid = os.getpid()
+        # What every horse shares (fxdurable.workers.warm.prepare_horses): made at the first
+        # job, not at start, so the worker registers with Redis as soon as it can.
+        self._before_first_fork = before_first_fork
 
     def execute_job(self, job: Any, queue: Any) -> None:
         try:
@@ -206,6 +215,9 @@ class FxdWorker(FxdWorkerMixin, rq.Worker):
         # fork: a stop forwarded to a horse that has not yet installed its handlers (SIGUSR1's
         # default action is to terminate) waits until it has (setup_work_horse_signals).
         self._watcher_pid = os.getpid()
+        prepare, self._before_first_fork = self._before_first_fork, None
+        if prepare is not None:
+            prepare()
         with self._no_fork:
             signal.pthread_sigmask(signal.SIG_BLOCK, _HORSE_STOP_SIGNALS)
             try:

@@ -7,39 +7,58 @@ runs every job in it, so the store's connections (one per pool thread), the mode
 keep-alive connections and whatever the handler caches across wakes survive from job to job.
 
 The context belongs to the process that made it (:func:`warm_context` looks it up by pid): a
-forked work horse never touches its parent's sockets, loop or SQLite connections, it makes its
-own. A process keeps its context from job to job only once it has said it runs many
-(:func:`keep_warm`: ``fxdurable worker --no-fork``, which closes it at exit); anywhere else (a
-forked horse, of ours or of stock ``rq worker``) the job closes it when it ends, as a one-job
-process must: the close also waits for a tool still running in the thread pool (one an abort
-or its ``timeout_s`` cancelled while the lease was held), so its effect happens or not as a
-whole instead of being cut off by the horse's ``os._exit``. One whose run *lost* its lease
-does not get to finish: the lease guard ends the horse at the run's stop deadline, before the
-lease expires (:mod:`fxdurable.runtime.leases`, docs/leases.md). A job that ends with an
-exception out of the loop (RQ's job timeout, raised from a signal handler) discards the
-context: the next job starts from a fresh one rather than beside a half-finished task.
+forked work horse never touches its parent's loop or SQLite connections, it makes its own. What
+may cross a fork is made once by the forking worker instead (:func:`prepare_horses`): the
+settings, the caches a first step fills, the queue client and, when it survives a
+fork, the store itself (Redis); a SQLite store's schema is checked there once and each horse
+opens its own connections without checking it again. A process keeps its context from job to
+job only once it has said it runs many (:func:`keep_warm`: ``fxdurable worker --no-fork``,
+which closes it at exit); anywhere else (a forked horse, of ours or of stock ``rq worker``) the
+job closes it when it ends, as a one-job process must: the close also waits for a tool still
+running in the thread pool (one an abort or its ``timeout_s`` cancelled while the lease was
+held), so its effect happens or not as a whole instead of being cut off by the horse's
+``os._exit``. One whose run *lost* its lease does not get to finish: the lease guard ends the
+horse at the run's stop deadline, before the lease expires (:mod:`fxdurable.runtime.leases`,
+docs/leases.md). A job that ends with an exception out of the loop (RQ's job timeout, raised
+from a signal handler) discards the context: the next job starts from a fresh one rather than
+beside a half-finished task.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from fxdurable.backends import open_queue, open_store
+from fxdurable.core import records
 from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Journal
 from fxdurable.core.queue import WakeQueue
+from fxdurable.core.recordcodec import compile_codecs
 from fxdurable.core.store import Store
+from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.agent_spec import load_agents
 from fxdurable.runtime.models import aclose_loaded_clients
+from fxdurable.runtime.subagent import with_delegates
 from fxdurable.runtime.worker import WakeHandler, WorkerSettings
 from fxdurable.workers.config import WorkerConfig
 
-__all__ = ["WarmContext", "close_warm_context", "keep_warm", "keeps_warm", "warm_context"]
+__all__ = [
+    "HorsePrep",
+    "WarmContext",
+    "close_warm_context",
+    "keep_warm",
+    "keeps_warm",
+    "prepare_horses",
+    "release_horse_prep",
+    "warm_context",
+]
 
 log = logging.getLogger("fxdurable.worker")
 
@@ -54,24 +73,45 @@ class WarmContext:
     and :class:`WakeHandler`, reused by every job the process runs (an RQ ``--no-fork``
     worker's jobs, or every message an SQS worker receives)."""
 
-    def __init__(self, config: WorkerConfig) -> None:
+    def __init__(self, config: WorkerConfig, *, prepared: HorsePrep | None = None) -> None:
+        """``prepared``: what the forking worker this process is a horse of made once for all
+        its horses (:func:`prepare_horses`); without it, everything is made here."""
         self.pid = os.getpid()
         self.config = config
-        self.agents = {a.name: a for a in load_agents(config.agents_spec)}
-        self.store: Store = open_store(config.store_url)
         self.queue: WakeQueue | None = None
+        # The agents are loaded here even in a horse: the module is the worker's (imported
+        # before the fork), but a function FXD_AGENTS names is called once per process that
+        # runs jobs, as it always was (it may set up per-job state; the crash suites arm
+        # their next crash there).
+        self.agents = {a.name: a for a in load_agents(config.agents_spec)}
+        if prepared is not None:
+            self.settings = prepared.settings
+            self.store: Store = prepared.store or open_store(config.store_url, schema_checked=True)
+        else:
+            self.settings = WorkerSettings.from_env()
+            self.store = open_store(config.store_url)
         self.loop = asyncio.new_event_loop()
         try:
-            self.settings = WorkerSettings.from_env()
             self.journal = Journal(self.store, SystemClock(), RandomIds())
-            self.queue = open_queue(config.queue_url)
+            if prepared is not None and prepared.queue is not None:
+                self.queue = prepared.queue
+            else:
+                self.queue = open_queue(config.queue_url)
             self.handler = WakeHandler(
                 self.journal, self.queue, self.agents, SystemClock(), self.settings
             )
         except BaseException:
             self.close()
             raise
-        log.info("warm context of process %d ready (store %s)", self.pid, self.store.url)
+        if prepared is None:
+            log.info("warm context of process %d ready (store %s)", self.pid, self.store.url)
+        else:
+            log.info(
+                "warm context of work horse %d ready (store %s, %s)",
+                self.pid,
+                self.store.url,
+                "the worker's" if prepared.store is not None else "schema checked by the worker",
+            )
 
     def run(self, work: Coroutine[Any, Any, T]) -> T:
         """Run ``work`` on this context's loop, in this (the main) thread."""
@@ -105,8 +145,77 @@ class WarmContext:
             self.store.close()
 
 
+@dataclass(frozen=True, slots=True)
+class HorsePrep:
+    """What a forking worker makes once, before its first fork, for every work horse.
+
+    ``settings`` is a plain object a fork copies. ``store`` is the worker's own
+    store when it survives a fork (:data:`_FORK_SAFE_STORES`), else None: each horse then
+    opens the store itself, without the schema check the worker already made. ``queue`` is the
+    worker's queue client (redis-py reconnects in a new process: its pool checks the pid).
+    The worker itself never uses ``store``, so every horse starts from the same copy of it.
+    """
+
+    pid: int
+    settings: WorkerSettings
+    store: Store | None
+    queue: WakeQueue | None
+
+
+#: Stores whose client a forked process may go on using: the Redis store holds only a redis-py
+#: connection pool, which drops the parent's connections in a child (it checks the pid) and
+#: opens its own. Not SQLite (a connection must never cross a fork: SQLite's POSIX locks are
+#: per process, https://sqlite.org/howtocorrupt.html#fork) nor DynamoDB (boto3's clients are
+#: not fork-safe).
+_FORK_SAFE_STORES = ("redis", "rediss")
+
 _context: WarmContext | None = None
 _keep_warm_pid: int | None = None
+_prepared: HorsePrep | None = None
+
+
+def prepare_horses(config: WorkerConfig, agents: list[Agent], queue: WakeQueue | None) -> None:
+    """In a forking worker, before its first fork: open the store once (its schema checked or
+    migrated here, not in every horse) and keep what every horse would otherwise make again.
+    ``agents`` (the worker's) only fill the caches their tools' first use would fill in each
+    horse; a tool's input schema is cached by its model class, so a horse's own agents (the
+    same classes, from the module the worker imported) find it built.
+
+    A store that must not cross a fork (SQLite) is closed again at once, so no connection of
+    it exists when RQ forks; its horses open it without a second check."""
+    global _prepared
+    _warm_caches(agents)
+    store: Store | None = open_store(config.store_url)
+    assert store is not None
+    if config.store_url.split(":", 1)[0] not in _FORK_SAFE_STORES:
+        store.close()
+        store = None
+    _prepared = HorsePrep(os.getpid(), WorkerSettings.from_env(), store, queue)
+
+
+def _warm_caches(agents: list[Agent]) -> None:
+    """Fill, once in the worker, the caches every horse would otherwise fill again at its
+    first step: each record type's codec and each tool's input schema (pydantic builds a JSON
+    schema in about a millisecond, resolving a record's type hints takes as long)."""
+    for agent in with_delegates(agents):
+        for tool in agent.tools:
+            tool.json_schema()
+    compile_codecs(
+        *(
+            value
+            for value in vars(records).values()
+            if isinstance(value, type) and dataclasses.is_dataclass(value)
+        )
+    )
+
+
+def release_horse_prep() -> None:
+    """The worker is done forking: close what :func:`prepare_horses` kept open."""
+    global _prepared
+    prepared, _prepared = _prepared, None
+    if prepared is not None and prepared.pid == os.getpid() and prepared.store is not None:
+        with contextlib.suppress(Exception):
+            prepared.store.close()
 
 
 def keep_warm() -> None:
@@ -125,7 +234,9 @@ def warm_context() -> WarmContext:
     global _context
     if _context is None or _context.pid != os.getpid():
         # A context inherited through fork is the parent's: never used, never closed here.
-        _context = WarmContext(WorkerConfig.from_env())
+        # What the parent prepared for its horses is used, in a horse only (never its maker).
+        prepared = _prepared if _prepared is not None and _prepared.pid != os.getpid() else None
+        _context = WarmContext(WorkerConfig.from_env(), prepared=prepared)
     return _context
 
 
