@@ -20,6 +20,8 @@ from fxdurable.core.states import (
 )
 
 __all__ = [
+    "ATTACHMENT_TYPES",
+    "AttachmentRef",
     "AttemptRecord",
     "ErrorInfo",
     "EventRecord",
@@ -37,6 +39,26 @@ __all__ = [
     "Usage",
     "usage_fields",
 ]
+
+
+# The media types a prompt or a tool result may carry (docs/attachments.md): images every
+# provider reads, and PDF documents where the provider takes them.
+ATTACHMENT_TYPES = frozenset(
+    {"image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"}
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttachmentRef:
+    """An image or a document in a prompt or a tool result, as the journal keeps it: its bytes
+    are a content-addressed blob of the store (``digest``; offloaded to S3 on DynamoDB), or it
+    is a URL the provider fetches. Never the bytes themselves: records and events stay small."""
+
+    media_type: str  # one of ATTACHMENT_TYPES
+    digest: str | None = None  # the blob's sha256 (bytes given)
+    url: str | None = None  # or a URL (https:) the provider reads
+    size: int = 0  # bytes, when given as bytes
+    name: str | None = None  # a file name, when known (PDFs are sent with one)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -298,6 +320,8 @@ class ToolTaskRecord:
     execution_id: str
     runs: int = 0  # executions started
     result: str | None = None  # what the model reads for this call, whatever the status
+    # Images and documents the call returned with its result (their blobs or URLs).
+    attachments: tuple[AttachmentRef, ...] = ()
     # What the running call reported so far (``ctx.progress``): the tail of its chunks, at
     # most ``MAX_PROGRESS_CHARS``. State, not history: each report overwrites it, no event
     # records it, and every status change (a run starting, the call settling) clears it, so
@@ -352,6 +376,8 @@ class MessageRecord:
     # An assistant entry without tool calls whose provider content is more than its text (a
     # paused turn's server-tool blocks), kept verbatim.
     content: MessageContent | None = None
+    # A user entry's images and documents (their blobs or URLs), in the order given.
+    attachments: tuple[AttachmentRef, ...] = ()
     # The seq of the event its transaction wrote right after it: "the conversation as it was
     # after event N" is the messages with ``cursor <= N`` (a fork's point). None: recorded
     # before forks existed (:mod:`fxdurable.core.fork` says how those are placed).

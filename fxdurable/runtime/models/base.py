@@ -17,6 +17,7 @@ __all__ = [
     "INTERRUPTED_NOTE",
     "REJECTED_ANSWER_HEADING",
     "TRUNCATING_STOPS",
+    "Attachment",
     "ChatMessage",
     "Finish",
     "Model",
@@ -89,6 +90,19 @@ class ChatMessage:
     # is more than the text (a paused turn's server-tool blocks). A request in another format
     # than ``content.wire`` sends the text alone.
     content: MessageContent | None = None
+    # For role="user" (a prompt) and role="tool" (a call's result): its images and documents,
+    # with their bytes loaded from the store (or a URL), in the order given.
+    attachments: tuple[Attachment, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attachment:
+    """An image or a document as a request sends it: ``data`` (the bytes) or ``url``."""
+
+    media_type: str
+    data: bytes | None = None
+    url: str | None = None
+    name: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
