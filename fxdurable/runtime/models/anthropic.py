@@ -29,6 +29,7 @@ from fxdurable.runtime.models.anthropic_parts import (
     plain_text,
     start_input,
 )
+from fxdurable.runtime.models.attachment_parts import anthropic_blocks
 from fxdurable.runtime.models.base import (
     ChatMessage,
     ModelRequest,
@@ -209,7 +210,8 @@ def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
 
     for message in messages:
         if message.role == "user":
-            add("user", [{"type": "text", "text": message.text}] if message.text else [])
+            text = [{"type": "text", "text": message.text}] if message.text else []
+            add("user", text + anthropic_blocks(message.attachments))
         elif message.role == "assistant":
             kept = assistant_blocks(
                 message.tool_calls,
@@ -247,7 +249,10 @@ def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
                 "type": "tool_result",
                 "tool_use_id": ids.for_result(message.tool_call_id),
             }
-            if message.text:
+            if message.attachments:  # a list of text, image and document blocks
+                text = [{"type": "text", "text": message.text}] if message.text else []
+                result["content"] = text + anthropic_blocks(message.attachments)
+            elif message.text:
                 result["content"] = message.text
             add("user", [result])
     return out

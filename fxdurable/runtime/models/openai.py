@@ -19,6 +19,7 @@ import httpx
 
 from fxdurable.core.records import Usage
 from fxdurable.errors import ModelError
+from fxdurable.runtime.models.attachment_parts import chat_parts, chat_tool_followup
 from fxdurable.runtime.models.base import ChatMessage, ModelRequest, ModelResponse, ToolSpec
 from fxdurable.runtime.models.caching import PromptCache, session_cache_key
 from fxdurable.runtime.models.endpoint import env_value
@@ -183,9 +184,15 @@ def _messages(instructions: str, messages: Sequence[ChatMessage]) -> list[dict[s
     if instructions:
         out.append({"role": "system", "content": instructions})
     ids = CallIds(lambda recorded: short_id(recorded, _ID_LIMIT))
+    round_results: list[tuple[str, ChatMessage]] = []
     for message in messages:
+        if message.role != "tool":
+            _flush_tool_images(out, round_results)
         if message.role == "user":
-            out.append({"role": "user", "content": message.text})
+            content: str | list[dict[str, Any]] = message.text
+            if message.attachments:
+                content = chat_parts(message.text, message.attachments)
+            out.append({"role": "user", "content": content})
         elif message.role == "assistant":
             entry: dict[str, Any] = {"role": "assistant"}
             # With tool calls and no text, content is null (an empty string is refused by
@@ -209,14 +216,22 @@ def _messages(instructions: str, messages: Sequence[ChatMessage]) -> list[dict[s
                 ]
             out.append(entry)
         else:
-            out.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": ids.for_result(message.tool_call_id),
-                    "content": message.text,
-                }
-            )
+            call_id = ids.for_result(message.tool_call_id)
+            out.append({"role": "tool", "tool_call_id": call_id, "content": message.text})
+            round_results.append((call_id, message))
+    _flush_tool_images(out, round_results)
     return out
+
+
+def _flush_tool_images(
+    out: list[dict[str, Any]], round_results: list[tuple[str, ChatMessage]]
+) -> None:
+    """After a round's tool messages (which take text only on Chat Completions), the user
+    message with the images and documents those results returned."""
+    followup = chat_tool_followup(round_results)
+    if followup is not None:
+        out.append(followup)
+    round_results.clear()
 
 
 def _tool(spec: ToolSpec) -> dict[str, Any]:

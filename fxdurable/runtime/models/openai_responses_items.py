@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from fxdurable.core.records import ToolCallRequest
+from fxdurable.runtime.models.attachment_parts import responses_parts
 from fxdurable.runtime.models.base import ChatMessage
 from fxdurable.runtime.models.wire import CallIds, canonical, short_id
 
@@ -57,7 +58,10 @@ def input_items(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
     ids = CallIds(lambda recorded: short_id(recorded, _ID_LIMIT))
     for message in messages:
         if message.role == "user":
-            out.append({"type": "message", "role": "user", "content": message.text})
+            content: str | list[dict[str, Any]] = message.text
+            if message.attachments:
+                content = responses_parts(message.text, message.attachments)
+            out.append({"type": "message", "role": "user", "content": content})
         elif message.role == "assistant":
             out += _assistant(message, ids)
         else:
@@ -65,7 +69,11 @@ def input_items(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
                 {
                     "type": "function_call_output",
                     "call_id": ids.for_result(message.tool_call_id),
-                    "output": message.text,
+                    "output": (
+                        responses_parts(message.text, message.attachments)
+                        if message.attachments
+                        else message.text
+                    ),
                 }
             )
     return out
