@@ -15,10 +15,12 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from fxdurable.core.records import ToolCallRequest
 from fxdurable.runtime.models.base import ChatMessage, ModelRequest, ModelResponse, ToolSpec
+from fxdurable.testing.wire_attachments import content_parts, read_part
 from fxdurable.testing.wire_common import (
     ErrorKind,
     Quirks,
@@ -310,14 +312,22 @@ def _user_messages(
         here = f"{where}.content[{j}]"
         if block.get("type") == "text":
             out.append(ChatMessage(role="user", text=string_field(block, "text", here)))
+        elif block.get("type") in ("image", "document"):  # the prompt's, after its text
+            attachment = read_part(block, here)
+            if out and out[-1].role == "user":
+                out[-1] = replace(out[-1], attachments=(*out[-1].attachments, attachment))
+            else:
+                out.append(ChatMessage(role="user", text="", attachments=(attachment,)))
         elif block.get("type") == "tool_result":
             call_id = string_field(block, "tool_use_id", here)
+            text, attachments = content_parts(block.get("content"), f"{here}.content")
             out.append(
                 ChatMessage(
                     role="tool",
-                    text=content_text(block.get("content"), here),
+                    text=text,
                     tool_call_id=call_id,
                     tool_name=names.get(call_id),
+                    attachments=attachments,
                 )
             )
     return out

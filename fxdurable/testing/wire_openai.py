@@ -17,6 +17,7 @@ from typing import Any
 
 from fxdurable.core.records import ToolCallRequest
 from fxdurable.runtime.models.base import ChatMessage, ModelRequest, ModelResponse, ToolSpec
+from fxdurable.testing.wire_attachments import content_parts
 from fxdurable.testing.wire_common import (
     ErrorKind,
     Quirks,
@@ -84,7 +85,8 @@ class OpenAIWire:
             if role in ("system", "developer"):
                 instructions.append(text)
             elif role == "user":
-                messages.append(ChatMessage(role="user", text=text))
+                text, attachments = content_parts(message.get("content"), f"{where}.content")
+                messages.append(ChatMessage(role="user", text=text, attachments=attachments))
             elif role == "assistant":
                 calls = tuple(
                     _tool_call(c, f"{where}.tool_calls[{j}]")

@@ -32,6 +32,7 @@ from typing import Any
 
 from fxdurable.core.records import ToolCallRequest
 from fxdurable.runtime.models.base import ChatMessage, ModelRequest, ModelResponse, ToolSpec
+from fxdurable.testing.wire_attachments import content_parts
 from fxdurable.testing.wire_common import (
     Quirks,
     StreamPlan,
@@ -84,7 +85,10 @@ class OpenAIResponsesWire(OpenAIWire):
                 text = content_text(item.get("content"), where)
                 if role in ("system", "developer"):
                     instructions = f"{instructions}\n\n{text}".lstrip()
-                elif role in ("user", "assistant"):
+                elif role == "user":
+                    text, attachments = content_parts(item.get("content"), f"{where}.content")
+                    messages.append(ChatMessage(role="user", text=text, attachments=attachments))
+                elif role == "assistant":
                     messages.append(ChatMessage(role=role, text=text))
                 else:
                     raise WireError(f"{where}.role: unknown role {role!r}")
@@ -104,11 +108,14 @@ class OpenAIResponsesWire(OpenAIWire):
                     messages.append(ChatMessage(role="assistant", text="", tool_calls=(call,)))
             elif kind == "function_call_output":
                 call_id = string_field(item, "call_id", where)
-                output = item.get("output")
-                text = output if isinstance(output, str) else content_text(output, where)
+                text, attachments = content_parts(item.get("output"), f"{where}.output")
                 messages.append(
                     ChatMessage(
-                        role="tool", text=text, tool_call_id=call_id, tool_name=names.get(call_id)
+                        role="tool",
+                        text=text,
+                        tool_call_id=call_id,
+                        tool_name=names.get(call_id),
+                        attachments=attachments,
                     )
                 )
             elif kind != "reasoning":
