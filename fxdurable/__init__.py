@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what ru
         AgentBusyError,
         AgentMismatchError,
         AnswerError,
+        AttachmentError,
         ConfigurationError,
         ContextLengthError,
         EditError,
@@ -50,7 +51,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what ru
     from fxdurable.runtime.agent import Agent, Durability, ModelRetries, Pricing
     from fxdurable.runtime.answers import Question
     from fxdurable.runtime.hooks import Answer, Ask, ToolCall, allow, ask, deny, rewrite
-    from fxdurable.runtime.models.base import ModelRequest, ModelResponse
+    from fxdurable.runtime.models.base import Attachment, ModelRequest, ModelResponse
     from fxdurable.runtime.models.fallback import Fallback
     from fxdurable.runtime.models.scripted import ScriptedModel, call, reply
     from fxdurable.runtime.runtime import Runtime, SessionHandle
@@ -69,6 +70,8 @@ __all__ = [
     "Answer",
     "AnswerError",
     "Ask",
+    "Attachment",
+    "AttachmentError",
     "ConfigurationError",
     "ContextLengthError",
     "Durability",
@@ -149,6 +152,7 @@ if not TYPE_CHECKING:
                 "AgentBusyError",
                 "AgentMismatchError",
                 "AnswerError",
+                "AttachmentError",
                 "ConfigurationError",
                 "ContextLengthError",
                 "EditError",
@@ -185,7 +189,7 @@ if not TYPE_CHECKING:
                 "deny",
                 "rewrite",
             ),
-            "fxdurable.runtime.models.base": ("ModelRequest", "ModelResponse"),
+            "fxdurable.runtime.models.base": ("Attachment", "ModelRequest", "ModelResponse"),
             "fxdurable.runtime.models.fallback": ("Fallback",),
             "fxdurable.runtime.models.scripted": ("ScriptedModel", "call", "reply"),
             "fxdurable.runtime.runtime": ("Runtime", "SessionHandle"),

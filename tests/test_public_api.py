@@ -13,6 +13,8 @@ PUBLIC_API = [
     "Answer",
     "AnswerError",
     "Ask",
+    "Attachment",
+    "AttachmentError",
     "ConfigurationError",
     "ContextLengthError",
     "Durability",
