@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what ru
     )
     from fxdurable.runtime.agent import Agent, Durability, ModelRetries, Pricing
     from fxdurable.runtime.answers import Question
+    from fxdurable.runtime.attachments import ToolResult
     from fxdurable.runtime.hooks import Answer, Ask, ToolCall, allow, ask, deny, rewrite
     from fxdurable.runtime.models.base import Attachment, ModelRequest, ModelResponse
     from fxdurable.runtime.models.fallback import Fallback
@@ -118,6 +119,7 @@ __all__ = [
     "ToolCallRequest",
     "ToolContext",
     "ToolInputError",
+    "ToolResult",
     "ToolTask",
     "UnknownAgentError",
     "WorkerSettings",
@@ -180,6 +182,7 @@ if not TYPE_CHECKING:
             ),
             "fxdurable.runtime.agent": ("Agent", "Durability", "ModelRetries", "Pricing"),
             "fxdurable.runtime.answers": ("Question",),
+            "fxdurable.runtime.attachments": ("ToolResult",),
             "fxdurable.runtime.hooks": (
                 "Answer",
                 "Ask",

@@ -61,6 +61,7 @@ PUBLIC_API = [
     "ToolCallRequest",
     "ToolContext",
     "ToolInputError",
+    "ToolResult",
     "ToolTask",
     "UnknownAgentError",
     "WorkerSettings",

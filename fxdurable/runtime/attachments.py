@@ -30,6 +30,7 @@ __all__ = [
     "MAX_ATTACHMENT_BYTES",
     "AttachmentLoader",
     "StoredAttachment",
+    "ToolResult",
     "attachment_from_bytes",
     "attachment_from_path",
     "attachment_from_url",
@@ -156,6 +157,17 @@ def store_attachments(
             )
         )
     return tuple(refs)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool returns to give the model images or documents with its text: the model
+    reads ``text`` as the call's result and ``attachments`` beside it. Each is checked and
+    its blob put before the result is committed; a bad one fails the call (the model reads
+    the AttachmentError)."""
+
+    text: str
+    attachments: Sequence[Attachment] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

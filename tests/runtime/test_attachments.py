@@ -7,6 +7,7 @@ import base64
 import dataclasses
 import json
 
+import pydantic
 import pytest
 from fxrt_support import FAST, events, fresh_store, read, run
 
@@ -20,6 +21,10 @@ from fxdurable.runtime.attachments import (
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(range(256)) * 4
 PDF = b"%PDF-1.7\n" + b"a document body " * 50
+
+
+class Shot(pydantic.BaseModel):
+    page: str
 
 
 def _seen(model: fx.ScriptedModel) -> list[tuple[str, tuple]]:
@@ -134,3 +139,33 @@ async def _admit(rt: fx.Runtime, ref) -> str:
     admission = rt.journal.admit("s1", agent="eng", prompt="look", attachments=(ref,))
     await rt.session("s1").resume()
     return admission.submission.id
+
+
+def test_a_tools_image_is_recorded_as_a_ref_and_the_model_reads_its_bytes(tmp_path):
+    async def screenshot(inp: Shot, ctx: fx.ToolContext) -> fx.ToolResult:
+        return fx.ToolResult(f"the {inp.page} page", [attachment_from_bytes(PNG)])
+
+    tool = fx.define_tool(
+        "screenshot", description="a page's picture", input_model=Shot, execute=screenshot
+    )
+
+    def policy(request: fx.ModelRequest) -> fx.ModelResponse:
+        if request.messages[-1].role == "tool":
+            return fx.reply("looked")
+        return fx.reply("", fx.call("screenshot", page="home"))
+
+    model = fx.ScriptedModel(policy)
+    agent = fx.Agent("eng", model, tools=[tool])
+
+    async def main():
+        async with fx.Runtime([agent], store=fresh_store(tmp_path), settings=FAST) as rt:
+            assert await rt.session("s1").run("show me") == "looked"
+            result = model.requests[-1].messages[-1]
+            assert (result.role, result.text) == ("tool", "the home page")
+            assert [(a.media_type, a.data) for a in result.attachments] == [("image/png", PNG)]
+            (task,) = read(rt, lambda v: v.session_tool_tasks("s1"))
+            assert [(r.digest, r.size) for r in task.attachments] == [(_digest(PNG), len(PNG))]
+            stored = json.dumps([encode(r) for r in [task, *events(rt, "s1")]])
+            assert base64.b64encode(PNG).decode()[:40] not in stored
+
+    run(main())

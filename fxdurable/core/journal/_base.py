@@ -293,6 +293,7 @@ def _put_task(
     now: float,
     runs: int | None = None,
     result: str | None = None,
+    attachments: tuple[AttachmentRef, ...] = (),
 ) -> ToolTaskRecord:
     # A status change ends the run the progress belonged to: the result replaces it.
     changes: dict[str, object] = {
@@ -305,6 +306,8 @@ def _put_task(
         changes["runs"] = runs
     if result is not None:
         changes["result"] = result
+    if attachments:
+        changes["attachments"] = attachments
     updated = dataclasses.replace(task, version=task.version + 1, **changes)  # type: ignore[arg-type]
     tx.put_tool_task(updated, expected_version=task.version)
     return updated
