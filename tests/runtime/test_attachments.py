@@ -9,7 +9,16 @@ import json
 
 import pydantic
 import pytest
-from fxrt_support import FAST, events, fresh_store, read, run
+from fxrt_support import (
+    FAST,
+    db_url,
+    events,
+    fresh_store,
+    leave_crashed_turn,
+    owned_store,
+    read,
+    run,
+)
 
 import fxdurable as fx
 from fxdurable.core.recordcodec import encode
@@ -17,6 +26,7 @@ from fxdurable.runtime.attachments import (
     attachment_from_bytes,
     attachment_from_path,
     attachment_from_url,
+    store_attachments,
 )
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(range(256)) * 4
@@ -169,3 +179,23 @@ def test_a_tools_image_is_recorded_as_a_ref_and_the_model_reads_its_bytes(tmp_pa
             assert base64.b64encode(PNG).decode()[:40] not in stored
 
     run(main())
+
+
+def test_a_turn_a_dead_worker_left_still_sends_the_prompts_image(tmp_path):
+    url = db_url(tmp_path)
+    store = owned_store(url)
+    refs = store_attachments(store.put_blob, [attachment_from_bytes(PNG)])
+    store.close()
+    # The worker admitted the prompt, claimed the session, began the attempt and was killed.
+    crashed = leave_crashed_turn(url, agent="eng", attachments=refs, record_model=False)
+    model = fx.ScriptedModel(lambda r: fx.reply("recovered"))
+
+    async def main():
+        async with fx.Runtime(
+            [fx.Agent("eng", model)], store=owned_store(url), settings=FAST
+        ) as rt:
+            sub = await rt.session("s1").wait(crashed.submission.id, timeout=10)
+            assert (sub.status.value, sub.result) == ("completed", "recovered")
+
+    run(main())
+    assert [a.data for a in model.requests[-1].messages[-1].attachments] == [PNG]
