@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what ru
         AgentBusyError,
         AgentMismatchError,
         AnswerError,
+        AttachmentError,
         ConfigurationError,
         ContextLengthError,
         EditError,
@@ -49,8 +50,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what ru
     )
     from fxdurable.runtime.agent import Agent, Durability, ModelRetries, Pricing
     from fxdurable.runtime.answers import Question
+    from fxdurable.runtime.attachments import ToolResult
     from fxdurable.runtime.hooks import Answer, Ask, ToolCall, allow, ask, deny, rewrite
-    from fxdurable.runtime.models.base import ModelRequest, ModelResponse
+    from fxdurable.runtime.models.base import Attachment, ModelRequest, ModelResponse
     from fxdurable.runtime.models.fallback import Fallback
     from fxdurable.runtime.models.scripted import ScriptedModel, call, reply
     from fxdurable.runtime.runtime import Runtime, SessionHandle
@@ -69,6 +71,8 @@ __all__ = [
     "Answer",
     "AnswerError",
     "Ask",
+    "Attachment",
+    "AttachmentError",
     "ConfigurationError",
     "ContextLengthError",
     "Durability",
@@ -115,6 +119,7 @@ __all__ = [
     "ToolCallRequest",
     "ToolContext",
     "ToolInputError",
+    "ToolResult",
     "ToolTask",
     "UnknownAgentError",
     "WorkerSettings",
@@ -149,6 +154,7 @@ if not TYPE_CHECKING:
                 "AgentBusyError",
                 "AgentMismatchError",
                 "AnswerError",
+                "AttachmentError",
                 "ConfigurationError",
                 "ContextLengthError",
                 "EditError",
@@ -176,6 +182,7 @@ if not TYPE_CHECKING:
             ),
             "fxdurable.runtime.agent": ("Agent", "Durability", "ModelRetries", "Pricing"),
             "fxdurable.runtime.answers": ("Question",),
+            "fxdurable.runtime.attachments": ("ToolResult",),
             "fxdurable.runtime.hooks": (
                 "Answer",
                 "Ask",
@@ -185,7 +192,7 @@ if not TYPE_CHECKING:
                 "deny",
                 "rewrite",
             ),
-            "fxdurable.runtime.models.base": ("ModelRequest", "ModelResponse"),
+            "fxdurable.runtime.models.base": ("Attachment", "ModelRequest", "ModelResponse"),
             "fxdurable.runtime.models.fallback": ("Fallback",),
             "fxdurable.runtime.models.scripted": ("ScriptedModel", "call", "reply"),
             "fxdurable.runtime.runtime": ("Runtime", "SessionHandle"),

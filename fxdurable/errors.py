@@ -22,6 +22,8 @@ FxDurableError
  │         │                     nothing written; the same call may succeed later
  │         └── StoreFullError  out of space (a full disk): free some, then retry
  ├── BlobTooLargeError         a blob past ``MAX_BLOB_BYTES`` (``store.put_blob``): nothing stored
+ ├── AttachmentError           an image or document refused (type, bytes, size, URL): nothing
+ │                              written; or a stored one's blob missing when a turn reads it
  ├── QueueError                a wake could not be sent, or a received one cannot be read
  │    ├── QueueUnavailableError  the queue did not answer (unreachable, timed out, throttled):
  │    │                         nothing was sent; the store still holds the work
@@ -481,3 +483,9 @@ class Suspend(BaseException):
         self.resume_after_s = resume_after_s
         self.attempt_started = attempt_started
         super().__init__(reason)
+
+
+class AttachmentError(FxDurableError, ValueError):
+    """An image or a document refused before anything was written: a media type not in
+    ``ATTACHMENT_TYPES``, bytes that are not what the type says, past the size limit, a URL
+    that is not https, or a stored attachment's blob missing when a turn reads it."""

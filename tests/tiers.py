@@ -88,6 +88,7 @@ SYSTEM_PATHS: tuple[str, ...] = (
     "tests/stores/test_sqlite_faults.py::test_a_full_disk_fails_the_admission_and_leaves_the_store_intact",
     "tests/stores/test_store_contract.py::test_sqlite_processes_opening_a_new_file_at_once_all_succeed",
     "tests/stores/test_store_race.py",  # two writer processes per store
+    "tests/stores/test_attachment_blobs_s3.py",  # the moto server
     "tests/test_lazy_imports.py",
     "tests/test_makefile_venv.py",
     "tests/test_no_merge_leftovers.py",  # git ls-files

@@ -169,6 +169,8 @@ class SubmissionRecord:
     # The W3C traceparent of the turn's admission, when it was traced: every attempt's span
     # joins that trace, even one woken by a scan or a continuation that carries no context.
     trace_parent: str | None = None
+    # The prompt's images and documents (their blobs, put before the admission, or URLs).
+    attachments: tuple[AttachmentRef, ...] = ()
     # The latest question the turn asked a person. While it has no answer (and no abort was
     # asked) the submission waits for input: it stays ``running`` but no worker runs it.
     input_request: InputRequest | None = None

@@ -51,6 +51,18 @@ class _Body(BaseModel):
     )
 
 
+class AttachmentIn(_Body):
+    """An image or a document sent with a prompt: its bytes as base64 (``data``) or an
+    ``https://`` URL the provider fetches (docs/attachments.md)."""
+
+    media_type: str = Field(
+        description="image/png, image/jpeg, image/gif, image/webp or application/pdf"
+    )
+    data: str | None = Field(default=None, description="the bytes, base64")
+    url: str | None = Field(default=None, description="an https:// URL, instead of data")
+    name: str | None = Field(default=None, max_length=200)
+
+
 class ChatRequest(_Body):
     """Start a turn. Without ``sessionId`` a new session is created for the caller.
 
@@ -63,6 +75,9 @@ class ChatRequest(_Body):
     when_busy: Literal["queue", "reject"] = Field(
         default="queue",
         description="'reject': answer 409 (AgentBusyError) instead of queueing behind a turn",
+    )
+    attachments: list[AttachmentIn] = Field(
+        default_factory=list, max_length=20, description="images and documents of the prompt"
     )
 
 
@@ -195,6 +210,17 @@ class SessionReply(_Body):
     )
 
 
+class AttachmentOut(_Body):
+    """An image or document of a history entry: its blob's digest and size, or its URL;
+    never the bytes."""
+
+    media_type: str
+    digest: str | None = None
+    url: str | None = None
+    size: int = 0
+    name: str | None = None
+
+
 class HistoryMessage(_Body):
     role: str
     text: str
@@ -203,6 +229,7 @@ class HistoryMessage(_Body):
     tool_name: str | None = None
     # A reply a crash cut off mid-stream: recovery kept the text streamed so far.
     interrupted: bool = False
+    attachments: list[AttachmentOut] = Field(default_factory=list)
 
 
 class HistoryReply(_Body):

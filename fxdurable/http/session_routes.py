@@ -24,6 +24,7 @@ from fxdurable.http.openapi import openapi_document
 from fxdurable.http.problems import ApiError, session_not_found
 from fxdurable.http.route_base import RouteBase, json_reply, session_id_param
 from fxdurable.http.schemas import (
+    AttachmentOut,
     ForkReply,
     ForkRequest,
     HistoryMessage,
@@ -38,9 +39,10 @@ from fxdurable.http.scoping import (
 )
 from fxdurable.http.sessions_list import SessionsQuery, list_sessions
 from fxdurable.http.trace_route import trace_reply
+from fxdurable.runtime.attachments import StoredAttachment
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.history import conversation
-from fxdurable.runtime.models.base import ChatMessage
+from fxdurable.runtime.models.base import Attachment, ChatMessage
 from fxdurable.runtime.submission import Submission
 from fxdurable.runtime.task_view import running_task
 
@@ -200,4 +202,17 @@ def history_message(message: ChatMessage) -> HistoryMessage:
         tool_call_id=message.tool_call_id,
         tool_name=message.tool_name,
         interrupted=message.interrupted,
+        attachments=[attachment_out(a) for a in message.attachments],
+    )
+
+
+def attachment_out(attachment: Attachment) -> AttachmentOut:
+    """A history entry's attachment as refs: the records' digest and size, never bytes."""
+    stored = attachment if isinstance(attachment, StoredAttachment) else None
+    return AttachmentOut(
+        media_type=attachment.media_type,
+        digest=stored.digest if stored is not None else None,
+        size=stored.size if stored is not None else 0,
+        url=attachment.url,
+        name=attachment.name,
     )

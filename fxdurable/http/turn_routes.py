@@ -5,6 +5,8 @@ Each makes one journal transition, enqueues a wake, and answers.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 
 from starlette.requests import Request
@@ -12,10 +14,11 @@ from starlette.responses import Response, StreamingResponse
 
 from fxdurable.core.events import SETTLED_EVENTS
 from fxdurable.core.journal import Admission
-from fxdurable.core.records import EventRecord
+from fxdurable.core.records import AttachmentRef, EventRecord
 from fxdurable.errors import (
     AgentBusyError,
     AgentMismatchError,
+    AttachmentError,
     InvalidAnswerError,
     NoPendingQuestionError,
     RequestConflictError,
@@ -37,6 +40,7 @@ from fxdurable.http.schemas import (
     AbortRequest,
     AnswerReply,
     AnswerRequest,
+    AttachmentIn,
     ChatReceipt,
     ChatRequest,
     SteerReply,
@@ -52,7 +56,9 @@ from fxdurable.http.signing import SIGNATURE_HEADER, SignatureError, verify_wake
 from fxdurable.http.stream import long_poll, tail
 from fxdurable.runtime import tracing
 from fxdurable.runtime.answers import answer_of, record_answer
+from fxdurable.runtime.attachments import store_attachments
 from fxdurable.runtime.crossing import durable
+from fxdurable.runtime.models.base import Attachment
 
 __all__ = ["TurnRoutes"]
 
@@ -69,7 +75,10 @@ class TurnRoutes(RouteBase):
         request_id = request_id_for(principal, request.headers.get("idempotency-key"))
         agent = self._agent(body.agent)
         with tracing.turn(agent, remote_parent=request.headers.get("traceparent")) as span:
-            admission = await self._admit(principal, body, agent, request_id, span.trace_parent)
+            refs = await self._attachments(body)
+            admission = await self._admit(
+                principal, body, agent, request_id, span.trace_parent, refs
+            )
             span.admitted(admission.submission, created=admission.created)
             sub = admission.submission
             key = sub.session_id
@@ -101,6 +110,17 @@ class TurnRoutes(RouteBase):
         )
         return StreamingResponse(lines, media_type=NDJSON, headers=headers)
 
+    async def _attachments(self, body: ChatRequest) -> tuple[AttachmentRef, ...]:
+        """The body's attachments checked and their blobs put (before the admission); a bad
+        one is a 422 problem with nothing written."""
+        if not body.attachments:
+            return ()
+        try:
+            given = [_attachment(a) for a in body.attachments]
+            return await durable(store_attachments, self._rt.journal.store.put_blob, given)
+        except AttachmentError as exc:
+            raise ApiError(422, "invalid_attachment", str(exc), error="AttachmentError") from None
+
     async def _admit(
         self,
         principal: str,
@@ -108,6 +128,7 @@ class TurnRoutes(RouteBase):
         agent: str,
         request_id: str | None,
         trace_parent: str | None = None,
+        attachments: tuple[AttachmentRef, ...] = (),
     ) -> Admission:
         """Admit ``body`` for ``principal``; the journal's refusals become API errors, which
         name the session by the public id the caller knows.
@@ -129,6 +150,7 @@ class TurnRoutes(RouteBase):
                 owner=owner,
                 new_session_prefix=namespace(principal),
                 trace_parent=trace_parent,
+                attachments=attachments,
             )
         except SessionNotFoundError as exc:
             raise session_not_found(public_session_id(exc.session_id)) from None
@@ -256,3 +278,14 @@ class TurnRoutes(RouteBase):
         after = await durable(self._rt.journal.read, lambda v: v.get_session(body.session_id))
         status = after.status.value if after is not None else "unknown"
         return json_reply(WakeReply(session_id=body.session_id, status=status))
+
+
+def _attachment(given: AttachmentIn) -> Attachment:
+    """What a body's attachment is; base64 that does not decode is an AttachmentError."""
+    data = None
+    if given.data is not None:
+        try:
+            data = base64.b64decode(given.data, validate=True)
+        except (binascii.Error, ValueError):
+            raise AttachmentError("an attachment's data is not base64") from None
+    return Attachment(media_type=given.media_type, data=data, url=given.url, name=given.name)

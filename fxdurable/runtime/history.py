@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from fxdurable.core.records import MessageRecord, ToolTaskRecord
 from fxdurable.core.states import is_terminal
 from fxdurable.core.store import ReadView
+from fxdurable.runtime.attachments import from_ref
 from fxdurable.runtime.models.base import INTERRUPTED_NOTE, ChatMessage
 
 __all__ = ["History", "build_history", "call_id", "conversation", "with_summary"]
@@ -47,6 +48,8 @@ def build_history(
     A reply a crash cut off mid-stream is an assistant message marked ``interrupted``; the
     model (not people) also reads :data:`INTERRUPTED_NOTE` right after it, every time, so
     the conversation's prefix stays the same from one request to the next.
+    A stored image or document is a :class:`~fxdurable.runtime.attachments.StoredAttachment`
+    here (its digest): its bytes are loaded after the read (``AttachmentLoader``).
     """
     by_round: dict[tuple[str, int], list[ToolTaskRecord]] = defaultdict(list)
     for task in tasks:
@@ -59,7 +62,8 @@ def build_history(
         if message.role == "summary" or message.seq <= cutoff:
             continue
         if message.role == "user":
-            history.append(ChatMessage(role="user", text=message.text))
+            attached = tuple(from_ref(ref) for ref in message.attachments)
+            history.append(ChatMessage(role="user", text=message.text, attachments=attached))
             continue
         if message.interrupted:  # its round's tool calls belong to the round's answer
             history.append(ChatMessage(role="assistant", text=message.text, interrupted=True))
@@ -86,6 +90,7 @@ def build_history(
                         text=task.result or "",
                         tool_call_id=call_id(task),
                         tool_name=task.tool,
+                        attachments=tuple(from_ref(ref) for ref in task.attachments),
                     )
                 )
     return History(summary=latest.text if latest is not None else None, messages=history)

@@ -23,6 +23,7 @@ from fxdurable.core.journal import Fence, Journal, ModelRound
 from fxdurable.core.records import ErrorInfo, MessageRecord, ToolTaskRecord, TurnRecord, Usage
 from fxdurable.core.store import ReadView
 from fxdurable.errors import (
+    AttachmentError,
     ContextLengthError,
     ModelError,
     ModelRetryableError,
@@ -31,6 +32,7 @@ from fxdurable.errors import (
 )
 from fxdurable.runtime import relay, tracing
 from fxdurable.runtime.agent import Agent, ModelRetries
+from fxdurable.runtime.attachments import AttachmentLoader
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.conversation import ConversationCache
 from fxdurable.runtime.crossing import durable
@@ -131,6 +133,8 @@ class ModelStep:
         self._budget = budget
         self._sleep = sleep
         self._rng = rng
+        # The turn's images and documents, each blob read once for all its steps.
+        self._attachments = AttachmentLoader(journal.store.get_blob)
 
     def prepare(
         self, view: ReadView, turn: TurnRecord, known: Sequence[ToolTaskRecord] = ()
@@ -154,6 +158,11 @@ class ModelStep:
         if prepared is None:
             prepared = await durable(self._journal.read, lambda view: self._request(view, turn))
         request, steering = prepared
+        if AttachmentLoader.needed(request):  # after the read: a blob is read on its own
+            try:
+                request = await durable(self._attachments.load, request)
+            except AttachmentError as exc:  # lost blob data: no retry brings it back
+                return Failed("attachment_missing", str(exc))
         model = member(self._agent.model, turn.model)  # a Fallback chain's: the turn's
         crash_point("model.before-request")
         try:
@@ -405,6 +414,8 @@ class ModelStep:
                 f"left to compact: {exc}",
             )
         cutoff, request = planned
+        if AttachmentLoader.needed(request):
+            request = await durable(self._attachments.load, request)
         try:
             summary = await self._stream(request, None, -1, model)
         except ContextLengthError as again:

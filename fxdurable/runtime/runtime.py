@@ -38,6 +38,7 @@ from fxdurable.errors import (
 from fxdurable.runtime import tracing
 from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.answers import Question, pending_question, record_answer
+from fxdurable.runtime.attachments import store_attachments
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.history import conversation
@@ -45,7 +46,7 @@ from fxdurable.runtime.hooks import Answer
 from fxdurable.runtime.leases import OnLostLease
 from fxdurable.runtime.model_step import Sleep
 from fxdurable.runtime.models import aclose_loaded_clients
-from fxdurable.runtime.models.base import ChatMessage
+from fxdurable.runtime.models.base import Attachment, ChatMessage
 from fxdurable.runtime.output import OutputSpec
 from fxdurable.runtime.reconcile import orphaned_sessions
 from fxdurable.runtime.submission import Submission
@@ -327,10 +328,19 @@ class SessionHandle:
         *,
         request_id: str | None = None,
         when_busy: Literal["queue", "reject"] = "queue",
+        attachments: Sequence[Attachment] = (),
     ) -> Submission:
         """Admit ``prompt`` durably and wake a worker. Idempotent on ``request_id``. A wake
         the queue did not take raises :class:`~fxdurable.errors.WakeNotSentError` (the prompt
-        is admitted all the same; the reconciliation scan runs it)."""
+        is admitted all the same; the reconciliation scan runs it). ``attachments``: images
+        and documents sent with the prompt (docs/attachments.md); each one's bytes are put
+        as a blob first, a bad one raises :class:`~fxdurable.errors.AttachmentError` with
+        nothing written."""
+        refs = (
+            await durable(store_attachments, self._rt.journal.store.put_blob, attachments)
+            if attachments
+            else ()
+        )
         with tracing.turn(self.agent) as span:
             admission = await durable(
                 self._rt.journal.admit,
@@ -340,6 +350,7 @@ class SessionHandle:
                 request_id=request_id,
                 when_busy=when_busy,
                 trace_parent=span.trace_parent,
+                attachments=refs,
             )
             span.admitted(admission.submission, created=admission.created)
             try:
@@ -371,12 +382,16 @@ class SessionHandle:
         return await asyncio.wait_for(settled(), timeout)
 
     async def run(
-        self, prompt: str, *, request_id: str | None = None, timeout: float | None = None
+        self,
+        prompt: str,
+        *,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> str:
         """Submit and wait; return the final answer or raise :class:`SubmissionFailedError`."""
-        sub = await self.wait(
-            (await self.submit(prompt, request_id=request_id)).id, timeout=timeout
-        )
+        submitted = await self.submit(prompt, request_id=request_id, attachments=attachments)
+        sub = await self.wait(submitted.id, timeout=timeout)
         if sub.status != SubmissionStatus.COMPLETED:
             error = (
                 None

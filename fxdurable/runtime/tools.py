@@ -35,7 +35,10 @@ from typing import (
 import pydantic
 
 from fxdurable.core.codec import dumps
+from fxdurable.core.records import AttachmentRef
 from fxdurable.errors import ConfigurationError, StepError, ToolInputError
+from fxdurable.runtime.attachments import ToolResult, store_attachments
+from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.decide import canonical_arguments
 from fxdurable.runtime.leases import LeaseView, run_sync
 from fxdurable.runtime.models.wire import decode_arguments
@@ -219,13 +222,26 @@ class Tool:
 
     async def run(self, arguments: pydantic.BaseModel, ctx: ToolContext) -> str:
         """Execute (sync functions run in a thread) and render the result as text."""
+        text, _ = await self.run_with_attachments(arguments, ctx)
+        return text
+
+    async def run_with_attachments(
+        self, arguments: pydantic.BaseModel, ctx: ToolContext
+    ) -> tuple[str, tuple[AttachmentRef, ...]]:
+        """:meth:`run`, and the refs of the images a :class:`ToolResult` returned (their
+        blobs put before the call's result is committed)."""
         if inspect.iscoroutinefunction(self.execute):
             result = await cast(Callable[..., Awaitable[Any]], self.execute)(arguments, ctx)
         else:
             # Tracked: a thread still in it when the lease cannot be renewed is stopped for
             # good (runtime/leases.py); cancelling the await alone would leave it running.
             result = await run_sync(self.execute, self.name, arguments, ctx)
-        return render_result(result)
+        if isinstance(result, ToolResult):
+            if ctx.blobs is None:
+                raise ConfigurationError("a ToolResult's attachments need the store's blobs")
+            refs = await durable(store_attachments, ctx.blobs.put, result.attachments)
+            return result.text, refs
+        return render_result(result), ()
 
 
 def render_result(result: object) -> str:

@@ -42,6 +42,7 @@ from fxdurable.core.clock import Clock
 from fxdurable.core.crash import crash_point
 from fxdurable.core.journal import Exhausted, Fence, Journal, ModelRound, Outcome
 from fxdurable.core.records import (
+    AttachmentRef,
     ErrorInfo,
     InputRequest,
     ToolTaskRecord,
@@ -140,7 +141,9 @@ class TurnDriver:
             conversations=self._conversations,
         )
         self._attempt = 0
-        self._running_tools: set[asyncio.Future[str]] = set()  # more than one in a batch
+        self._running_tools: set[asyncio.Future[tuple[str, tuple[AttachmentRef, ...]]]] = (
+            set()
+        )  # more than one in a batch
         self._cross = TurnCrossings()  # the crossings a batch's calls may make at once
         self._batch_unstarted: set[str] = set()  # a batch's calls whose intent is to come
         # The running batch's (None: no batch runs), between its hooks and its intents.
@@ -546,13 +549,14 @@ class TurnDriver:
             lease=current_lease(),
         )
         progress.start()
-        running = asyncio.ensure_future(tool.run(arguments, ctx))
+        running = asyncio.ensure_future(tool.run_with_attachments(arguments, ctx))
         self._running_tools.add(running)
         if self._abort_seen:  # a batch's call whose intent was recorded after the abort
             running.cancel()
         status: ToolTaskStatus
+        attached: tuple[AttachmentRef, ...] = ()  # a completed call's images
         try:
-            result = await asyncio.wait_for(running, timeout=tool.timeout_s)
+            result, attached = await asyncio.wait_for(running, timeout=tool.timeout_s)
             status = ToolTaskStatus.COMPLETED
         except TimeoutError:
             # A sync tool's thread runs on, holding the run's lease: it can see it should stop.
@@ -597,6 +601,7 @@ class TurnDriver:
             after_record=tool.name,
             merge=merge,
             writes=writes if status == ToolTaskStatus.COMPLETED else None,
+            attachments=attached if status == ToolTaskStatus.COMPLETED else (),
         )
 
     def _child_sessions(self, task: ToolTaskRecord) -> ChildSessions | None:
@@ -665,6 +670,7 @@ class TurnDriver:
         after_record: str | None = None,
         merge: bool = True,
         writes: StateWrites | None = None,
+        attachments: tuple[AttachmentRef, ...] = (),
     ) -> tuple[Prepared | None, ReadyTool | None]:
         """Record a tool call's result and, in the same crossing, prepare the next step: the
         next call's intent, or the next model request's read. ``after_record`` names the tool
@@ -676,7 +682,7 @@ class TurnDriver:
         def commit() -> tuple[Prepared | None, ReadyTool | None]:
             try:
                 finished = self._journal.finish_tool(
-                    self._fence, task.id, status, result, writes=writes
+                    self._fence, task.id, status, result, writes=writes, attachments=attachments
                 )
             except StateTooLargeError as exc:
                 # Nothing was written: the call is recorded failed, and the model reads why,

@@ -20,6 +20,7 @@ import fxdurable as fx
 from fxdurable.core.clock import Clock, RandomIds, SystemClock
 from fxdurable.core.journal import Fence, Journal, WorkerIdentity
 from fxdurable.core.records import (
+    AttachmentRef,
     EventRecord,
     SubmissionRecord,
     ToolCallRequest,
@@ -235,6 +236,7 @@ def leave_crashed_turn(
     lease_ttl_s: float = 60.0,
     clock: Clock | None = None,
     after: Callable[[Journal, Fence], None] | None = None,
+    attachments: tuple[AttachmentRef, ...] = (),
 ) -> Crashed:
     """Do what a worker does up to a SIGKILL, then vanish without releasing anything.
 
@@ -247,7 +249,7 @@ def leave_crashed_turn(
     try:
         journal = Journal(store, clock or SystemClock(), RandomIds())
         pid = dead_pid()
-        admission = journal.admit(session_id, agent=agent, prompt=prompt)
+        admission = journal.admit(session_id, agent=agent, prompt=prompt, attachments=attachments)
         sub = admission.submission
         fence = journal.claim(
             session_id, WorkerIdentity(host=socket.gethostname(), pid=pid), ttl_s=lease_ttl_s

@@ -13,6 +13,7 @@ from typing import Literal, TypeVar, overload
 from fxdurable.core.clock import Clock, IdSource
 from fxdurable.core.events import EventType, SubmissionAdmitted, TaskRef
 from fxdurable.core.records import (
+    AttachmentRef,
     AttemptRecord,
     ModelCallRecord,
     SessionRecord,
@@ -201,6 +202,7 @@ class Transitions:
         submission_id: str | None = None,
         request: str | None = None,
         trace_parent: str | None = None,
+        attachments: tuple[AttachmentRef, ...] = (),
     ) -> SubmissionRecord:
         """Insert a queued submission at the back of the session's line (inside a tx)."""
         submission_id = submission_id if submission_id is not None else self._ids.new_id("sub")
@@ -216,6 +218,7 @@ class Transitions:
             cursor=scope.session.next_event_seq,
             created_at=scope.now,
             trace_parent=trace_parent,
+            attachments=attachments,
         )
         tx.put_submission(submission, expected_version=None)
         scope.session = replace(scope.session, next_submission_seq=seq + 1)
@@ -290,6 +293,7 @@ def _put_task(
     now: float,
     runs: int | None = None,
     result: str | None = None,
+    attachments: tuple[AttachmentRef, ...] = (),
 ) -> ToolTaskRecord:
     # A status change ends the run the progress belonged to: the result replaces it.
     changes: dict[str, object] = {
@@ -302,6 +306,8 @@ def _put_task(
         changes["runs"] = runs
     if result is not None:
         changes["result"] = result
+    if attachments:
+        changes["attachments"] = attachments
     updated = dataclasses.replace(task, version=task.version + 1, **changes)  # type: ignore[arg-type]
     tx.put_tool_task(updated, expected_version=task.version)
     return updated

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from fxdurable.core.codec import JsonObject
 from fxdurable.core.events import SETTLED_OUTCOME, EventType, Payload, StateChanged, payload_data
 from fxdurable.core.records import (
+    AttachmentRef,
     EventRecord,
     MessageContent,
     MessageRecord,
@@ -121,6 +122,7 @@ class _SessionScope:
         summarizes_upto: int | None = None,
         interrupted: bool = False,
         content: MessageContent | None = None,
+        attachments: tuple[AttachmentRef, ...] = (),
     ) -> None:
         s = self.session
         self.tx.append_message(
@@ -135,6 +137,7 @@ class _SessionScope:
                 summarizes_upto=summarizes_upto,
                 interrupted=interrupted,
                 content=content,
+                attachments=attachments,
                 # Every append is followed by its transition's event, in this transaction.
                 cursor=s.next_event_seq,
             )

@@ -7,7 +7,7 @@ from typing import Literal
 
 from fxdurable.core.crash import crash_point
 from fxdurable.core.events import EventType, SessionCreated
-from fxdurable.core.records import SessionRecord, SubmissionRecord
+from fxdurable.core.records import AttachmentRef, SessionRecord, SubmissionRecord
 from fxdurable.core.states import SessionStatus
 from fxdurable.core.store import Tx
 from fxdurable.errors import AgentBusyError, AgentMismatchError, RequestConflictError
@@ -34,6 +34,7 @@ class Admissions(Transitions):
         owner: str | None = None,
         new_session_prefix: str = "",
         trace_parent: str | None = None,
+        attachments: tuple[AttachmentRef, ...] = (),
     ) -> Admission:
         """Admit a prompt as a queued submission; idempotent on ``request_id``.
 
@@ -46,6 +47,8 @@ class Admissions(Transitions):
         that way gets a fresh id after ``new_session_prefix`` (HTTP puts it in the caller's
         namespace, ``alice/``: :mod:`fxdurable.http.scoping`).
         ``trace_parent`` (a W3C traceparent) is kept on the submission for its attempts' spans.
+        ``attachments``: the prompt's images and documents, their blobs already put (a retry
+        must repeat them, as it repeats the prompt).
         """
         if when_busy not in ("queue", "reject"):
             raise ValueError(f"when_busy must be 'queue' or 'reject', not {when_busy!r}")
@@ -57,7 +60,11 @@ class Admissions(Transitions):
             existing = tx.get_submission_by_request(request)
             if existing is not None:
                 asked = existing.session_id if session_id is None else session_id
-                if existing.session_id != asked or existing.prompt != prompt:
+                if (
+                    existing.session_id != asked
+                    or existing.prompt != prompt
+                    or existing.attachments != attachments
+                ):
                     raise RequestConflictError(
                         f"request id {request!r} was already used for another submission "
                         f"(session {existing.session_id!r}); a retry must repeat the same "
@@ -91,6 +98,7 @@ class Admissions(Transitions):
                 submission_id=submission_id,
                 request=request,
                 trace_parent=trace_parent,
+                attachments=attachments,
             )
             return Admission(submission, created=True)
 

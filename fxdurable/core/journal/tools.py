@@ -12,7 +12,7 @@ from fxdurable.core.events import (
     ToolStepRecorded,
     tool_settled_event,
 )
-from fxdurable.core.records import StepRecord, ToolTaskRecord
+from fxdurable.core.records import AttachmentRef, StepRecord, ToolTaskRecord
 from fxdurable.core.session_state import StateWrites
 from fxdurable.core.states import ToolTaskStatus, advance, is_terminal
 from fxdurable.core.store import Tx
@@ -125,8 +125,10 @@ class Tools(Transitions):
         result: str,
         *,
         writes: StateWrites | None = None,
+        attachments: tuple[AttachmentRef, ...] = (),
     ) -> ToolStep:
-        """Settle a tool task; ``result`` is what the model will read for this call.
+        """Settle a tool task; ``result`` is what the model will read for this call, with
+        ``attachments`` (the images a completed call returned, their blobs already put).
 
         ``writes``: the call's ``ctx.state`` writes, committed with its result, and only with
         a ``completed`` one: a call that failed, was cancelled or is unknown never wrote
@@ -141,7 +143,9 @@ class Tools(Transitions):
                 raise IllegalTransitionError("tool_task", task.status, target)
             if writes and target != ToolTaskStatus.COMPLETED:
                 raise IllegalTransitionError("tool_task", target, "state writes of the call")
-            updated = _put_task(tx, task, target, result=result, now=scope.now)
+            updated = _put_task(
+                tx, task, target, result=result, now=scope.now, attachments=attachments
+            )
             if writes is not None:
                 # Before the result's event: a fork after the result takes the writes too.
                 scope.change_state(writes, task=task)

@@ -103,7 +103,7 @@ class Turns(Transitions):
                     session_spent=scope.session.spent,
                 )
                 tx.put_turn(turn, expected_version=None)
-                scope.append_message(turn.id, "user", sub.prompt)
+                scope.append_message(turn.id, "user", sub.prompt, attachments=sub.attachments)
                 scope.emit(EventType.TURN_STARTED, TurnStarted(prompt=sub.prompt), turn_id=turn.id)
             elif sub.status != SubmissionStatus.RUNNING or turn is None:
                 raise IllegalTransitionError("submission", sub.status, SubmissionStatus.RUNNING)
