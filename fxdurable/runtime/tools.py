@@ -15,6 +15,7 @@ the path it falls back to if a later deploy no longer declares it durable.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import weakref
@@ -298,7 +299,8 @@ def tool(
     timeout_s: float = 300.0,
     durable: bool = False,
 ) -> Tool | Callable[[ToolFn], Tool]:
-    """Make a tool of ``def f(input: SomeModel, ctx: ToolContext)`` (sync or async).
+    """Make a tool of ``def f(input: SomeModel, ctx: ToolContext)`` (sync or async), or of
+    ``def f(input: SomeModel)`` when it needs no context.
 
     The input model comes from the first parameter's annotation, the description from the
     docstring. ``durable=True`` (an ``async def``): see :mod:`fxdurable.runtime.steps`.
@@ -316,7 +318,7 @@ def tool(
             name or func.__name__,
             description=inspect.cleandoc(func.__doc__ or func.__name__),
             input_model=model,
-            execute=func,
+            execute=_without_context(func) if len(params) == 1 else func,
             replay=replay,
             reuse=reuse,
             timeout_s=timeout_s,
@@ -324,3 +326,19 @@ def tool(
         )
 
     return wrap(fn) if fn is not None else wrap
+
+
+def _without_context(func: ToolFn) -> ToolFn:
+    """A tool function of the input alone, called as every tool is, ``(input, ctx)``."""
+    one = cast(Callable[[pydantic.BaseModel], Any], func)
+    if inspect.iscoroutinefunction(func):
+
+        async def call_async(inp: pydantic.BaseModel, ctx: ToolContext) -> Any:
+            return await one(inp)
+
+        return cast(ToolFn, functools.update_wrapper(call_async, func))
+
+    def call(inp: pydantic.BaseModel, ctx: ToolContext) -> Any:
+        return one(inp)
+
+    return cast(ToolFn, functools.update_wrapper(call, func))

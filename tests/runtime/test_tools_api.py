@@ -192,6 +192,27 @@ def test_run_renders_results_as_text():
     assert render_result(None) == "null"
 
 
+def test_a_tool_of_the_input_alone_is_called_without_the_context():
+    """``def f(input)``: it needs no context, and runs (sync or async) without one."""
+    ctx = fx.ToolContext(execution_id="x1", session_id="s", tool_name="t", attempt=1)
+
+    @fx.tool
+    def version(inp: Deploy) -> str:
+        """The version."""
+        return inp.version
+
+    @fx.tool
+    async def dry(inp: Deploy) -> str:
+        """Whether it is a dry run."""
+        return str(inp.dry_run)
+
+    async def main() -> tuple[str, str]:
+        return await version.run(Deploy(version="7"), ctx), await dry.run(Deploy(version="7"), ctx)
+
+    assert run(main()) == ("7", "False")
+    assert version.description == "The version."
+
+
 def test_agent_and_durability_validation():
     model = fx.ScriptedModel([fx.reply("x")])
     tool = fx.define_tool("t", description="t", input_model=Deploy, execute=lambda i, c: "")
