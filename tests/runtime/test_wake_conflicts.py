@@ -82,6 +82,19 @@ class Stray:
         store.transact = transact
         return reader.close
 
+    def arm(self, handler: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Count each run of ``handler``'s wakes and plant from the next commit on (the
+        conflict pause shortened)."""
+        real = handler.handle
+
+        async def counted(session_id: str, budget: Any) -> bool:
+            self.runs.append(1)
+            return await real(session_id, budget)
+
+        monkeypatch.setattr(handler, "handle", counted)
+        monkeypatch.setattr(wake_conflicts, "_PAUSE_S", 0.001)
+        self.armed = True
+
 
 def _redis_stray(url: str) -> tuple[Callable[[int], None], Callable[[int], None]]:
     import redis
@@ -170,15 +183,7 @@ def _wake_with_stray(
             plant, remove = stray_of(world.store_url)
             stray = Stray(plant, remove, clears_after)
         close_reader = stray.wrap(function.store, world.store_url)
-        real = function.handler.handle
-
-        async def counted(session_id: str, budget: Any) -> bool:
-            stray.runs.append(1)
-            return await real(session_id, budget)
-
-        monkeypatch.setattr(function.handler, "handle", counted)
-        monkeypatch.setattr(wake_conflicts, "_PAUSE_S", 0.001)
-        stray.armed = True
+        stray.arm(function.handler, monkeypatch)
         answer = function(sqs_event(messages), FakeContext(60))
         close_reader()
     finally:
@@ -280,15 +285,7 @@ def test_the_sqs_worker_hands_a_lasting_conflict_on_then_leaves_it_to_redelivery
     plant, remove = stray_of(lambda_world.store_url)
     stray = Stray(plant, remove, None)
     close_reader = stray.wrap(context.store, lambda_world.store_url)
-    real = context.handler.handle
-
-    async def counted(session_id: str, budget: Any) -> bool:
-        stray.runs.append(1)
-        return await real(session_id, budget)
-
-    monkeypatch.setattr(context.handler, "handle", counted)
-    monkeypatch.setattr(wake_conflicts, "_PAUSE_S", 0.001)
-    stray.armed = True
+    stray.arm(context.handler, monkeypatch)
     queue = context.queue
     assert isinstance(queue, SqsQueue)
     consumer = SqsConsumer(queue, wait_s=0)

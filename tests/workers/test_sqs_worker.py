@@ -153,6 +153,8 @@ def test_a_message_that_is_not_a_wake_goes_to_the_dead_letter_queue(
     sub_id = h.submit_one("s", "status?", "r1")
     (sub,) = h.wait_settled([sub_id], timeout=30)
     assert sub.status == "completed", sub
+    # The turn settles before its message is deleted: wait for the line logged after the delete.
+    wait_until(lambda: re.search(r"wake s \(.*\) done", worker.log()), 30, "the wake's delete")
     assert h.depth() == 0 and worker.alive()
 
     plain = make_sqs_harness()
