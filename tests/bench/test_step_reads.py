@@ -27,7 +27,7 @@ import pytest
 
 from fxdurable import Agent, Runtime, ScriptedModel, ToolContext, WorkerSettings, call, reply
 from fxdurable.core.store import ReadView, Store, Tx
-from fxdurable.runtime import batch, model_step, turn, worker
+from fxdurable.runtime import batch, model_step, tool_calls, turn, worker
 from fxdurable.runtime.models.base import ModelRequest, ModelResponse
 from fxdurable.runtime.models.scripted import turn_messages
 from fxdurable.runtime.tools import define_tool
@@ -125,7 +125,7 @@ def meter(monkeypatch: pytest.MonkeyPatch) -> Meter:
 
         return await asyncio.to_thread(marked)
 
-    for module in (turn, model_step, worker, batch):
+    for module in (turn, tool_calls, model_step, worker, batch):
         monkeypatch.setattr(module, "durable", durable)
     return meter
 
