@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import TypeAlias
 
 from fxdurable.core.crash import crash_point
-from fxdurable.core.journal import Fence, Journal, ModelRound
+from fxdurable.core.journal import Fence, Held, Journal, ModelRound, StartNext
 from fxdurable.core.records import ErrorInfo, MessageRecord, ToolTaskRecord, TurnRecord, Usage
 from fxdurable.core.store import ReadView
 from fxdurable.errors import (
@@ -152,9 +152,13 @@ class ModelStep:
         *,
         prepared: Prepared | None = None,
         then: Callable[[ModelRound], object] | None = None,
+        start_next: Callable[[ModelRound], StartNext | None] | None = None,
+        held: Callable[[], Held | None] | None = None,
     ) -> StepOutcome:
         """One model call. ``prepared`` is its request if the caller read it already;
-        ``then`` runs right after the commit, in the same thread crossing."""
+        ``then`` runs right after the commit, in the same thread crossing. ``start_next``
+        and ``held`` (what to write from, asked just before the commit) go to
+        ``record_model_call``: the response's first intent may join its commit."""
         if prepared is None:
             prepared = await durable(self._journal.read, lambda view: self._request(view, turn))
         request, steering = prepared
@@ -227,6 +231,8 @@ class ModelStep:
                 content=response.content,
                 thinking=seen.shown(),
                 thinking_hidden=seen.hidden,
+                start_next=start_next,
+                held=None if held is None else held(),
             )
             return Recorded(recorded, then(recorded) if then is not None else None)
 

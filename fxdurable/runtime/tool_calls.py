@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import pydantic
 
 from fxdurable.core.crash import crash_point
+from fxdurable.core.journal import StartNext, ToolStep
 from fxdurable.core.records import (
     AttachmentRef,
     ToolTaskRecord,
@@ -74,11 +75,13 @@ class ToolCalls(TurnBase):
                 gate.passed(task.id)  # its hook ran before its first run: none to wait for
         self._batch_unstarted = {task.id for task in batch}
         self._prepared_after_batch = None
+        self._arrived, self._batch_intents = {}, None
         try:
             await run_batch([(task.id, functools.partial(call, task)) for task in batch], gate)
         finally:
             self._batch_unstarted = set()
             self._gate = None
+            self._arrived, self._batch_intents = {}, None
         # The loop decides the next step with its boundary checks; a model call next uses the
         # request the last result's crossing read, as after a call run alone.
         return self._prepared_after_batch, None
@@ -106,12 +109,41 @@ class ToolCalls(TurnBase):
             if verdict is not None:
                 return await self._finish(task, ToolTaskStatus.FAILED, f"denied: {verdict}")
         if self._gate is not None:  # a batch's call: every hook of the batch decides first
+            self._arrived[task.id] = tool.durable
             await self._gate.arrive(task.id)
             if self._waiting:
                 return None, None  # another call's hook asked a person: no intent
-        started = await self._cross(self._start, task.id, None, tool.durable)
+            started = await self._batch_intent(task.id)
+        else:
+            started = await self._cross(self._start, task.id, None, tool.durable)
         crash_point("tool.after-intent", task.tool)
         return await self._execute(started, tool, arguments)
+
+    async def _batch_intent(self, task_id: str) -> ToolTaskRecord:
+        """A batch's call past the gate: the intents of every call that reached the gate
+        commit together, once, in the order the model asked; each call takes its own."""
+        if self._batch_intents is None:
+            self._batch_intents = asyncio.ensure_future(self._start_arrived())
+        started = await asyncio.shield(self._batch_intents)
+        return started[task_id]
+
+    async def _start_arrived(self) -> dict[str, ToolTaskRecord]:
+        state = self._state
+        assert state is not None
+        starts = [StartNext(task_id, durable) for task_id, durable in self._arrived.items()]
+
+        def commit() -> tuple[ToolStep, ...]:
+            steps = self._journal.start_tools(self._fence, starts, held=state.held())
+            for step in steps:
+                state.noted(step)
+            return steps
+
+        steps = await self._cross(commit)
+        for step in steps:  # one commit: each call's tool.after-intent is this state
+            crash_point("tool.after-intent", step.task.tool)
+        for step in steps:
+            self._left_unstarted(step.task.id)
+        return {step.task.id: step.task for step in steps}
 
     @tracing.tool_call
     async def _run_started(
@@ -277,7 +309,7 @@ class ToolCalls(TurnBase):
         def commit(name: str, value: str, writes: StateWrites) -> None:
             state.noted(
                 self._journal.record_step(
-                    self._fence, task.id, name=name, value=value, writes=writes
+                    self._fence, task.id, name=name, value=value, writes=writes, held=state.held()
                 )
             )
             crash_point("tool.step.after-record", tool.name)
@@ -319,23 +351,44 @@ class ToolCalls(TurnBase):
         state = self._state
         assert state is not None
 
+        # The next call's intent joins this commit where the loop would start it at once;
+        # never a batch's call's (the batch's runner starts its own calls: recovery would
+        # find the next one running without ever having run).
+        start_next = self._next_intent if merge and self._gate is None else None
+
         def commit() -> tuple[Prepared | None, ReadyTool | None]:
             try:
                 finished = self._journal.finish_tool(
-                    self._fence, task.id, status, result, writes=writes, attachments=attachments
+                    self._fence,
+                    task.id,
+                    status,
+                    result,
+                    writes=writes,
+                    attachments=attachments,
+                    start_next=start_next,
+                    held=state.held(),
                 )
             except StateTooLargeError as exc:
                 # Nothing was written: the call is recorded failed, and the model reads why,
                 # rather than its writes being dropped behind a "completed".
                 finished = self._journal.finish_tool(
-                    self._fence, task.id, ToolTaskStatus.FAILED, f"StateError: {exc}"
+                    self._fence,
+                    task.id,
+                    ToolTaskStatus.FAILED,
+                    f"StateError: {exc}",
+                    start_next=start_next,
+                    held=state.held(),
                 )
             state.noted(finished)
             self._left_unstarted(task.id)
             if after_record is not None:
+                # Where the next intent joined the commit, this is the same state as that
+                # call's tool.after-intent (fired next): both are durable, it has not run.
                 crash_point("tool.after-record", after_record)
                 if running_child() is not None:  # a subagent's child, run inline by its parent
                     crash_point("subagent.in-child", after_record)
+            if finished.started is not None:
+                return None, self._after_started(finished)
             if not merge:
                 return None, None
             action = state.next_action()
@@ -346,11 +399,7 @@ class ToolCalls(TurnBase):
                 if self._gate is not None:  # a batch's last result: the batch hands it on
                     self._prepared_after_batch = request
                 return request, None
-            if self._gate is not None:  # a batch's call
-                # Never the next call's intent: the batch's runner would not run it, and
-                # recovery would find it running without ever having run.
-                return None, None
-            return None, self._start_next()
+            return None, None  # the loop decides the next step
 
         return await self._cross(commit)
 

@@ -4,27 +4,37 @@ For each step it asks :func:`next_action` what comes next, does it, and records 
 going on (DESIGN §3.4-3.6). At every step boundary it honours an abort intent, the
 submission's budgets and the invocation's deadline.
 
-A step costs one thread crossing and no read of its own. The driver reads the turn once per
-attempt (``begin_attempt`` returns it with the turn's tasks) and then keeps it in memory: each
-transition returns what it wrote as a frozen result (a :class:`~fxdurable.core.journal.ToolStep`
-or :class:`~fxdurable.core.journal.ModelRound`, whose ``written`` holds the session's version,
-steering and state and the submission's abort intent), which is everything the next decision
-needs. The commit of one step and the preparation of the next share one crossing into the
-durable core: a tool's result is committed and, in the same worker thread, the next call's
-intent (or the next model request's read). That merge is skipped where code must run on the
-loop in between: a ``before_tool`` hook, or a ``reuse=False`` refresh. The result and the next
-intent stay two commits, never one: ``tool.after-record`` means "this result is durable and
-the next call has not been promised", and recovery from it must find the next call
-``pending`` (run normally, whatever its replay policy), not ``running`` (resolved by its
-policy, an unsafe call left unknown without ever having run).
+A step costs one thread crossing, one commit and no read of its own. The driver reads the
+turn once per attempt (``begin_attempt`` returns it with the turn's tasks) and then keeps it in
+memory: each transition returns what it wrote as a frozen result (a
+:class:`~fxdurable.core.journal.ToolStep` or :class:`~fxdurable.core.journal.ModelRound`, whose
+``written`` holds the session row as written, its steering and state and the submission's
+abort intent), which is everything the next decision needs, and what the next transition
+writes from (``held``: no record is read again; the store fences the writes by the held
+versions in the statements, and a stale one falls back to the ordinary read-check-write).
+
+Commits may be shared, never reordered (DESIGN §3.4). A tool's result and the next call's
+intent are one commit, and a model response and its first call's intent are one: the decision
+whether the next call starts (:meth:`TurnBase._next_intent`) is made inside that transaction,
+on the turn as the commit leaves it, so it sees the steering and abort intent the commit
+read. A call starts in the commit before it only when the loop would start it at once: never
+where a ``before_tool`` hook must run first (it runs on the loop, and a crash inside it must
+not take the previous result with it: a hook's call keeps its result committed alone), a
+person's answer applies, or the boundary (abort, budgets, deadline) says otherwise. The
+round's last result commits on its own, and the next model request is read in its crossing.
+``tool.after-record:<tool>`` fires after the result's commit; where the next intent joined
+it, that is the same state as the next call's ``tool.after-intent``, which fires right after:
+recovery finds the next call ``running`` and resolves it by its policy.
 
 Several calls of one response run concurrently when their policies allow it (a *batch*,
-:mod:`fxdurable.runtime.batch`): each is the same call as above, hook, intent, execution,
-result, but no call's intent is merged into a batch's commits (the batch's runner starts its
-own calls; only the round's last result also reads the next model request, as a call run alone
-does), and every crossing of the turn goes through one :class:`TurnCrossings`, so only
-the executions overlap. A batch is one step: the abort, budgets and the deadline are checked
-before it starts and after all its calls have settled.
+:mod:`fxdurable.runtime.batch`): each runs its own hook, then waits at the batch's gate; once
+every hook has passed, the intents of the calls at the gate are one commit (``start_tools``),
+then each executes and commits its own result. No call's intent is merged into a batch's
+result commits (the batch's runner starts its own calls; only the round's last result also
+reads the next model request, as a call run alone does), and every crossing of the turn goes
+through one :class:`TurnCrossings`, so only the executions overlap. A batch is one step: the
+abort, budgets and the deadline are checked before it starts and after all its calls have
+settled.
 """
 
 from __future__ import annotations
@@ -212,8 +222,15 @@ class TurnDriver(ToolCalls):
     ) -> tuple[bool, ReadyTool | None]:
         """One model step: (True, None) when it settled the submission ``failed``; else the
         first tool step when its intent was recorded in the same crossing as the response."""
+        state = self._state
+        assert state is not None
         outcome = await self._model_step.run(
-            turn, round_, prepared=prepared, then=self._after_model_call
+            turn,
+            round_,
+            prepared=prepared,
+            then=self._after_model_call,
+            start_next=self._next_intent,
+            held=state.held,
         )
         if isinstance(outcome, Failed):
             await self._fail(turn.submission_id, outcome.code, outcome.message)
@@ -225,11 +242,11 @@ class TurnDriver(ToolCalls):
         return False, None
 
     def _after_model_call(self, recorded: ModelRound) -> ReadyTool | None:
-        """In the model call's crossing, right after its commit: note what it wrote, and start
-        its first tool call when nothing must run on the loop first."""
+        """In the model call's crossing, right after its commit: note what it wrote; its
+        first tool call is the next step if its intent joined the commit."""
         assert self._state is not None
         self._state.noted(recorded)
-        return self._start_next()
+        return self._after_started(recorded)
 
     async def _fail(
         self,

@@ -17,7 +17,7 @@ import pydantic
 from fxdurable.core.asking import Asked
 from fxdurable.core.clock import Clock
 from fxdurable.core.crash import crash_point
-from fxdurable.core.journal import Fence, Journal
+from fxdurable.core.journal import Fence, Journal, ModelRound, StartNext, ToolStep
 from fxdurable.core.records import (
     AttachmentRef,
     InputRequest,
@@ -101,6 +101,12 @@ class TurnBase:
         # Set once the turn asked a person (``needs_input``): the attempt ended with the
         # question's commit, and the loop stops without another write.
         self._waiting = False
+        # What _next_intent parsed of a call it started in the commit before it.
+        self._parsed: dict[str, tuple[Tool, pydantic.BaseModel]] = {}
+        # A running batch's calls at its gate (id: durable run), in the order they arrived,
+        # and the one commit of their intents once the gate opens.
+        self._arrived: dict[str, bool] = {}
+        self._batch_intents: asyncio.Future[dict[str, ToolTaskRecord]] | None = None
 
     # -- called by the heartbeat -------------------------------------------------------------
 
@@ -113,9 +119,12 @@ class TurnBase:
     def _now(self) -> float:
         return self._clock.now()
 
-    def _boundary(self, *, first: bool = False, recovered: bool = False) -> Boundary:
-        """The facts :func:`~fxdurable.runtime.decide.at_boundary` decides on, as of now."""
-        state = self._state
+    def _boundary(
+        self, *, first: bool = False, recovered: bool = False, state: TurnState | None = None
+    ) -> Boundary:
+        """The facts :func:`~fxdurable.runtime.decide.at_boundary` decides on, as of now
+        (``state``: the turn as a commit about to be made leaves it; the driver's own else)."""
+        state = state or self._state
         assert state is not None
         sub, durability = state.submission, self._agent.durability
         return Boundary(
@@ -136,12 +145,13 @@ class TurnBase:
 
     # -- tools ---------------------------------------------------------------------------------
 
-    def _batch(self) -> list[ToolTaskRecord]:
+    def _batch(self, state: TurnState | None = None) -> list[ToolTaskRecord]:
         """The calls the loop runs together next; one or none: the loop runs it on its own."""
-        assert self._state is not None
+        state = state or self._state
+        assert state is not None
         if not self._agent.parallel_tools:
             return []
-        return parallel_batch(self._state.round_tasks, limit=self._agent.max_parallel_tools)
+        return parallel_batch(state.round_tasks, limit=self._agent.max_parallel_tools)
 
     def _ready(self, task: ToolTaskRecord) -> tuple[Tool, pydantic.BaseModel] | str:
         """The tool and its parsed input, or why the call fails without running."""
@@ -154,19 +164,24 @@ class TurnBase:
         except ToolInputError as exc:
             return str(exc)
 
-    def _blind_repeat(self, task: ToolTaskRecord, tool: Tool) -> bool:
+    def _blind_repeat(
+        self, task: ToolTaskRecord, tool: Tool, state: TurnState | None = None
+    ) -> bool:
         """The turn's own calls only: the model was told of the unknown outcome in this turn,
         and reading the session's whole history here would make a step cost grow with it."""
-        assert self._state is not None
-        if task.tool not in self._state.unknown_tools:
+        state = state or self._state
+        assert state is not None
+        if task.tool not in state.unknown_tools:
             return False  # no unknown outcome of this tool in the turn: nothing to repeat
-        return is_blind_repeat(task, list(self._state.tasks.values()), tool.canonical_input)
+        return is_blind_repeat(task, list(state.tasks.values()), tool.canonical_input)
 
     def _start(self, task_id: str, reason: str | None, durable_run: bool = False) -> ToolTaskRecord:
         """Record a tool call's intent (sync: inside a crossing) and note what it wrote.
         ``durable_run``: a durable tool's run, which records (or replays) its steps."""
         assert self._state is not None
-        started = self._journal.start_tool(self._fence, task_id, reason=reason, durable=durable_run)
+        started = self._journal.start_tool(
+            self._fence, task_id, reason=reason, durable=durable_run, held=self._state.held()
+        )
         self._state.noted(started)
         self._left_unstarted(task_id)
         return started.task
@@ -179,28 +194,41 @@ class TurnBase:
             if not self._batch_unstarted:
                 crash_point("tool.batch.running")
 
-    def _start_next(self) -> ReadyTool | None:
-        """Inside the crossing of the commit before it: record the next tool call's intent if
-        it is one the loop would start at once. None when the loop must decide on its own (a
-        hook to run, a call to refuse or fail, an abort, a budget spent, a model call)."""
-        state = self._state
-        assert state is not None
+    def _next_intent(self, step: ToolStep | ModelRound) -> StartNext | None:
+        """Inside the transaction of a result or a model response (``step``, as it will
+        commit): the next tool call whose intent joins that commit, if it is one the loop
+        would start at once. None when the loop must decide on its own: a hook to run (it
+        runs on the loop, before the intent), a person's answer to apply, a batch (its
+        intents commit together once its hooks have passed), a call to refuse or fail, an
+        abort, a budget spent, a model call. Asked again if the store re-runs the body, so it
+        changes nothing: what it parsed is kept for :meth:`_after_started`."""
+        assert self._state is not None
+        state = self._state.peeked(step)
         action = state.next_action()
         if not isinstance(action, RunTool) or self._agent.before_tool is not None:
             return None
         if action.task.answer is not None:
             return None  # a person's answer to apply first (a deny must not start it)
-        if len(self._batch()) > 1:
+        if len(self._batch(state)) > 1:
             return None  # its calls start together, after the boundary's checks
-        if not isinstance(at_boundary(self._boundary()), GoOn):
+        if not isinstance(at_boundary(self._boundary(state=state)), GoOn):
             return None  # the loop does what the boundary decides
         ready = self._ready(action.task)
-        if isinstance(ready, str) or self._blind_repeat(action.task, ready[0]):
+        if isinstance(ready, str) or self._blind_repeat(action.task, ready[0], state):
             return None
+        self._parsed[action.task.id] = ready
+        return StartNext(action.task.id, durable=ready[0].durable)
+
+    def _after_started(self, step: ToolStep | ModelRound) -> ReadyTool | None:
+        """After a commit that carried the next call's intent (``step.started``): that call
+        is the next step, and its ``tool.after-intent`` is this commit."""
+        if step.started is None:
+            return None
+        started = step.started.task
+        tool, arguments = self._parsed.pop(started.id)
         self._budget.record_progress()
-        started = self._start(action.task.id, None, ready[0].durable)
         crash_point("tool.after-intent", started.tool)
-        return ReadyTool(started, *ready)
+        return ReadyTool(started, tool, arguments)
 
     # -- questions -----------------------------------------------------------------------------
 

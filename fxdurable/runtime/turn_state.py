@@ -6,13 +6,19 @@ of the driver's own transitions hands back, so no step reads it again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pydantic
 
 from fxdurable.core.codec import JsonObject
-from fxdurable.core.journal import AttemptStart, ModelRound, ToolStep
-from fxdurable.core.records import ModelCallRecord, SubmissionRecord, ToolTaskRecord, TurnRecord
+from fxdurable.core.journal import AttemptStart, Held, ModelRound, ToolStep
+from fxdurable.core.records import (
+    ModelCallRecord,
+    SessionRecord,
+    SubmissionRecord,
+    ToolTaskRecord,
+    TurnRecord,
+)
 from fxdurable.core.states import ToolTaskStatus
 from fxdurable.runtime.decide import DEFAULT_MAX_PAUSES, Action, next_action
 from fxdurable.runtime.tools import Tool
@@ -35,6 +41,9 @@ class TurnState:
     # The session's persisted state as the latest commit left it (every tool call's intent
     # is such a commit): what the next call's ``ctx.state`` starts from.
     session_state: JsonObject = field(default_factory=dict)
+    # The session row as the latest commit wrote it: the next transition writes from it
+    # (``held``) instead of reading it. None until the attempt's first step commits.
+    session: SessionRecord | None = None
 
     @classmethod
     def of(cls, start: AttemptStart, *, max_pauses: int = DEFAULT_MAX_PAUSES) -> TurnState:
@@ -83,14 +92,37 @@ class TurnState:
         self.steering = written.steering
         self.abort_requested = self.abort_requested or written.abort_requested
         self.session_state = written.state
+        if written.session is not None:
+            self.session = written.session
         if isinstance(step, ToolStep):
             self.note(step.task)
-            return
-        self.turn = step.turn
-        self.last_call = step.model_call
-        for task in step.tasks:
-            self.note(task)
-        self.round_ids = [t.id for t in step.tasks]
+        else:
+            self.turn = step.turn
+            self.last_call = step.model_call
+            for task in step.tasks:
+                self.note(task)
+            self.round_ids = [t.id for t in step.tasks]
+        if step.started is not None:  # the next call's intent, in the same commit
+            self.note(step.started.task)
+
+    def peeked(self, step: ToolStep | ModelRound) -> TurnState:
+        """The turn as ``step`` (a commit not made yet) would leave it; this one unchanged."""
+        peek = replace(
+            self,
+            tasks=dict(self.tasks),
+            round_ids=list(self.round_ids),
+            unknown_tools=set(self.unknown_tools),
+        )
+        peek.noted(step)
+        return peek
+
+    def held(self) -> Held | None:
+        """What the driver's next transition may write from without reading it again: the
+        records its own commits wrote (the session, the turn, the submission, the tasks).
+        Stale ones (another writer came first) only cost a fallback to the ordinary read."""
+        if self.session is None:
+            return None
+        return Held(self.session, self.submission, self.turn, self.tasks)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,13 +8,17 @@ model step and wake handler) is counted; nothing is exempt, the model's history 
   only records newer than what the worker holds.
 - Cold (a new runtime on the same store, as after a restart): the first model step reads the
   conversation once, exactly; every later step reads only what is new.
-- A tool step is one thread crossing and two commits (intent, result), and reads nothing; in
-  a parallel batch, two crossings (its intent and result are not merged with a sibling's).
+- A sequential tool step is one thread crossing and one commit: its result and the next
+  call's intent are one commit (the model's response and its first intent are one too), and it
+  reads nothing. In SQL (SQLite's trace callback): at most 8 statements, no SELECT, one
+  ``COMMIT``. In a parallel batch of N, a call costs its result's commit and 1/N of the
+  batch's one intent commit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -43,6 +47,7 @@ class Meter:
     """What the worker did: records read by kind, reads, transactions, thread crossings."""
 
     records: Counter[str] = field(default_factory=Counter)
+    statements: Counter[str] = field(default_factory=Counter)  # SQL, by its first word
     reads: int = 0
     transactions: int = 0
     crossings: int = 0
@@ -54,6 +59,7 @@ class Meter:
 
     def clear(self) -> None:
         self.records.clear()
+        self.statements.clear()
         self.reads = self.transactions = self.crossings = 0
 
 
@@ -152,7 +158,22 @@ def _agent(calls: int, *, parallel: bool = True) -> Agent:
 
 
 def _store(path: Path, meter: Meter) -> MeteredStore:
-    return MeteredStore(SqliteStore(f"sqlite:///{path}?synchronous=NORMAL"), meter)
+    store = SqliteStore(f"sqlite:///{path}?synchronous=NORMAL")
+    opened = store._open_connection
+
+    def traced() -> sqlite3.Connection:
+        """Each of the store's connections counts the SQL the worker's threads run on it."""
+        conn = opened()
+
+        def count(statement: str) -> None:
+            if meter.counting():
+                meter.statements[statement.split(None, 1)[0].upper()] += 1
+
+        conn.set_trace_callback(count)
+        return conn
+
+    store._open_connection = traced  # type: ignore[method-assign]
+    return MeteredStore(store, meter)
 
 
 async def _turns(store: MeteredStore, calls: int, n: int, *, parallel: bool = True) -> None:
@@ -214,11 +235,17 @@ def test_a_cold_turn_reads_the_conversation_once_then_only_what_is_new(
     assert meter.records["tool_tasks"] == 0, dict(meter.records)
 
 
-def _turn_cost(
-    path: Path, meter: Meter, calls: int, *, parallel: bool
-) -> tuple[int, int, int, int]:
+def _turn_cost(path: Path, meter: Meter, calls: int, *, parallel: bool) -> Counter[str]:
     asyncio.run(_turns(_store(path, meter), calls=calls, n=1, parallel=parallel))
-    return meter.crossings, meter.transactions, meter.reads, sum(meter.records.values())
+    return Counter(
+        crossings=meter.crossings,
+        transactions=meter.transactions,
+        reads=meter.reads,
+        records=sum(meter.records.values()),
+        statements=sum(meter.statements.values()),
+        selects=meter.statements["SELECT"],
+        commits=meter.statements["COMMIT"],
+    )
 
 
 def _per_tool_step(tmp_path: Path, meter: Meter, *, parallel: bool) -> dict[str, float]:
@@ -227,35 +254,44 @@ def _per_tool_step(tmp_path: Path, meter: Meter, *, parallel: bool) -> dict[str,
     few = _turn_cost(tmp_path / "few.db", meter, calls=6, parallel=parallel)
     meter.clear()
     many = _turn_cost(tmp_path / "many.db", meter, calls=16, parallel=parallel)
-    crossings, transactions, reads, records = (b - a for a, b in zip(few, many, strict=True))
-    return {
-        "crossings": crossings / 10,
-        "transactions": transactions / 10,
-        "reads": reads / 10,
-        "records read": records / 10,
-    }
+    return {name: (many[name] - few[name]) / 10 for name in many}
 
 
-def test_a_tool_step_is_one_crossing_two_commits_and_no_read(tmp_path: Path, meter: Meter) -> None:
+def test_a_tool_step_is_one_crossing_one_commit_and_no_read(tmp_path: Path, meter: Meter) -> None:
+    """Sequential calls of one response: each result commits with the next call's intent, so
+    a step is one commit, written from the records the driver holds (no SELECT)."""
     per_step = _per_tool_step(tmp_path, meter, parallel=False)
+    # Its task's INSERT (in the model response's commit), then in its step's commit: BEGIN,
+    # the result's and the next intent's task UPDATEs and event INSERTs, the session's
+    # version-checked UPDATE, COMMIT.
     assert per_step == {
+        "statements": 8.0,
         "crossings": 1.0,
-        "transactions": 2.0,
+        "transactions": 1.0,
         "reads": 0.0,
-        "records read": 0.0,
+        "records": 0.0,
+        "selects": 0.0,
+        "commits": 1.0,
     }, f"per tool step: {per_step}"
 
 
-def test_a_tool_step_in_a_parallel_batch_is_two_crossings_two_commits_and_no_read(
+def test_a_tool_step_in_a_parallel_batch_is_its_result_and_a_share_of_one_intent_commit(
     tmp_path: Path, meter: Meter
 ) -> None:
-    """A batch's calls each cross for their intent and their result: none is merged with a
-    sibling's commit. The round's last result still reads the next model request in its own
-    crossing, so nothing is read back per call."""
+    """A batch's intents are one commit once every hook has passed; each call's result is
+    its own (results are not merged with a sibling's intent). From 6 calls (one batch) to 16
+    (two of 8): 10 more results and one more intent commit, so 1.1 per call. The round's
+    last result still reads the next model request in its own crossing: nothing read back
+    per call."""
     per_step = _per_tool_step(tmp_path, meter, parallel=True)
+    # As a sequential step's 8, and a tenth of one more intent commit's BEGIN, session
+    # UPDATE and COMMIT.
     assert per_step == {
-        "crossings": 2.0,
-        "transactions": 2.0,
+        "statements": 8.3,
+        "crossings": 1.1,
+        "transactions": 1.1,
         "reads": 0.0,
-        "records read": 0.0,
+        "records": 0.0,
+        "selects": 0.0,
+        "commits": 1.1,
     }, f"per tool step in a batch: {per_step}"

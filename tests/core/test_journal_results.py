@@ -43,6 +43,7 @@ def _as_read(journal: Journal, turn_id: str) -> Written:
         steering=session.steering,
         abort_requested=sub.abort_requested,
         state=session.state,
+        session=session,
     )
 
 

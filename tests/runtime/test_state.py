@@ -716,6 +716,7 @@ def test_a_state_write_costs_no_transaction_of_its_own(tmp_path: Any, writes: bo
     finally:
         store.close()
     assert counted["state changes"] == (1 if writes else 0)
-    # The claim, the attempt, the model's call, the tool call's intent and its result, the
-    # final model call, the settlement, the release: the same with a state write or without.
-    assert counted["transactions"] == 8, counted
+    # The claim, the attempt, the model's call with the tool call's intent (one commit), its
+    # result, the final model call, the settlement, the release: the same with a state write
+    # or without.
+    assert counted["transactions"] == 7, counted

@@ -25,9 +25,11 @@ from ._base import (
     Fence,
     ModelRound,
     Outcome,
+    StartNext,
     ToolStep,
     WorkerIdentity,
 )
+from ._held import Held
 from ._scope import Written, _SessionScope
 from .admission import Admission, Admissions
 from .leases import Leases
@@ -45,9 +47,11 @@ __all__ = [
     "Exhausted",
     "Fence",
     "Fork",
+    "Held",
     "Journal",
     "ModelRound",
     "Outcome",
+    "StartNext",
     "Steering",
     "ToolStep",
     "WorkerIdentity",
@@ -70,11 +74,18 @@ class Journal(Admissions, Sessions, Leases, Turns, Rounds, Tools, Questions):
     - model rounds (:mod:`.rounds`): ``record_model_call``, ``record_model_error``,
       ``record_partial``, ``record_compaction``, ``record_model_switch``,
       ``reject_output``
-    - tool tasks (:mod:`.tools`): ``start_tool``, ``record_step``, ``finish_tool``,
-      ``record_progress``
+    - tool tasks (:mod:`.tools`): ``start_tool``, ``start_tools``, ``record_step``,
+      ``finish_tool``, ``record_progress``
     - questions (:mod:`.questions`): ``request_input``, ``answer_input``
 
     A test pins this list against the methods (``tests/core/test_journal_package.py``).
+
+    Commits may be shared, never reordered (DESIGN §3.4): ``finish_tool`` and
+    ``record_model_call`` take a ``start_next`` that starts the next call's intent in the
+    same commit, and ``start_tools`` starts a parallel batch's intents in one. The lease
+    holder's transitions take ``held``: the records its last commit wrote, which the
+    transition writes from without reading them again, fenced by their versions in the
+    statements, falling back to the ordinary read-check-write on any mismatch (:mod:`._held`).
     """
 
     @property

@@ -31,12 +31,15 @@ from fxdurable.core.states import (
 )
 from fxdurable.core.store import ReadView, Store, Tx
 from fxdurable.errors import (
+    ConflictError,
     IllegalTransitionError,
     LeaseLostError,
     RecordNotFoundError,
     SessionNotFoundError,
+    StateTooLargeError,
 )
 
+from ._held import Held, Overlay, StaleHeld
 from ._scope import Written, _SessionScope
 
 T = TypeVar("T")
@@ -45,6 +48,16 @@ _Found = TypeVar("_Found")
 _Result = TypeVar("_Result")
 
 Outcome = Literal["completed", "failed", "aborted"]
+# What a transition run from held records may meet when they are stale (another writer came
+# first): the ordinary transition then runs, and raises whatever is real.
+_HELD_MISSES = (
+    ConflictError,
+    IllegalTransitionError,
+    LeaseLostError,
+    RecordNotFoundError,
+    StateTooLargeError,
+    StaleHeld,
+)
 # The budget a submission ran out of, as the submission.interrupted advisory names it.
 Exhausted = Literal["attempts_exhausted", "time_exhausted", "budget_exhausted"]
 
@@ -103,6 +116,18 @@ class ToolStep:
 
     task: ToolTaskRecord
     written: Written
+    # The next call's intent, committed with this step (``start_next``): one commit for a
+    # result and the intent after it.
+    started: ToolStep | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StartNext:
+    """What a ``start_next`` callback answers: start this call's intent in the same commit.
+    ``durable``: its run records its steps (as ``start_tool``'s ``durable``)."""
+
+    task_id: str
+    durable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +140,7 @@ class ModelRound:
     turn: TurnRecord
     model_call: ModelCallRecord
     written: Written
+    started: ToolStep | None = None  # its first call's intent, in the same commit
 
 
 class Transitions:
@@ -126,7 +152,9 @@ class Transitions:
         self._ids = ids
 
     @overload
-    def _transition(self, access: Access, body: Callable[[Tx, _SessionScope], T]) -> T: ...
+    def _transition(
+        self, access: Access, body: Callable[[Tx, _SessionScope], T], *, held: Held | None = None
+    ) -> T: ...
 
     @overload
     def _transition(
@@ -135,6 +163,7 @@ class Transitions:
         body: Callable[[Tx, _SessionScope], T],
         *,
         then: Callable[[T, Written], _Result],
+        held: Held | None = None,
     ) -> _Result: ...
 
     def _transition(
@@ -143,6 +172,7 @@ class Transitions:
         body: Callable[[Tx, _SessionScope], T],
         *,
         then: Callable[[T, Written], _Result] | None = None,
+        held: Held | None = None,
     ) -> T | _Result:
         """Run ``body`` as one atomic transition: the one preamble every write shares.
 
@@ -152,9 +182,35 @@ class Transitions:
         transition through the scope (records, events via ``scope.emit``), and the session
         row is written back once with its version check, which serialises writers on the
         session. ``then`` makes the transition's frozen result from ``body``'s and the
-        commit's :class:`Written` for the turn ``body`` reported (``scope.report``)."""
+        commit's :class:`Written` for the turn ``body`` reported (``scope.report``).
 
-        def run(tx: Tx) -> T | _Result:
+        ``held``: the records the fence's holder last wrote (:mod:`._held`). The transition
+        first runs from them, reading none of them again, its writes fenced by their versions
+        in the statements; on a conflict or any refusal (something else wrote the session
+        since) it runs again the ordinary way, which reads and checks everything, and raises
+        what that raises."""
+        if held is not None and isinstance(access, Fence):
+            try:
+                return self._run(access, body, then, held)
+            except _HELD_MISSES:
+                pass  # stale: nothing was written; the ordinary transition decides
+        return self._run(access, body, then, None)
+
+    def _run(
+        self,
+        access: Access,
+        body: Callable[[Tx, _SessionScope], T],
+        then: Callable[[T, Written], _Result] | None,
+        held: Held | None,
+    ) -> T | _Result:
+        runs = 0
+
+        def run(store_tx: Tx) -> T | _Result:
+            nonlocal runs
+            runs += 1
+            if held is not None and runs > 1:
+                raise StaleHeld  # the store re-runs bodies on a conflict: the held are stale
+            tx = Overlay(store_tx, held)
             scope = _SessionScope(tx, self._clock.now)
             if isinstance(access, Fence):
                 scope.open(self._fenced(tx, access))

@@ -36,6 +36,10 @@ class Written:
     # The session's persisted state (``ctx.state``) as this commit left it: what a tool call
     # started by this commit reads, with no read of its own.
     state: JsonObject
+    # The session row as this commit wrote it (version included): what the holder's next
+    # transition writes from without reading it again (``_held.Held``). None where a test
+    # builds a Written by hand.
+    session: SessionRecord | None = None
 
 
 class _SessionScope:
@@ -177,6 +181,21 @@ class _SessionScope:
                 self.session, status=advance("session", self.session.status, status)
             )
 
+    def preview(self, turn_id: str) -> Written:
+        """What :meth:`commit` will report for ``turn_id`` if the transition ends now: for a
+        step whose commit is shared with the next one (a result and the next intent), the
+        decision about the next is made on it, inside the same transaction."""
+        new_version = 1 if self._read_version is None else self._read_version + 1
+        session = replace(self.session, version=new_version)
+        sub = self.tx.get_submission(turn_id)
+        return Written(
+            session_version=new_version,
+            steering=session.steering,
+            abort_requested=sub is not None and sub.abort_requested,
+            state=session.state,
+            session=session,
+        )
+
     def commit(self) -> None:
         """Write the session back with its version check, if the transition changed it."""
         if self._session is None or self._session is self._initial:
@@ -186,10 +205,4 @@ class _SessionScope:
             replace(self._session, version=new_version), expected_version=self._read_version
         )
         if self._report_turn is not None:
-            sub = self.tx.get_submission(self._report_turn)
-            self.written = Written(
-                session_version=new_version,
-                steering=self._session.steering,
-                abort_requested=sub is not None and sub.abort_requested,
-                state=self._session.state,
-            )
+            self.written = self.preview(self._report_turn)

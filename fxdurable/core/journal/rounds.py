@@ -32,19 +32,24 @@ from fxdurable.core.states import ModelCallStatus, ToolTaskStatus, advance
 from fxdurable.core.store import Tx
 from fxdurable.errors import IllegalTransitionError
 
-from ._base import Fence, ModelRound, Transitions
+from ._base import Fence, ModelRound, StartNext, ToolStep
+from ._held import Held
 from ._scope import Written, _SessionScope
+from .tools import Tools
 
-# What ``record_model_call``'s body made: the pending tasks, the turn and the call as written.
-_Made = tuple[tuple[ToolTaskRecord, ...], TurnRecord, ModelCallRecord]
+# What ``record_model_call``'s body made: the pending tasks, the turn and the call as written,
+# and the first call's task if its intent joined the commit.
+_Made = tuple[tuple[tuple[ToolTaskRecord, ...], TurnRecord, ModelCallRecord], ToolTaskRecord | None]
 
 
 def _model_round(made: _Made, written: Written) -> ModelRound:
-    tasks, turn, call = made
-    return ModelRound(tasks, turn, call, written)
+    (tasks, turn, call), started = made
+    return ModelRound(
+        tasks, turn, call, written, None if started is None else ToolStep(started, written)
+    )
 
 
-class Rounds(Transitions):
+class Rounds(Tools):  # a response's first intent joins its commit (Tools._started)
     def record_model_call(
         self,
         fence: Fence,
@@ -64,6 +69,8 @@ class Rounds(Transitions):
         content: MessageContent | None = None,
         thinking: str | None = None,
         thinking_hidden: int = 0,
+        start_next: Callable[[ModelRound], StartNext | None] | None = None,
+        held: Held | None = None,
     ) -> ModelRound:
         """Record a finished model response with the tool tasks it asked for, atomically.
 
@@ -78,6 +85,10 @@ class Rounds(Transitions):
         provider's own content of a response without tool calls, kept on its message.
         ``thinking`` / ``thinking_hidden``: what the event shows of its reasoning (the parts
         themselves are in ``tool_calls`` and ``content``).
+        ``start_next``: asked inside the transaction, with the round as it will commit,
+        whether its first call's intent joins this commit (``ModelRound.started``); it may be
+        asked more than once, so it decides without side effects. ``held``: the records the
+        caller holds, written from without a read (:mod:`._held`).
         """
         if len(policies) != len(tool_calls):
             raise ValueError("one replay policy per tool call")
@@ -171,9 +182,18 @@ class Rounds(Transitions):
                 turn_id=turn_id,
             )
             scope.report(turn_id)
-            return tuple(tasks), updated, recorded
+            made = tuple(tasks), updated, recorded
+            if start_next is None:
+                return made, None
+            then = start_next(_model_round((made, None), scope.preview(turn_id)))
+            if then is None:
+                return made, None
+            started = self._started(
+                tx, scope, fence, then.task_id, reason=None, durable=then.durable
+            )
+            return made, started
 
-        return self._transition(fence, body, then=_model_round)
+        return self._transition(fence, body, then=_model_round, held=held)
 
     def reject_output(self, fence: Fence, turn_id: str, *, round_: int, message: str) -> TurnRecord:
         """A typed final answer (round ``round_``, the latest recorded call) did not validate:

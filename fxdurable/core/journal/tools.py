@@ -3,6 +3,7 @@ and its one result. Unknown means unknown: an interrupted unsafe call is never r
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from fxdurable.core.events import (
@@ -18,8 +19,27 @@ from fxdurable.core.states import ToolTaskStatus, advance, is_terminal
 from fxdurable.core.store import Tx
 from fxdurable.errors import IllegalTransitionError
 
-from ._base import Fence, ToolStep, Transitions, _owned, _put_task, _task, _task_ref
-from ._scope import _SessionScope
+from ._base import (
+    Fence,
+    StartNext,
+    ToolStep,
+    Transitions,
+    _owned,
+    _put_task,
+    _task,
+    _task_ref,
+)
+from ._held import Held
+from ._scope import Written, _SessionScope
+
+# What finish_tool's body made: the settled task, and the next call's if it started it.
+_Finished = tuple[ToolTaskRecord, ToolTaskRecord | None]
+
+
+def _finished_step(made: _Finished, written: Written) -> ToolStep:
+    finished, started = made
+    return ToolStep(finished, written, None if started is None else ToolStep(started, written))
+
 
 # A running tool task keeps the tail of what it reported (``record_progress``): bounded, so
 # a tool that streams megabytes of output costs each progress write the same small record.
@@ -34,48 +54,82 @@ class Tools(Transitions):
         *,
         reason: str | None = None,
         durable: bool = False,
+        held: Held | None = None,
     ) -> ToolStep:
         """Record the intent to execute (pending -> running), or a re-execution after a crash.
 
         ``durable``: this run is of a durable tool, which records its steps (``record_step``).
         An interrupted unsafe call may be re-executed only as a durable run of a call that was
         durable from its first run: its steps are then replayed from their records, not redone.
+        ``held``: the records the caller holds, written from without a read (:mod:`._held`).
         """
 
         def body(tx: Tx, scope: _SessionScope) -> ToolTaskRecord:
-            task = _owned(fence, _task(tx, task_id))
-            self._running_turn(tx, fence, task.turn_id)
-            if (
-                task.status == ToolTaskStatus.RUNNING
-                and task.policy == "unsafe"
-                and not (durable and task.durable)
-            ):
-                # Unknown means unknown: an interrupted unsafe call is never re-executed,
-                # unless it is durable and its steps were recorded from its first run on.
-                raise IllegalTransitionError("tool_task", task.status, "re-run of an unsafe call")
-            if durable and not task.durable:  # its steps are recorded from this run on
-                task = replace(task, durable=True)
-            if task.status == ToolTaskStatus.COMPLETED and task.policy != "safe":
-                raise IllegalTransitionError(
-                    "tool_task", task.status, f"refresh of a {task.policy} call"
-                )
-            status = advance("tool_task", task.status, ToolTaskStatus.RUNNING)
-            updated = _put_task(tx, task, status, runs=task.runs + 1, now=scope.now)
-            scope.emit(
-                EventType.TOOL_STARTED,
-                ToolStarted(
-                    **_task_ref(task),
-                    policy=task.policy,
-                    run=updated.runs,
-                    execution_id=task.execution_id,
-                    reason=reason,
-                ),
-                turn_id=task.turn_id,
-            )
-            scope.report(task.turn_id)
-            return updated
+            return self._started(tx, scope, fence, task_id, reason=reason, durable=durable)
 
-        return self._transition(fence, body, then=ToolStep)
+        return self._transition(fence, body, then=ToolStep, held=held)
+
+    def start_tools(
+        self, fence: Fence, starts: Sequence[StartNext], *, held: Held | None = None
+    ) -> tuple[ToolStep, ...]:
+        """Record the intents of several calls of one response in one commit: a parallel
+        batch's, once every hook of the batch has let its call go. In ``starts``' order."""
+        if not starts:
+            raise ValueError("no call to start")
+
+        def body(tx: Tx, scope: _SessionScope) -> tuple[ToolTaskRecord, ...]:
+            return tuple(
+                self._started(tx, scope, fence, s.task_id, reason=None, durable=s.durable)
+                for s in starts
+            )
+
+        def steps(tasks: tuple[ToolTaskRecord, ...], written: Written) -> tuple[ToolStep, ...]:
+            return tuple(ToolStep(task, written) for task in tasks)
+
+        return self._transition(fence, body, then=steps, held=held)
+
+    def _started(
+        self,
+        tx: Tx,
+        scope: _SessionScope,
+        fence: Fence,
+        task_id: str,
+        *,
+        reason: str | None,
+        durable: bool,
+    ) -> ToolTaskRecord:
+        """The body of a call's intent, inside the caller's transition."""
+        task = _owned(fence, _task(tx, task_id))
+        self._running_turn(tx, fence, task.turn_id)
+        if (
+            task.status == ToolTaskStatus.RUNNING
+            and task.policy == "unsafe"
+            and not (durable and task.durable)
+        ):
+            # Unknown means unknown: an interrupted unsafe call is never re-executed,
+            # unless it is durable and its steps were recorded from its first run on.
+            raise IllegalTransitionError("tool_task", task.status, "re-run of an unsafe call")
+        if durable and not task.durable:  # its steps are recorded from this run on
+            task = replace(task, durable=True)
+        if task.status == ToolTaskStatus.COMPLETED and task.policy != "safe":
+            raise IllegalTransitionError(
+                "tool_task", task.status, f"refresh of a {task.policy} call"
+            )
+        status = advance("tool_task", task.status, ToolTaskStatus.RUNNING)
+        updated = _put_task(tx, task, status, runs=task.runs + 1, now=scope.now)
+        scope.emit(
+            EventType.TOOL_STARTED,
+            ToolStarted(
+                **_task_ref(task),
+                policy=task.policy,
+                run=updated.runs,
+                execution_id=task.execution_id,
+                reason=reason,
+            ),
+            turn_id=task.turn_id,
+        )
+        scope.report(task.turn_id)
+        return updated
 
     def record_step(
         self,
@@ -85,6 +139,7 @@ class Tools(Transitions):
         name: str,
         value: str,
         writes: StateWrites | None = None,
+        held: Held | None = None,
     ) -> ToolStep:
         """Record a completed step of a running durable tool call: ``value`` is its result as
         JSON text. Each step name is recorded once per call (IllegalTransitionError).
@@ -115,7 +170,7 @@ class Tools(Transitions):
             scope.report(task.turn_id)
             return updated
 
-        return self._transition(fence, body, then=ToolStep)
+        return self._transition(fence, body, then=ToolStep, held=held)
 
     def finish_tool(
         self,
@@ -126,6 +181,8 @@ class Tools(Transitions):
         *,
         writes: StateWrites | None = None,
         attachments: tuple[AttachmentRef, ...] = (),
+        start_next: Callable[[ToolStep], StartNext | None] | None = None,
+        held: Held | None = None,
     ) -> ToolStep:
         """Settle a tool task; ``result`` is what the model will read for this call, with
         ``attachments`` (the images a completed call returned, their blobs already put).
@@ -133,9 +190,26 @@ class Tools(Transitions):
         ``writes``: the call's ``ctx.state`` writes, committed with its result, and only with
         a ``completed`` one: a call that failed, was cancelled or is unknown never wrote
         (IllegalTransitionError otherwise). Past the state's bound this raises
-        :class:`~fxdurable.errors.StateTooLargeError` and writes nothing."""
+        :class:`~fxdurable.errors.StateTooLargeError` and writes nothing.
 
-        def body(tx: Tx, scope: _SessionScope) -> ToolTaskRecord:
+        ``start_next``: asked inside the transaction, with the result as it will commit,
+        whether the next call's intent joins this commit (its answer's call is then started
+        here: ``ToolStep.started``). It may be asked more than once (a store re-runs a body
+        on a conflict), so it must decide without side effects."""
+
+        def body(tx: Tx, scope: _SessionScope) -> _Finished:
+            finished = settle(tx, scope)
+            if start_next is None:
+                return finished, None
+            then = start_next(ToolStep(finished, scope.preview(finished.turn_id)))
+            if then is None:
+                return finished, None
+            started = self._started(
+                tx, scope, fence, then.task_id, reason=None, durable=then.durable
+            )
+            return finished, started
+
+        def settle(tx: Tx, scope: _SessionScope) -> ToolTaskRecord:
             task = _owned(fence, _task(tx, task_id))
             self._running_turn(tx, fence, task.turn_id)
             target = advance("tool_task", task.status, status)
@@ -157,7 +231,7 @@ class Tools(Transitions):
             scope.report(task.turn_id)
             return updated
 
-        return self._transition(fence, body, then=ToolStep)
+        return self._transition(fence, body, then=_finished_step, held=held)
 
     def record_progress(self, fence: Fence, task_id: str, *, run: int, text: str) -> None:
         """Set a running tool task's ``progress`` to ``text`` (its last ``MAX_PROGRESS_CHARS``).
