@@ -27,8 +27,13 @@ CRASH_POINTS: frozenset[str] = frozenset(
         # A typed final answer's rejection (the note the model reads) is committed; the model
         # has not been asked again.
         "output.after-reject",
+        # A call's intent is committed; it has not started. The commit may be shared: a model
+        # response's with its first call's intent, a result's with the next call's, or a
+        # parallel batch's intents (every call of that one commit fires it).
         "tool.after-intent",
         "tool.after-execute",
+        # A call's result is committed. Where the next call's intent joined that commit, this
+        # is the same state as the next call's tool.after-intent (fired right after).
         "tool.after-record",
         # A parallel batch: the last of its calls has recorded its intent (or settled without
         # running); the calls are executing, and none need have recorded its result.

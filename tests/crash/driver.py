@@ -93,6 +93,7 @@ from tests.kit.world import SETTLED
 
 SCENARIOS = (
     "story",
+    "sequence",
     "abort",
     "abort-deploy",
     "hook",
@@ -121,6 +122,7 @@ PROMPTS = {
     "welcome": "welcome crash",
     "upgrade": "welcome and upgrade crash",
     "batch": "batch crash",  # a parallel tool batch
+    "sequence": "sequence crash",  # three calls of one response, one after another
     **DELEGATE,
 }
 NEXT_PROMPTS = {"welcome": "welcome crash", "upgrade": ACCOUNT}
@@ -194,7 +196,9 @@ def build_agent(
         # delegate2's crash test kills the process inside the second child and checks that
         # the first child's recorded answer is not run again: that needs the first child to
         # have answered before the second starts, i.e. the two calls not batched.
-        parallel_tools=scenario != "delegate2",
+        # sequence: its three calls run one after another, each result merged with the next
+        # call's intent (read_state and charge would otherwise be one batch).
+        parallel_tools=scenario not in ("delegate2", "sequence"),
     )
 
 

@@ -73,6 +73,10 @@ _WELCOME = re.compile(r"welcome (and upgrade )?(\S+)")
 ACCOUNT = "account?"
 SKIPPED = "skipped"  # an effects.log line's last word: a guarded call that took no effect
 _BATCH = re.compile(r"batch (\S+)")
+# ``sequence <tag>``: read_state, charge and deploy asked in one response, run one after
+# another (the crash driver's ``sequence`` scenario runs it with parallel_tools=False), so
+# each result but the last commits with the next call's intent.
+_SEQUENCE = re.compile(r"sequence (\S+)")
 # How long survey and reserve hold on their first run: far longer than read_state, their
 # sibling in the batch, takes to run and record on a loaded machine.
 BATCH_HOLD_S = 1.5
@@ -405,6 +409,11 @@ def asked(turn: Sequence[Any]) -> str:
     return getattr(turn[0], "text", "") if turn else ""
 
 
+def sequenced_text(tag: str) -> str:
+    """The answer that ends a ``sequence <tag>`` turn."""
+    return f"Sequence {tag} done."
+
+
 def policy(request: fx.ModelRequest) -> fx.ModelResponse:
     """The scripted model: reacts to the conversation, as a model would after a recovery."""
     turn = current_turn(request.messages)
@@ -449,6 +458,19 @@ def policy(request: fx.ModelRequest) -> fx.ModelResponse:
                 fx.call("reserve", item=batch[1]),
             )
         return fx.reply(batched_text(batch[1], [m.text for m in results]))
+    sequence = _SEQUENCE.fullmatch(prompt)
+    if sequence:
+        tag = sequence[1]
+        if last is None:
+            return fx.reply(
+                f"Reading, charging {tag} and deploying {tag}.",
+                fx.call("read_state"),
+                fx.call("charge", order=tag, amount_cents=4200),
+                fx.call("deploy", version=tag),
+            )
+        if last.tool_name == "deploy" and UNKNOWN_MARK in last.text:
+            return fx.reply("The deploy's outcome is unknown; inspecting.", fx.call("check_deploy"))
+        return fx.reply(sequenced_text(tag))
     order, release = subject(prompt)
     if last is None:
         return fx.reply(opening(order, release), fx.call("read_state"))

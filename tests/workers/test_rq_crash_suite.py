@@ -49,6 +49,7 @@ from rq_support import (
 )
 
 from fxdurable.runtime.worker import local_process_is_dead
+from tests.kit.merged_commits import MERGED_CASES, SEQUENCE, SEQUENTIAL_ENV
 from tests.kit.story import provisioned_text
 from tests.kit.world import (
     World,
@@ -139,6 +140,18 @@ def test_crash_point(
 ) -> None:
     h = make_harness(lease_ttl_s=LEASE_TTL_S)
     crashed = crash_and_recover(h, plan)
+    check(crashed.world)
+    follow_up(h)
+
+
+@pytest.mark.parametrize(("spec", "check"), [pytest.param(*c, id=c[0]) for c in MERGED_CASES])
+def test_a_merged_commit_killed(
+    make_harness: Callable[..., RqHarness], spec: str, check: Callable[[World], None]
+) -> None:
+    """Issue 23 §2: a result and the next call's intent are one commit; each kill finds the
+    next call running and recovery settles it by its policy (tests.kit.merged_commits)."""
+    h = make_harness(lease_ttl_s=LEASE_TTL_S)
+    crashed = crash_and_recover(h, [spec], prompt=SEQUENCE, env=SEQUENTIAL_ENV)
     check(crashed.world)
     follow_up(h)
 

@@ -44,6 +44,7 @@ from worker_support import (
 )
 
 from tests.kit.delegation import child_requests
+from tests.kit.merged_commits import MERGED_CASES, SEQUENCE, SEQUENTIAL_ENV
 from tests.kit.world import World, assert_invariants, assert_model_requests
 
 pytestmark = [pytest.mark.crash]
@@ -116,6 +117,18 @@ def test_crash_point(
 ) -> None:
     h = make_sqs_harness(lease_ttl_s=LEASE_TTL_S)
     world, _ = crash_and_recover(h, plan)
+    check(world)
+    follow_up(h)
+
+
+@pytest.mark.parametrize(("spec", "check"), [pytest.param(*c, id=c[0]) for c in MERGED_CASES])
+def test_a_merged_commit_killed(
+    make_sqs_harness: Callable[..., SqsHarness], spec: str, check: Callable[[World], None]
+) -> None:
+    """Issue 23 §2: a result and the next call's intent are one commit; each kill finds the
+    next call running and recovery settles it by its policy (tests.kit.merged_commits)."""
+    h = make_sqs_harness(lease_ttl_s=LEASE_TTL_S)
+    world, _ = crash_and_recover(h, [spec], prompt=SEQUENCE, env=SEQUENTIAL_ENV)
     check(world)
     follow_up(h)
 
