@@ -40,6 +40,7 @@ from fxdurable.runtime.models.base import (
     ModelRequest,
     ModelResponse,
     StreamPart,
+    TextDelta,
     opens_turn,
     without_interruptions,
 )
@@ -105,11 +106,12 @@ def turn_view(messages: Sequence[ChatMessage]) -> TurnView:
 class LiveCall:
     """The call the driver waits on, made by the body: ``deliver`` its outcome or ``fail``."""
 
-    __slots__ = ("_future", "context")
+    __slots__ = ("_future", "context", "texts")
 
     def __init__(self, context: ToolContext | None = None) -> None:
         self._future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         self.context = context  # a tool call's fxdurable context
+        self.texts: asyncio.Queue[str] = asyncio.Queue()  # a model call's streamed text
 
     def deliver(self, value: object) -> None:
         if not self._future.done():
@@ -154,6 +156,7 @@ class DrivenRun:
         # The replies the body was given, by model call: a tool call's id names its position.
         self.replies: dict[int, ChatMessage] = {}
         self._positions: dict[str, ToolKey] = {}
+        self._streaming: LiveCall | None = None  # the live model call, while it streams
 
     # -- the driver's side ---------------------------------------------------------------------
 
@@ -189,6 +192,34 @@ class DrivenRun:
             "the framework's agent ended its run before making the call the turn needs "
             "(a middleware that ends the run early, or jumps past the model, is not supported)"
         )
+
+    async def stream_live(self, k: int) -> AsyncIterator[StreamPart]:
+        """Make model call ``k`` live: its streamed text as it comes, then its reply."""
+        call = self._streaming = LiveCall()
+        outcome = asyncio.ensure_future(self.run_live(self._model(k), call))
+        try:
+            while not outcome.done():
+                text = asyncio.ensure_future(call.texts.get())
+                await asyncio.wait({text, outcome}, return_when=asyncio.FIRST_COMPLETED)
+                if text.done():
+                    yield TextDelta(text.result())
+                else:
+                    text.cancel()
+            while not call.texts.empty():  # said before the reply came back
+                yield TextDelta(call.texts.get_nowait())
+            response = outcome.result()
+        finally:
+            self._streaming = None
+            if not outcome.done():  # the driver stopped reading: the call goes with it
+                outcome.cancel()
+        if not isinstance(response, ModelResponse):
+            raise ModelError(f"the agent's model call gave {type(response).__name__}")
+        yield Finish(response)
+
+    def stream_text(self, text: str) -> None:
+        """The body's live model call streamed ``text``: on to the driver's event log."""
+        if self._streaming is not None and text:
+            self._streaming.texts.put_nowait(text)
 
     def model_slot(self, k: int) -> _Slot:
         return self._model(k)
@@ -284,14 +315,12 @@ class DrivenTurns:
         self._runs[session_id] = (claim, opening, run)
         return run
 
-    async def model_call(self, request: ModelRequest) -> ModelResponse:
-        """The driver's model call: made by the body at the same position."""
+    def model_call(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        """The driver's model call, made by the body at the same position: its streamed
+        text, then its reply."""
         view = turn_view(request.messages)
         run = self.run_for(request.session_id or "", view)
-        outcome = await run.run_live(run.model_slot(len(view.rounds)), LiveCall())
-        if not isinstance(outcome, ModelResponse):
-            raise ModelError(f"the agent's model call gave {type(outcome).__name__}")
-        return outcome
+        return run.stream_live(len(view.rounds))
 
     async def tool_call(self, ctx: ToolContext, history: Sequence[ChatMessage]) -> object:
         """The driver's tool call (``history``: the conversation the journal holds now): run
@@ -316,5 +345,5 @@ class DrivenModel:
     def name(self) -> str:
         return self._name
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
-        yield Finish(await self._turns.model_call(request))
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        return self._turns.model_call(request)

@@ -84,7 +84,7 @@ def test_the_graph_runs_its_own_middleware_and_every_call_is_journaled(tmp_path:
         [with_replay(read_status, "safe"), deploy],
         middleware=[durable, counting],
     )
-    agent = durable.agent(graph, name="ops")
+    agent = durable.agent(graph, name="ops", durability=fx.Durability(partial_text_every_s=0.0))
     assert {t.name: t.policy for t in agent.tools} == {"read_status": "safe", "deploy": "unsafe"}
 
     async def main() -> tuple[str, str, list[fx.EventRecord]]:
@@ -101,6 +101,9 @@ def test_the_graph_runs_its_own_middleware_and_every_call_is_journaled(tmp_path:
     kinds = [e.type for e in events]
     assert kinds.count("tool.started") == 4 and kinds.count("tool.completed") == 4, kinds
     assert kinds.count("model.completed") == 6, kinds
+    # The model's streamed reply reached the event log (and so the HTTP line stream).
+    partials = "".join(e.data["text"] for e in events if e.type == "model.partial")
+    assert "done: r1 deployed" in partials, partials
 
 
 def test_a_recovered_turn_replays_recorded_calls_and_settles_the_cut_one(tmp_path: Path) -> None:

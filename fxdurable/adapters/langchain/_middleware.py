@@ -23,8 +23,10 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
+from uuid import UUID
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
@@ -116,7 +118,17 @@ class DurableMiddleware(AgentMiddleware):
 
     async def _run_graph(self, view: TurnView) -> object:
         messages = [message_of(m) for m in (*view.earlier, view.prompt)]
-        return await self._graph.ainvoke({"messages": messages}, self._config)
+        config: RunnableConfig = {**(self._config or {})}
+        config["callbacks"] = [*_callbacks(config), _TextForwarder()]
+        # Streamed ("messages" mode) so that the chat model streams its reply: each token
+        # reaches the driver's event log (and the HTTP line stream) through _TextForwarder.
+        final: object = None
+        async for mode, value in self._graph.astream(
+            {"messages": messages}, config, stream_mode=["messages", "values"]
+        ):
+            if mode == "values":
+                final = value
+        return final
 
     async def _execute(self, arguments: ToolArguments, ctx: ToolContext) -> object:
         # Made by the graph's tool node, at this call's position; the records read first
@@ -195,6 +207,33 @@ class DurableMiddleware(AgentMiddleware):
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
         return handler(request)
+
+
+class _TextForwarder(AsyncCallbackHandler):
+    """Hands each token a chat model streams in the turn's graph to its live model call."""
+
+    async def on_llm_new_token(
+        self,
+        token: str | list[str | dict[str, Any]],
+        *,
+        chunk: Any = None,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        run = current_run()
+        if run is not None:
+            run.stream_text(text_of(token))
+
+
+def _callbacks(config: RunnableConfig) -> list[Any]:
+    given = config.get("callbacks")
+    if given is None:
+        return []
+    if isinstance(given, list):
+        return list(given)
+    raise ConfigurationError("DurableMiddleware.agent(config=...) takes callbacks as a list")
 
 
 def _graph_tools(graph: Any) -> list[BaseTool]:
