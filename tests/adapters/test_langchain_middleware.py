@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, BaseMessage
@@ -210,3 +211,39 @@ def test_a_graph_that_asks_for_another_call_than_recorded_fails_the_turn(tmp_pat
     assert done.status == "failed" and done.error is not None, done
     assert "ReplayMismatchError" in done.error.message, done.error
     assert 'recorded deploy({"release":"r1"})' in done.error.message, done.error
+
+
+def test_outside_a_turn_the_graph_runs_plainly_and_a_checkpointer_is_refused() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    @tool
+    def deploy(release: str) -> str:
+        """Deploy a release."""
+        return f"{release} deployed"
+
+    def answer(messages: list[BaseMessage]) -> AIMessage:
+        returns = turn_returns(messages)
+        return (
+            AIMessage(content=f"done: {returns[-1].content}")
+            if returns
+            else call("deploy", release="r1")
+        )
+
+    durable = DurableMiddleware()
+    graph = create_agent(ToolCallingFakeChatModel(respond=answer), [deploy], middleware=[durable])
+    # Invoked directly (no fxdurable turn), the middleware lets each call through.
+    state = asyncio.run(graph.ainvoke({"messages": [("user", "Deploy r1.")]}))
+    assert state["messages"][-1].content == "done: r1 deployed"
+    saved = DurableMiddleware()
+    kept = create_agent(
+        ToolCallingFakeChatModel(respond=answer),
+        [deploy],
+        middleware=[saved],
+        checkpointer=InMemorySaver(),
+    )
+    with pytest.raises(fx.ConfigurationError, match="checkpointer"):
+        saved.agent(kept, name="kept")
+    with pytest.raises(fx.ConfigurationError, match="lacks"):
+        DurableMiddleware(replay={"nope": "safe"}).agent(
+            create_agent(ToolCallingFakeChatModel(respond=answer), [deploy]), name="x"
+        )
