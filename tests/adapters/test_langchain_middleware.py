@@ -18,10 +18,15 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.tools import tool
-from test_langchain_agent import ToolCallingFakeChatModel, call, turn_returns, world_parts
 
 import fxdurable as fx
 from fxdurable.adapters.langchain import DurableMiddleware, with_replay
+from tests.adapters.test_langchain_agent import (
+    ToolCallingFakeChatModel,
+    call,
+    turn_returns,
+    world_parts,
+)
 from tests.runtime.fxrt_support import check_invariants, leave_crashed_turn, owned_store
 
 FAST = fx.WorkerSettings(heartbeat_s=0.05, lease_ttl_s=2, scan_interval_s=0.2)
@@ -54,6 +59,9 @@ def build_graph(world: Path) -> fx.Agent:
         model, tools, middleware=[durable], system_prompt="You deploy releases carefully."
     )
     return durable.agent(graph, name="lc-ops")
+
+
+build = build_graph  # what tests/adapters/frameworks.py builds for "langchain-graph"
 
 
 def test_the_graph_runs_its_own_middleware_and_every_call_is_journaled(tmp_path: Path) -> None:
