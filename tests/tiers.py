@@ -58,6 +58,7 @@ SYSTEM_MARKS = frozenset({"crash", "redis", "aws"})
 # (the guard below), naming this list.
 SYSTEM_PATHS: tuple[str, ...] = (
     "tests/adapters/test_framework_versions.py::test_each_import_checks_the_release_first_and_import_fxdurable_loads_no_framework",
+    "tests/adapters/test_langchain_middleware_project.py",
     "tests/aws_lambda/",
     "tests/bench/test_bench_smoke.py",
     "tests/bench/test_lambda_bench.py",

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from fxdurable.core.records import SessionRecord, ToolTaskRecord
     from fxdurable.core.store import Store
+    from fxdurable.runtime.models.base import ChatMessage
 
 __all__ = ["BlobWriter", "ToolRecords"]
 
@@ -46,6 +47,20 @@ class ToolRecords:
         """The turn's tool tasks as last committed, by (round, index): how its earlier calls
         ended (``fxdurable demo``'s check reads which deploy was left unknown)."""
         return self._store.read(lambda view: view.tool_tasks(turn_id))
+
+    def conversation(self, session_id: str) -> Sequence[ChatMessage]:
+        """The session's conversation as the model is sent it now (the latest summary's
+        messages left out; stored images by digest, not loaded): what a driven turn
+        (``fxdurable.adapters._driven``) replays a framework's loop from."""
+        from fxdurable.runtime.history import build_history
+
+        return self._store.read(
+            lambda view: (
+                build_history(
+                    view.messages(session_id), view.session_tool_tasks(session_id)
+                ).messages
+            )
+        )
 
     def get_blob(self, digest: str) -> bytes | None:
         """The blob under ``digest``, or None (see ``Store.get_blob``: verified)."""

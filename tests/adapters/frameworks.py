@@ -16,6 +16,7 @@ MODULES = {
     "pydantic-ai": "tests.adapters.pydai_agent",
     "openai-agents": "tests.adapters.test_openai_agents_world",
     "langchain": "tests.adapters.test_langchain_agent",
+    "langchain-graph": "tests.adapters.test_langchain_middleware",  # DurableMiddleware
 }
 FRAMEWORKS = tuple(MODULES)
 ENV = "FXD_TEST_FRAMEWORK"  # which one a worker process serves (pydantic-ai when unset)
@@ -38,8 +39,16 @@ POINTS = (
     "turn.in-commit",
 )
 SPREAD = {
-    "rq": {"openai-agents": POINTS[0::2], "langchain": POINTS[1::2]},
-    "sqs": {"openai-agents": POINTS[1::2], "langchain": POINTS[0::2]},
+    "rq": {
+        "openai-agents": POINTS[0::2],
+        "langchain": POINTS[1::2],
+        "langchain-graph": POINTS[1::2],
+    },
+    "sqs": {
+        "openai-agents": POINTS[1::2],
+        "langchain": POINTS[0::2],
+        "langchain-graph": POINTS[0::2],
+    },
 }
 
 

@@ -36,7 +36,7 @@ from langchain_core.messages import (
 )
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import InjectedToolCallId, tool
+from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from pydantic import Field
 
 import fxdurable as fx
@@ -117,6 +117,19 @@ def respond(messages: list[BaseMessage]) -> AIMessage:
 
 
 def build(world: Path) -> fx.Agent:
+    model, tools = world_parts(world)
+    return durable_agent(
+        model,
+        tools,
+        name="lc-ops",
+        system_prompt="You deploy releases carefully.",
+        replay={"record_note": "idempotent"},
+    )
+
+
+def world_parts(world: Path) -> tuple[ToolCallingFakeChatModel, list[BaseTool]]:
+    """The crash matrix's chat model and tools over ``world`` (``read_status`` marked safe;
+    ``record_note`` is given ``idempotent`` by the agent's ``replay=``)."""
     (world / "notes.log").touch()  # the change log the note deduplicates against
 
     def log(name: str, line: str) -> None:
@@ -152,13 +165,11 @@ def build(world: Path) -> fx.Agent:
         log("effects.log", f"deploy {key}")
         return f"release {release} deployed ({key})"
 
-    return durable_agent(
-        ToolCallingFakeChatModel(respond=logged),
-        [with_replay(read_status, "safe"), record_note, deploy],
-        name="lc-ops",
-        system_prompt="You deploy releases carefully.",
-        replay={"record_note": "idempotent"},
-    )
+    return ToolCallingFakeChatModel(respond=logged), [
+        with_replay(read_status, "safe"),
+        record_note,
+        deploy,
+    ]
 
 
 def test_policies_come_from_metadata_and_replay_and_default_to_unsafe(tmp_path: Path) -> None:

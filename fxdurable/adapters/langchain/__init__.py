@@ -6,6 +6,10 @@
 journaled step of fxdurable's own turn loop (docs/frameworks/langchain.md says exactly what is
 and is not durable). Importing this module checks the installed ``langchain`` against the
 range it was tested with first (:class:`UnsupportedFrameworkError` otherwise).
+
+``DurableMiddleware`` is the other form: the user's own ``create_agent(model, tools,
+middleware=[durable, ...])`` graph runs as each turn, its model and tool calls journaled and
+replayed by position (``durable.agent(graph, name=...)`` is its fxdurable Agent).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ SUPPORTED = LANGCHAIN.supported
 check_version = LANGCHAIN.check
 check_version()
 
+from fxdurable.adapters._driven import ReplayMismatchError  # noqa: E402
 from fxdurable.adapters.langchain._agent import (  # noqa: E402  (after the version check)
     REPLAY_KEY,
     LangChainTool,
@@ -23,13 +28,16 @@ from fxdurable.adapters.langchain._agent import (  # noqa: E402  (after the vers
     tool_context,
     with_replay,
 )
+from fxdurable.adapters.langchain._middleware import DurableMiddleware  # noqa: E402
 from fxdurable.adapters.langchain._model import ChatModel  # noqa: E402
 
 __all__ = [
     "REPLAY_KEY",
     "SUPPORTED",
     "ChatModel",
+    "DurableMiddleware",
     "LangChainTool",
+    "ReplayMismatchError",
     "UnsupportedFrameworkError",
     "check_version",
     "durable_agent",

@@ -19,6 +19,7 @@ loop itself (docs/frameworks/langchain.md).
 
 from __future__ import annotations
 
+import contextvars
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -39,11 +40,15 @@ from fxdurable.runtime.decide import canonical_arguments
 from fxdurable.runtime.tools import REPLAY_POLICIES, ReplayPolicy, Tool, ToolContext
 
 __all__ = [
+    "CALL_CONTEXT",
     "CONTEXT_KEY",
+    "DEFAULT_POLICY",
     "REPLAY_KEY",
     "LangChainTool",
     "ToolArguments",
+    "checked_policy",
     "durable_agent",
+    "policies",
     "tool_context",
     "with_replay",
 ]
@@ -52,11 +57,16 @@ __all__ = [
 # the ``RunnableConfig["configurable"]`` key under which a tool finds its ToolContext.
 REPLAY_KEY = "fxdurable_replay"
 CONTEXT_KEY = "fxdurable"
+# The ToolContext of the call DurableMiddleware is running in this task (a sync tool's
+# executor thread copies it), for tool_context().
+CALL_CONTEXT: contextvars.ContextVar[ToolContext | None] = contextvars.ContextVar(
+    "fxdurable_langchain_call", default=None
+)
 # A side-effecting tool nobody classified: never re-run blindly (DESIGN §3.5).
 DEFAULT_POLICY: ReplayPolicy = "unsafe"
 
 
-def _checked(policy: object) -> ReplayPolicy:
+def checked_policy(policy: object) -> ReplayPolicy:
     if not isinstance(policy, str) or policy not in REPLAY_POLICIES:
         raise ConfigurationError(
             f"replay policy must be one of {', '.join(map(repr, REPLAY_POLICIES))}, not {policy!r}"
@@ -69,7 +79,7 @@ def with_replay(tool: BaseTool, policy: ReplayPolicy) -> BaseTool:
     """Give a LangChain tool its replay policy (in its ``metadata``) and return it:
     ``with_replay(read_status, "safe")`` for a read-only tool, ``"idempotent"`` for one that
     deduplicates on its execution id. Tools without one are ``unsafe``."""
-    tool.metadata = {**(tool.metadata or {}), REPLAY_KEY: _checked(policy)}
+    tool.metadata = {**(tool.metadata or {}), REPLAY_KEY: checked_policy(policy)}
     return tool
 
 
@@ -78,11 +88,11 @@ def tool_context(config: RunnableConfig) -> ToolContext:
     (its ``execution_id``, ``progress``, ``state``, ``lease``), from the ``RunnableConfig``
     LangChain injects into a tool that declares a ``config: RunnableConfig`` parameter; raises
     :class:`ConfigurationError` when the tool runs outside fxdurable."""
-    found = (config.get("configurable") or {}).get(CONTEXT_KEY)
+    found = (config.get("configurable") or {}).get(CONTEXT_KEY) or CALL_CONTEXT.get()
     if not isinstance(found, ToolContext):
         raise ConfigurationError(
             "this tool runs outside an fxdurable turn: tool_context() needs the agent built "
-            "by fxdurable.adapters.langchain.durable_agent"
+            "by fxdurable.adapters.langchain.durable_agent, or DurableMiddleware.agent"
         )
     return found
 
@@ -103,7 +113,13 @@ class LangChainTool(Tool):
     __slots__ = ("framework_tool",)
     framework_tool: BaseTool
 
-    def __init__(self, tool: BaseTool, *, policy: ReplayPolicy) -> None:
+    def __init__(
+        self,
+        tool: BaseTool,
+        *,
+        policy: ReplayPolicy,
+        execute: Callable[[ToolArguments, ToolContext], Any] | None = None,
+    ) -> None:
         def call_of(arguments: ToolArguments, ctx: ToolContext) -> tuple[Any, RunnableConfig]:
             # The same id on every retry of this call, across crashes: the idempotency key.
             call = {
@@ -122,9 +138,10 @@ class LangChainTool(Tool):
         async def run_async(arguments: ToolArguments, ctx: ToolContext) -> Any:
             return _content(await tool.ainvoke(*call_of(arguments, ctx)))
 
-        execute: Callable[[ToolArguments, ToolContext], Any] = (
-            run_async if _is_async(tool) else run_sync
-        )
+        # ``execute`` given: the call is made elsewhere (the agent's own graph, through
+        # DurableMiddleware); this tool then only validates, records and replays it.
+        if execute is None:
+            execute = run_async if _is_async(tool) else run_sync
         super().__init__(
             name=tool.name,
             description=tool.description or tool.name,
@@ -179,6 +196,27 @@ def _content(result: object) -> object:
     return result
 
 
+def policies(
+    tools: Sequence[BaseTool], replay: Mapping[str, ReplayPolicy] | None, *, agent: str
+) -> list[tuple[BaseTool, ReplayPolicy]]:
+    """Each tool with its replay policy: ``replay``'s (which wins), its ``with_replay``
+    metadata's, else ``unsafe``. Raises :class:`ConfigurationError` for a policy naming a tool
+    the agent lacks, or one that is not a policy."""
+    overrides = dict(replay or {})
+    unknown = sorted(set(overrides) - {t.name for t in tools})
+    if unknown:
+        raise ConfigurationError(f"{agent}: replay names tools the agent lacks: {unknown}")
+    return [
+        (
+            t,
+            checked_policy(
+                overrides.get(t.name) or (t.metadata or {}).get(REPLAY_KEY, DEFAULT_POLICY)
+            ),
+        )
+        for t in tools
+    ]
+
+
 def durable_agent(
     model: BaseChatModel | str,
     tools: Sequence[BaseTool | Callable[..., Any]] = (),
@@ -213,20 +251,7 @@ def durable_agent(
                 f"{name}: {given!r} is not a LangChain tool (provider built-in tools given "
                 "as dicts run at the provider, outside fxdurable's journal)"
             )
-    names = [t.name for t in found]
-    overrides = dict(replay or {})
-    unknown = sorted(set(overrides) - set(names))
-    if unknown:
-        raise ConfigurationError(f"{name}: replay names tools the agent lacks: {unknown}")
-    durable = [
-        LangChainTool(
-            t,
-            policy=_checked(
-                overrides.get(t.name) or (t.metadata or {}).get(REPLAY_KEY, DEFAULT_POLICY)
-            ),
-        )
-        for t in found
-    ]
+    durable = [LangChainTool(t, policy=p) for t, p in policies(found, replay, agent=name)]
     return Agent(
         name,
         ChatModel(chat, found, stream=stream),

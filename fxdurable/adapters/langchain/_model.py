@@ -36,7 +36,7 @@ from fxdurable.runtime.models.base import (
     TextDelta,
 )
 
-__all__ = ["ChatModel", "to_messages", "to_response"]
+__all__ = ["ChatModel", "message_of", "to_messages", "to_response"]
 
 
 class ChatModel:
@@ -96,11 +96,11 @@ def to_messages(request: ModelRequest) -> list[BaseMessage]:
     if request.instructions:
         out.append(SystemMessage(content=request.instructions))
     for message in request.messages:
-        out.append(_message_of(message))
+        out.append(message_of(message))
     return out
 
 
-def _message_of(message: ChatMessage) -> BaseMessage:
+def message_of(message: ChatMessage) -> BaseMessage:
     if message.role == "assistant":
         return AIMessage(
             content=message.text,

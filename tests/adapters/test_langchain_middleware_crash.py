@@ -1,0 +1,56 @@
+"""A ``create_agent`` graph run through ``DurableMiddleware`` (``build_graph``), SIGKILLed in a
+real process on the embedded SQLite runtime, then run to rest and checked: the pydantic-ai
+adapter's crash test itself (``test_pydantic_ai_crash.py``, the same outside world and
+``pydai_checks.py``), with this file as its driver. After each kill the graph runs again from
+the turn's start, its recorded calls answered from the journal: the deploy happened at most
+once, the model was told its outcome is unknown (and its first blind repeat refused), the
+idempotent note took effect once under one execution id, ``fxdurable check`` is clean, and
+the session completes a follow-up.
+
+``model.mid-stream`` is reached because the graph runs streamed: the chat model's tokens reach
+the driver (``_TextForwarder``) while the graph's model call is under way.
+
+Run as a script, this file is the driver process: ``pydai_driver.py``'s run to rest with the
+graph in place of the pydantic-ai agent.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import test_pydantic_ai_crash as pydai_crash
+from pydai_checks import MATRIX, lines
+
+pytestmark = [pytest.mark.crash, pytest.mark.slow]
+
+CASES = MATRIX
+
+
+@pytest.mark.parametrize(("spec", "deploys", "unknown"), CASES, ids=[c[0] for c in CASES])
+def test_a_killed_graph_turn_resumes_from_its_last_recorded_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str, deploys: int, unknown: bool
+) -> None:
+    monkeypatch.setattr(pydai_crash, "DRIVER", Path(__file__).resolve())
+    pydai_crash.test_a_killed_pydantic_ai_turn_resumes_from_its_last_step(
+        tmp_path, spec, deploys, unknown
+    )
+    served = [json.loads(x) for x in lines(tmp_path / "world" / "model.log")]
+    assert served and {r.get("framework") for r in served} == {"langchain"}, served
+
+
+if __name__ == "__main__":
+    import argparse
+    import asyncio
+    import sys
+
+    import pydai_driver
+    from test_langchain_middleware import build_graph
+
+    pydai_driver.build = build_graph  # the driver's run to rest, with the graph
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--store", required=True)
+    parser.add_argument("--dir", required=True)
+    parser.add_argument("--next", action="store_true")
+    sys.exit(asyncio.run(pydai_driver.main(parser.parse_args())))
