@@ -10,7 +10,13 @@ and returns one :class:`~fxdurable.Tool` per tool, for ``fx.Agent(..., tools=[..
   others below), so a server can deduplicate a retried call;
 - a server lost mid-call: :mod:`fxdurable.tools.mcp_connection`;
 - a result with ``isError`` raises :class:`~fxdurable.errors.MCPToolError`: the call fails
-  and the model reads the server's message.
+  and the model reads the server's message;
+- the tool list is pinned per fxdurable session: the first call of a session that completes
+  records, in the session's ``ctx.state`` (one :data:`STATE_PREFIX` key per tool), each listed
+  tool's input schema digest and annotation policy; a later call, on any worker, whose tool
+  differs from that record fails naming it (:class:`~fxdurable.errors.MCPToolChangedError`)
+  before anything is sent. The check reads only the state the call already holds: no server
+  round trip, and no store write once the list is recorded.
 
 The ``mcp`` package is imported only when :func:`mcp_tools` is called: ``import fxdurable``
 and ``import fxdurable.tools`` never load it. docs/mcp.md says what is and is not durable.
@@ -18,6 +24,7 @@ and ``import fxdurable.tools`` never load it. docs/mcp.md says what is and is no
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Collection, Mapping, Sequence
@@ -25,7 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import pydantic
 
-from fxdurable.errors import ConfigurationError, MCPToolError
+from fxdurable.errors import ConfigurationError, MCPToolChangedError, MCPToolError
 from fxdurable.runtime.tools import REPLAY_POLICIES, ReplayPolicy, Tool, ToolContext, define_tool
 from fxdurable.tools.mcp_connection import Connection, ServerSpec, connection, fingerprint
 
@@ -37,6 +44,7 @@ __all__ = [
     "META_ATTEMPT",
     "META_EXECUTION_ID",
     "META_SESSION_ID",
+    "STATE_PREFIX",
     "MCPServer",
     "mcp_tools",
     "policy_of",
@@ -48,6 +56,11 @@ __all__ = [
 META_EXECUTION_ID = "fxdurable/execution_id"
 META_SESSION_ID = "fxdurable/session_id"
 META_ATTEMPT = "fxdurable/attempt"
+# The session state key of each MCP tool the session's list pinned: STATE_PREFIX + the
+# fxdurable tool name (unique within an agent, which a server's name is not). Its value:
+# "<policy the annotations give> <digest of the input schema>" (a few dozen bytes a tool:
+# the state is bounded at 64 KB and rewritten by every step).
+STATE_PREFIX = "fxdurable/mcp/"
 
 _INSTALL_HINT = "fxdurable.mcp_tools needs the MCP SDK: pip install 'fxdurable[mcp]'"
 _NOT_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
@@ -168,7 +181,21 @@ def mcp_tools(
         if policy not in REPLAY_POLICIES:
             raise ConfigurationError(f"mcp_tools policies[{name!r}]: {policy!r} is not a policy")
     chosen = [t for name, t in sorted(offered.items()) if include is None or name in include]
-    return [_durable_tool(conn, t, (policies or {}).get(t.name), prefix) for t in chosen]
+    # What a session pins at its first completed call: the whole list this call took.
+    pins = {STATE_PREFIX + _tool_name(prefix, t.name): pin_of(t) for t in chosen}
+    return [_durable_tool(conn, t, (policies or {}).get(t.name), prefix, pins) for t in chosen]
+
+
+def pin_of(tool: MCPTool) -> str:
+    """What a session records of ``tool``: the policy its annotations give (not an override
+    in ``policies=``: that is this code's choice, not the server's) and a digest of its input
+    schema. Annotations that change no policy (a title) change no pin."""
+    digest = hashlib.sha256(fingerprint(tool).encode()).hexdigest()[:16]
+    return f"{policy_of(tool)} {digest}"
+
+
+def _tool_name(prefix: str, mcp_name: str) -> str:
+    return prefix + _NOT_A_NAME.sub("_", mcp_name)
 
 
 class MCPArguments(pydantic.BaseModel):
@@ -196,11 +223,17 @@ class MCPArguments(pydantic.BaseModel):
 
 
 def _durable_tool(
-    conn: Connection, listed: MCPTool, policy: ReplayPolicy | None, prefix: str
+    conn: Connection,
+    listed: MCPTool,
+    policy: ReplayPolicy | None,
+    prefix: str,
+    pins: Mapping[str, str],
 ) -> Tool:
     mcp_name = listed.name
+    name = _tool_name(prefix, mcp_name)
     replay = policy or policy_of(listed)
     expected = fingerprint(listed)
+    key = STATE_PREFIX + name
     model = cast(
         type[MCPArguments],
         pydantic.create_model(f"MCP_{_NOT_A_NAME.sub('_', mcp_name)}", __base__=MCPArguments),
@@ -208,6 +241,13 @@ def _durable_tool(
     model.mcp_schema = dict(listed.inputSchema)
 
     async def execute(arguments: pydantic.BaseModel, ctx: ToolContext) -> str:
+        pinned = ctx.state.get(key)
+        if pinned is not None and pinned != pins[key]:
+            raise MCPToolChangedError(
+                f"the MCP server {conn.spec.name!r} changed "
+                f"{_difference(pinned, pins[key], mcp_name)} since this session first used "
+                "its tools; the call was not sent (a new session takes the new list)"
+            )
         meta = {
             META_EXECUTION_ID: ctx.execution_id,
             META_SESSION_ID: ctx.session_id,
@@ -221,11 +261,17 @@ def _durable_tool(
             # A lost call runs again only where running it twice is what the policy allows.
             rerun=replay != "unsafe",
         )
-        return render(result, server=conn.spec.name)
+        text = render(result, server=conn.spec.name)
+        # Pin the list at the session's first completed call (the write commits with this
+        # result): only the tools not pinned yet, so a pin once written never moves.
+        for other, pin in pins.items():
+            if other not in ctx.state:
+                ctx.state[other] = pin
+        return text
 
     spec = conn.spec
     return define_tool(
-        prefix + _NOT_A_NAME.sub("_", mcp_name),
+        name,
         description=listed.description or listed.title or mcp_name,
         input_model=model,
         execute=execute,
@@ -234,6 +280,15 @@ def _durable_tool(
         # with the clearer error.
         timeout_s=2 * (spec.connect_timeout_s + spec.call_timeout_s) + 5,
     )
+
+
+def _difference(pinned: object, now: str, tool: str) -> str:
+    """What changed between a session's pin of ``tool`` and this worker's, in words."""
+    was = str(pinned).split(" ")
+    policy, _ = now.split(" ")
+    if len(was) == 2 and was[0] != policy:
+        return f"the annotations of the tool {tool!r} (they give {policy!r}, not {was[0]!r})"
+    return f"the input schema of the tool {tool!r}"
 
 
 def render(result: CallToolResult, *, server: str) -> str:

@@ -6,7 +6,9 @@ Run as ``python tests/mcp/mcp_server.py WORLD`` (stdio) or ``... WORLD --http PO
 sent; the effects: ``WORLD/effects.log`` (``deploy``, once per call that ran),
 ``WORLD/flags.log`` (``set_flag``, once per execution id: the server deduplicates). A
 redeployed server: ``WORLD/hidden`` names tools it no longer offers; with ``WORLD/changed``
-its ``deploy`` takes a ``region`` too (a changed input schema).
+its ``deploy`` takes a ``region`` too (a changed input schema); with ``WORLD/reannotated``
+``set_flag`` loses its ``idempotentHint`` (changed annotations). Each ``tools/list`` request
+appends a line to ``WORLD/lists.log``.
 
 A tool blocks mid-call (after its effect, before its answer) when ``WORLD/block-<tool>``
 exists and ``WORLD/blocked-<tool>`` does not: it writes its pid to ``blocked-<tool>`` and
@@ -113,6 +115,17 @@ async def deploy_to(version: str, region: str, ctx: Context) -> str:  # type: ig
     return f"deployed {version} to {region}"
 
 
+async def set_flag_unhinted(name: str, value: bool, ctx: Context) -> str:  # type: ignore[type-arg]
+    """Set a feature flag (a redeployed ``set_flag``: no idempotentHint any more)."""
+    await _called("set_flag", ctx, name=name, value=value)
+    return f"{name}={value}"
+
+
+async def _listed() -> list[object]:
+    _log("lists.log", "tools/list")
+    return list(await server.list_tools())
+
+
 if __name__ == "__main__":
     # A redeployed server: the tools named in WORLD/hidden are no longer offered; with
     # WORLD/changed, deploy takes a region too.
@@ -122,5 +135,10 @@ if __name__ == "__main__":
     if (WORLD / "changed").exists():
         server.remove_tool("deploy")
         server.add_tool(deploy_to, name="deploy", annotations=ToolAnnotations(destructiveHint=True))
+    if (WORLD / "reannotated").exists():
+        server.remove_tool("set_flag")
+        server.add_tool(set_flag_unhinted, name="set_flag")
+    # Counted, so a test can tell how many round trips listing took.
+    server._mcp_server.list_tools()(_listed)  # type: ignore[arg-type]
     (WORLD / "server.pid").write_text(str(os.getpid()))
     server.run("streamable-http" if args.http else "stdio")

@@ -168,3 +168,23 @@ def test_a_tool_gone_after_a_redeploy_fails_naming_it(store: str, world: Path) -
     assert kind == "tool.failed" and "unknown tool 'deploy'" in result, (kind, result)
     assert lines(world, "effects.log") == []
     assert_checked(store)
+
+
+def test_a_recovered_call_of_a_tool_changed_by_a_redeploy_fails_naming_it(
+    store: str, world: Path
+) -> None:
+    """The session pinned the list (a read completed); in its next turn the model asked for
+    set_flag and the worker died before the call's intent. The server and the worker are
+    redeployed with set_flag's annotations changed (no longer idempotent): the recovered call
+    fails naming it, and nothing was sent."""
+    assert outcome(run_clean(store, world, "read"), "read_status")[0] == "tool.completed"
+    crash_at = "model.after-finish"
+    code, _, err = finish(start_driver(store, world, "flag", crash_at=crash_at))
+    assert code == -signal.SIGKILL and f"crash injected at {crash_at}" in err, err
+    (world / "reannotated").touch()
+    events = run_clean(store, world, "flag")
+    kind, result = outcome([e for e in events if e["tool"] == "set_flag"], "set_flag")
+    assert kind == "tool.failed", (kind, result)
+    assert "MCPToolChangedError" in result and "the tool 'set_flag'" in result, result
+    assert not [line for line in lines(world, "calls.log") if line.startswith("set_flag")]
+    assert_checked(store)

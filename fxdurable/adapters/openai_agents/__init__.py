@@ -3,8 +3,10 @@
 ``durable_agent(sdk_agent, ...)`` returns an :class:`fxdurable.Agent` for a
 :class:`fxdurable.Runtime` or a worker: each model request and each function tool call of the
 SDK agent is then a journaled step of fxdurable's own turn loop (docs/frameworks/openai-agents.md
-says exactly what is and is not durable). Importing this module checks the installed
-openai-agents against the range it was tested with first (:class:`UnsupportedFrameworkError`).
+says exactly what is and is not durable); ``DurableSession(rt.session(id))`` is a durable
+session's conversation as an SDK ``Session`` (read-only). Importing this module checks the
+installed openai-agents against the range it was tested with first
+(:class:`UnsupportedFrameworkError`).
 """
 
 from __future__ import annotations
@@ -23,12 +25,18 @@ from fxdurable.adapters.openai_agents._agent import (  # noqa: E402  (after the 
     tool_context,
 )
 from fxdurable.adapters.openai_agents._model import FrameworkModel  # noqa: E402
+from fxdurable.adapters.openai_agents._session import (  # noqa: E402
+    DurableSession,
+    SessionReadOnlyError,
+)
 
 __all__ = [
     "REPLAY_ATTRIBUTE",
     "SUPPORTED",
+    "DurableSession",
     "FrameworkModel",
     "FrameworkTool",
+    "SessionReadOnlyError",
     "UnsupportedFrameworkError",
     "check_version",
     "durable_agent",
