@@ -147,7 +147,9 @@ TOOL_TASK: Kind[ToolTaskRecord] = Kind(
         "turn": Index(match=("turn_id",), order=("round", "index")),
         # The conversation re-reads the rounds that changed: one round, not the turn.
         "turn_round": Index(match=("turn_id", "round"), order=("index",)),
-        "session": Index(match=("session_id",)),  # insertion order
+        # Each round's tasks together, by index: in the order they were written (SQLite,
+        # Redis) or by turn id (DynamoDB's sort key); the model step's history reads it.
+        "session": Index(match=("session_id",)),
     },
 )
 MESSAGE: Kind[MessageRecord] = Kind(

@@ -54,7 +54,7 @@ def test_no_backend_defines_a_named_read_or_write(tx_class: type) -> None:
 def test_a_by_kind_backend_missing_a_mapping_fails_when_defined() -> None:
     with pytest.raises(TypeError, match="_range_event_session"):
 
-        class Partial(RedisTx):  # noqa: F841 - defining it is the test
+        class Partial(RedisTx):  # defining it is the test
             _range_event_session = None  # type: ignore[assignment]
 
 

@@ -35,7 +35,7 @@ from fxdurable.core.states import (
     SubmissionStatus,
     TurnStatus,
 )
-from fxdurable.core.store import Store, Tx
+from fxdurable.core.store import ReadView, Store, Tx
 from fxdurable.errors import ConflictError
 from fxdurable.testing.store_contract.builders import (
     a_session,
@@ -68,6 +68,20 @@ def _model_call(round_: int = 0, turn_id: str = "t1") -> ModelCallRecord:
 
 def _message(seq: int = 1, sid: str = "s1") -> MessageRecord:
     return MessageRecord(session_id=sid, seq=seq, turn_id="t1", role="user", text=f"m{seq}")
+
+
+def _event(seq: int = 1) -> Any:
+    return an_event(seq=seq)
+
+
+def _each(records: Any) -> Callable[[Tx], None]:
+    """A body writing ``records``, each with its primitive."""
+
+    def body(tx: Tx) -> None:
+        for record in records:
+            _store_one(tx, record)
+
+    return body
 
 
 def _turn(tid: str = "t1") -> TurnRecord:
@@ -187,18 +201,20 @@ class PrimitiveContract:
             (TOOL_TASK, "session", ("s2",), tasks[3:]),
         ]
         for kind, index, value, expected in cases:
-            got = look(store, lambda r, k=kind, i=index, v=value: list(r.range(k, i, v)))
+            got = look(store, _ranged(kind, index, value))
             assert _keys(got) == _keys(expected), (kind, index, value)
             assert got == expected, (kind, index, value)
 
     @pytest.mark.parametrize(
-        ("kind", "make"), [(MESSAGE, _message), (EVENT, lambda seq: an_event(seq=seq))], ids=["message", "event"]
+        ("kind", "make"),
+        [(MESSAGE, _message), (EVENT, _event)],
+        ids=["message", "event"],
     )
     def test_range_after_a_cursor_with_a_limit(
         self, store: Store, kind: Kind[Any], make: Callable[[int], Any]
     ) -> None:
         records = [make(seq) for seq in range(1, 7)]
-        write(store, lambda tx: [tx.append(r) for r in records])
+        write(store, _each(records))
 
         def seqs(after: int, limit: int | None) -> list[int]:
             found = look(
@@ -215,12 +231,12 @@ class PrimitiveContract:
 
     def test_range_after_on_another_ordered_index(self, store: Store) -> None:
         subs = [a_submission("s1", seq) for seq in (1, 2, 3)]
-        write(store, lambda tx: [tx.put(s, expected_version=None) for s in subs])
+        write(store, _each(subs))
         got = look(store, lambda r: r.range(SUBMISSION, "session", ("s1",), after=1, limit=1))
         assert list(got) == [subs[1]]
 
     def test_range_and_get_see_the_transactions_own_writes(self, store: Store) -> None:
-        write(store, lambda tx: [tx.append(an_event(seq=s)) for s in (1, 2)])
+        write(store, _each([an_event(seq=1), an_event(seq=2)]))
 
         def body(tx: Tx) -> tuple[list[int], Any, list[int]]:
             tx.append(an_event(seq=3))
@@ -238,6 +254,10 @@ class PrimitiveContract:
         with pytest.raises(ValueError, match="no index"):
             look(store, lambda r: r.range(SESSION, "by_agent", ("agent",)))
         assert TURN.indexes == {}  # a turn is read by its id only
+
+
+def _ranged(kind: Kind[Any], index: str, value: Key) -> Callable[[ReadView], list[Any]]:
+    return lambda view: list(view.range(kind, index, value))
 
 
 def _elsewhere(record: Any) -> Any:
