@@ -103,6 +103,9 @@ class Caches(VersionedCache[PartCache]):
         def apply(pk: str, cache: PartCache) -> None:
             for sk, item in written[pk]:
                 if sk.startswith(_APPEND_ONLY) and not cache.covers(sk):
+                    # Not held, and not held absent either: a get of it (a primitive no
+                    # journal read makes) may have left None there before this write.
+                    cache.items.pop(sk, None)
                     continue
                 cache.items[sk] = item
             version = cache.version + 1

@@ -31,6 +31,7 @@ from fxdurable.core.records import (
 from fxdurable.core.states import SessionStatus, SubmissionStatus
 from fxdurable.errors import ConflictError, StoreError
 from fxdurable.stores import _ddb_items as keys
+from fxdurable.stores._by_kind import ByKindTx
 from fxdurable.stores._ddb_items import ACTIVE, SESSIONS, Item, Key
 from fxdurable.stores._ddb_reads import Reads
 
@@ -58,7 +59,7 @@ class Write:
         return self.absent or self.expect is not None
 
 
-class DynamoTx:
+class DynamoTx(ByKindTx):
     """Reads (cached, strongly consistent) and buffered writes of one run of one body."""
 
     def __init__(self, reads: Reads, *, writable: bool) -> None:
@@ -77,15 +78,17 @@ class DynamoTx:
             return None
         return self._get(cls, found.target)
 
-    def _all(self, cls: type[R], pk: str, prefix: str, start: str = "") -> list[R]:
+    def _all(
+        self, cls: type[R], pk: str, prefix: str, start: str = "", limit: int | None = None
+    ) -> list[R]:
         out = []
-        for item in self.reads.range(pk, prefix, start):
+        for item in self.reads.range(pk, prefix, start, limit):
             record = self.reads.record(cls, item)
             if record is not None:
                 out.append(record)
         return out
 
-    def get_session(self, session_id: str) -> SessionRecord | None:
+    def _get_session(self, session_id: str) -> SessionRecord | None:
         return self._get(SessionRecord, keys.session_head(session_id))
 
     def _indexed(self, index: str) -> list[SessionRecord]:
@@ -94,42 +97,52 @@ class DynamoTx:
         records = (self.reads.record(SessionRecord, h) for h in heads.values())
         return sorted((r for r in records if r is not None), key=lambda s: s.id)
 
-    def list_sessions(self) -> Sequence[SessionRecord]:
+    def _range_session_all(self) -> Sequence[SessionRecord]:
         return self._indexed(SESSIONS)
 
-    def active_sessions(self) -> Sequence[SessionRecord]:
+    def _range_session_active(self) -> Sequence[SessionRecord]:
         return [s for s in self._indexed(ACTIVE) if s.status == SessionStatus.ACTIVE]
 
-    def get_submission(self, submission_id: str) -> SubmissionRecord | None:
+    def _get_submission(self, submission_id: str) -> SubmissionRecord | None:
         return self._via(SubmissionRecord, keys.pointer("sub", submission_id))
 
-    def get_submission_by_request(self, request_id: str) -> SubmissionRecord | None:
-        return self._via(SubmissionRecord, keys.request(request_id))
+    def _range_submission_request(self, request_id: str) -> Sequence[SubmissionRecord]:
+        found = self._via(SubmissionRecord, keys.request(request_id))
+        return [] if found is None else [found]
 
-    def submissions(self, session_id: str) -> Sequence[SubmissionRecord]:
+    def _range_submission_session(self, session_id: str) -> Sequence[SubmissionRecord]:
         return self._all(SubmissionRecord, keys.session_pk(session_id), "SUB#")
 
-    def unsettled_submissions(self, session_id: str) -> Sequence[SubmissionRecord]:
+    def _range_submission_unsettled(self, session_id: str) -> Sequence[SubmissionRecord]:
         subs = self._all(SubmissionRecord, keys.session_pk(session_id), "UNS#")
         return [s for s in subs if s.status in _UNSETTLED]
 
-    def attempts(self, submission_id: str) -> Sequence[AttemptRecord]:
+    def _range_attempt_submission(self, submission_id: str) -> Sequence[AttemptRecord]:
         pk = keys.attempt(submission_id, 0)[0]
         return self._all(AttemptRecord, pk, "AT#")
 
-    def get_turn(self, turn_id: str) -> TurnRecord | None:
+    def _get_attempt(self, submission_id: str, number: int) -> AttemptRecord | None:
+        return self._get(AttemptRecord, keys.attempt(submission_id, number))
+
+    def _get_message(self, session_id: str, seq: int) -> MessageRecord | None:
+        return self._get(MessageRecord, keys.message(session_id, seq))
+
+    def _get_event(self, session_id: str, seq: int) -> EventRecord | None:
+        return self._get(EventRecord, keys.event(session_id, seq))
+
+    def _get_turn(self, turn_id: str) -> TurnRecord | None:
         return self._via(TurnRecord, keys.pointer("turn", turn_id))
 
-    def get_model_call(self, turn_id: str, round_: int) -> ModelCallRecord | None:
+    def _get_model_call(self, turn_id: str, round_: int) -> ModelCallRecord | None:
         return self._get(ModelCallRecord, keys.model_call(turn_id, round_))
 
-    def model_calls(self, turn_id: str) -> Sequence[ModelCallRecord]:
+    def _range_model_call_turn(self, turn_id: str) -> Sequence[ModelCallRecord]:
         return self._all(ModelCallRecord, keys.model_call(turn_id, 0)[0], "MC#")
 
-    def get_tool_task(self, task_id: str) -> ToolTaskRecord | None:
+    def _get_tool_task(self, task_id: str) -> ToolTaskRecord | None:
         return self._via(ToolTaskRecord, keys.pointer("task", task_id))
 
-    def tool_tasks(self, turn_id: str, round_: int | None = None) -> Sequence[ToolTaskRecord]:
+    def _tool_tasks(self, turn_id: str, round_: int | None) -> Sequence[ToolTaskRecord]:
         # A turn's tasks live in its session's partition, found by the turn's pointer
         # (written with the turn and with each of its tasks).
         found = self.reads.item(keys.pointer("turn", turn_id))
@@ -138,21 +151,25 @@ class DynamoTx:
         pk = found.target[0]
         return self._all(ToolTaskRecord, pk, keys.task_prefix(turn_id, round_))
 
-    def session_tool_tasks(self, session_id: str) -> Sequence[ToolTaskRecord]:
+    def _range_tool_task_turn(self, turn_id: str) -> Sequence[ToolTaskRecord]:
+        return self._tool_tasks(turn_id, None)
+
+    def _range_tool_task_turn_round(self, turn_id: str, round_: int) -> Sequence[ToolTaskRecord]:
+        return self._tool_tasks(turn_id, round_)
+
+    def _range_tool_task_session(self, session_id: str) -> Sequence[ToolTaskRecord]:
         """Ordered by (turn id, round, index): each round's tasks together, in index order."""
         return self._all(ToolTaskRecord, keys.session_pk(session_id), "TASK#")
 
-    def messages(self, session_id: str, after: int = 0) -> Sequence[MessageRecord]:
+    def _range_message_session(
+        self, session_id: str, *, after: int = 0, limit: int | None = None
+    ) -> Sequence[MessageRecord]:
         start = keys.message(session_id, after + 1)[1] if after > 0 else ""
-        return self._all(MessageRecord, keys.session_pk(session_id), "MSG#", start)
+        return self._all(MessageRecord, keys.session_pk(session_id), "MSG#", start, limit)
 
-    def events(
-        self, session_id: str, after: int = 0, limit: int | None = None
+    def _range_event_session(
+        self, session_id: str, *, after: int = 0, limit: int | None = None
     ) -> Sequence[EventRecord]:
-        if limit is not None and limit < 0:
-            limit = None  # as SQL's LIMIT -1: no limit
-        if limit == 0:
-            return []
         pk = keys.session_pk(session_id)
         start = keys.event(session_id, after + 1)[1] if after > 0 else ""
         items = self.reads.range(pk, "EV#", start, limit)
@@ -209,7 +226,7 @@ class DynamoTx:
             write.reread = key in self.reads.absent_fixed
         self._buffer(key, write)
 
-    def put_session(self, record: SessionRecord, *, expected_version: int | None) -> None:
+    def _put_session(self, record: SessionRecord, *, expected_version: int | None) -> None:
         key = keys.session_head(record.id)
         what = f"session {record.id!r}"
         before = self.reads.peek(key)
@@ -225,7 +242,7 @@ class DynamoTx:
             entry = Item(pk=ACTIVE, sk=record.id) if active else None
             self._buffer((ACTIVE, record.id), Write(item=entry, what=what))
 
-    def put_submission(self, record: SubmissionRecord, *, expected_version: int | None) -> None:
+    def _put_submission(self, record: SubmissionRecord, *, expected_version: int | None) -> None:
         key = keys.submission(record.session_id, record.seq)
         what = f"submission {record.seq} of session {record.session_id!r}"
         if expected_version is None:
@@ -250,12 +267,12 @@ class DynamoTx:
         elif expected_version is not None:
             self._buffer(shadow, Write(item=None, what=what))
 
-    def put_attempt(self, record: AttemptRecord, *, expected_version: int | None) -> None:
+    def _put_attempt(self, record: AttemptRecord, *, expected_version: int | None) -> None:
         key = keys.attempt(record.submission_id, record.number)
         what = f"attempt {record.number} of submission {record.submission_id!r}"
         self._put(key, record, record.version, self._check(key, expected_version, what))
 
-    def put_turn(self, record: TurnRecord, *, expected_version: int | None) -> None:
+    def _put_turn(self, record: TurnRecord, *, expected_version: int | None) -> None:
         key = keys.turn(record.session_id, record.id)
         what = f"turn {record.id!r}"
         write = self._check(key, expected_version, what)
@@ -263,7 +280,7 @@ class DynamoTx:
             self._fixed(keys.pointer("turn", record.id), key, what, unique=False)
         self._put(key, record, record.version, write)
 
-    def put_tool_task(self, record: ToolTaskRecord, *, expected_version: int | None) -> None:
+    def _put_tool_task(self, record: ToolTaskRecord, *, expected_version: int | None) -> None:
         if not (record.round >= 0 and record.index >= 0):
             raise StoreError(f"tool task position out of range: {record.id!r}")
         key = keys.task(record.session_id, record.turn_id, record.round, record.index)
@@ -279,17 +296,17 @@ class DynamoTx:
             self._fixed(keys.pointer("turn", record.turn_id), turn_key, what, unique=False)
         self._put(key, record, record.version, write)
 
-    def insert_model_call(self, record: ModelCallRecord) -> None:
+    def _append_model_call(self, record: ModelCallRecord) -> None:
         key = keys.model_call(record.turn_id, record.round)
         what = f"model call {record.round} of turn {record.turn_id!r}"
         self._put(key, record, None, self._check(key, None, what))
 
-    def append_message(self, record: MessageRecord) -> None:
+    def _append_message(self, record: MessageRecord) -> None:
         key = keys.message(record.session_id, record.seq)
         what = f"message {record.seq} of session {record.session_id!r}"
         self._put(key, record, None, self._check(key, None, what))
 
-    def append_event(self, record: EventRecord) -> None:
+    def _append_event(self, record: EventRecord) -> None:
         key = keys.event(record.session_id, record.seq)
         what = f"event {record.seq} of session {record.session_id!r}"
         self._put(key, record, None, self._check(key, None, what))

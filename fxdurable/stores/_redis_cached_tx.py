@@ -182,7 +182,7 @@ class CachedTx(RedisTx):
             self._full.add(key)
         return super()._hash(cls, key)
 
-    def get_model_call(self, turn_id: str, round_: int) -> ModelCallRecord | None:
+    def _get_model_call(self, turn_id: str, round_: int) -> ModelCallRecord | None:
         key, field = self._k.mcalls(turn_id), str(round_)
         known = (key, field) in self._new_fields or (key, field) in self._fields
         if not known and key not in self._full:
@@ -201,7 +201,7 @@ class CachedTx(RedisTx):
                 if not self._keep(fetched, key, store):
                     self._unowned("f", key, field, raw)
             self._fields[(key, field)] = held[0]
-        return super().get_model_call(turn_id, round_)
+        return super()._get_model_call(turn_id, round_)
 
     def _members(self, key: str, command: Command, after: float = 0) -> list[tuple[float, bytes]]:
         """A zset's (score, member) with score > ``after`` (0: all of it) or a list's
@@ -258,7 +258,9 @@ class CachedTx(RedisTx):
             members = [m for m in members if low <= m[0] <= high]
         return [text(m) for _, m in members]
 
-    def messages(self, session_id: str, after: int = 0) -> Sequence[MessageRecord]:
+    def _range_message_session(
+        self, session_id: str, *, after: int = 0, limit: int | None = None
+    ) -> Sequence[MessageRecord]:
         key = self._k.messages(session_id)
         if after > 0:
             members = self._members(
@@ -278,7 +280,7 @@ class CachedTx(RedisTx):
         for (zkey, score), mine in self._scored.items():
             if zkey == key and isinstance(mine, MessageRecord) and int(score) > after:
                 by_seq[int(score)] = mine
-        return [by_seq[seq] for seq in sorted(by_seq)]
+        return [by_seq[seq] for seq in sorted(by_seq)][:limit]
 
     # -- the end of a run ---------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from fxdurable.core.records import (
 )
 from fxdurable.core.states import SessionStatus, SubmissionStatus
 from fxdurable.errors import ConflictError, StoreError
+from fxdurable.stores._by_kind import ByKindTx
 from fxdurable.stores._redis_wire import (
     Command,
     Condition,
@@ -71,7 +72,7 @@ _TASK_ROUND = 1_000_000  # tool task score: round * _TASK_ROUND + index
 _UNSETTLED = frozenset({SubmissionStatus.QUEUED, SubmissionStatus.RUNNING})
 
 
-class RedisTx:
+class RedisTx(ByKindTx):
     """Reads (WATCHed, cached) and buffered writes of one run of one body."""
 
     def __init__(self, link: Link, keys: Keys, *, writable: bool) -> None:
@@ -188,25 +189,25 @@ class RedisTx:
 
     # -- reads --------------------------------------------------------------------------------
 
-    def get_session(self, session_id: str) -> SessionRecord | None:
+    def _get_session(self, session_id: str) -> SessionRecord | None:
         return self._record(SessionRecord, self._k.session(session_id))
 
-    def list_sessions(self) -> Sequence[SessionRecord]:
+    def _range_session_all(self) -> Sequence[SessionRecord]:
         ids = self._ids(self._k.sessions, "ZRANGE", self._k.sessions, 0, -1)
         ids += [s.id for s in self._new_of(SessionRecord)]
         records = self._records(SessionRecord, [self._k.session(i) for i in ids])
         return sorted(records, key=lambda s: s.id)
 
-    def active_sessions(self) -> Sequence[SessionRecord]:
+    def _range_session_active(self) -> Sequence[SessionRecord]:
         ids = self._ids(self._k.active, "ZRANGE", self._k.active, 0, -1)
         ids += [s.id for s in self._new_of(SessionRecord)]
         records = self._records(SessionRecord, [self._k.session(i) for i in ids])
         return sorted((s for s in records if s.status == SessionStatus.ACTIVE), key=lambda s: s.id)
 
-    def get_submission(self, submission_id: str) -> SubmissionRecord | None:
+    def _get_submission(self, submission_id: str) -> SubmissionRecord | None:
         return self._record(SubmissionRecord, self._k.sub(submission_id))
 
-    def get_submission_by_request(self, request_id: str) -> SubmissionRecord | None:
+    def _by_request(self, request_id: str) -> SubmissionRecord | None:
         key = self._k.req(request_id)
         if key in self._new:
             sub_id = cast(str, self._new[key])
@@ -224,21 +225,35 @@ class RedisTx:
         records = self._records(SubmissionRecord, [self._k.sub(i) for i in ids])
         return sorted((s for s in records if s.session_id == session_id), key=lambda s: s.seq)
 
-    def submissions(self, session_id: str) -> Sequence[SubmissionRecord]:
+    def _range_submission_session(self, session_id: str) -> Sequence[SubmissionRecord]:
         return self._session_subs(self._k.subs(session_id), session_id)
 
-    def unsettled_submissions(self, session_id: str) -> Sequence[SubmissionRecord]:
+    def _range_submission_unsettled(self, session_id: str) -> Sequence[SubmissionRecord]:
         subs = self._session_subs(self._k.unsettled(session_id), session_id)
         return [s for s in subs if s.status in _UNSETTLED]
 
-    def attempts(self, submission_id: str) -> Sequence[AttemptRecord]:
+    def _range_attempt_submission(self, submission_id: str) -> Sequence[AttemptRecord]:
         records = self._hash(AttemptRecord, self._k.attempts(submission_id))
         return sorted(records.values(), key=lambda a: a.number)
 
-    def get_turn(self, turn_id: str) -> TurnRecord | None:
+    # Gets no named read makes (the primitives' contract has them): each is the index read
+    # it would otherwise take, so it costs that read's one round trip, never a new path.
+    def _get_attempt(self, submission_id: str, number: int) -> AttemptRecord | None:
+        found = [a for a in self._range_attempt_submission(submission_id) if a.number == number]
+        return found[0] if found else None
+
+    def _get_message(self, session_id: str, seq: int) -> MessageRecord | None:
+        found = self._range_message_session(session_id, after=seq - 1, limit=1)
+        return found[0] if found and found[0].seq == seq else None
+
+    def _get_event(self, session_id: str, seq: int) -> EventRecord | None:
+        found = self._range_event_session(session_id, after=seq - 1, limit=1)
+        return found[0] if found and found[0].seq == seq else None
+
+    def _get_turn(self, turn_id: str) -> TurnRecord | None:
         return self._record(TurnRecord, self._k.turn(turn_id))
 
-    def get_model_call(self, turn_id: str, round_: int) -> ModelCallRecord | None:
+    def _get_model_call(self, turn_id: str, round_: int) -> ModelCallRecord | None:
         key, field = self._k.mcalls(turn_id), str(round_)
         if (key, field) in self._new_fields:
             return cast(ModelCallRecord, self._new_fields[(key, field)])
@@ -248,14 +263,14 @@ class RedisTx:
         raw = self._fields.get((key, field))
         return None if raw is None else decode(ModelCallRecord, raw)
 
-    def model_calls(self, turn_id: str) -> Sequence[ModelCallRecord]:
+    def _range_model_call_turn(self, turn_id: str) -> Sequence[ModelCallRecord]:
         records = self._hash(ModelCallRecord, self._k.mcalls(turn_id))
         return sorted(records.values(), key=lambda c: c.round)
 
-    def get_tool_task(self, task_id: str) -> ToolTaskRecord | None:
+    def _get_tool_task(self, task_id: str) -> ToolTaskRecord | None:
         return self._record(ToolTaskRecord, self._k.task(task_id))
 
-    def tool_tasks(self, turn_id: str, round_: int | None = None) -> Sequence[ToolTaskRecord]:
+    def _tool_tasks(self, turn_id: str, round_: int | None) -> Sequence[ToolTaskRecord]:
         index = self._k.turn_tasks(turn_id)
         if round_ is None:
             ids = self._ids(index, "ZRANGE", index, 0, -1)
@@ -269,24 +284,33 @@ class RedisTx:
             key=lambda t: (t.round, t.index),
         )
 
-    def session_tool_tasks(self, session_id: str) -> Sequence[ToolTaskRecord]:
+    def _range_submission_request(self, request_id: str) -> Sequence[SubmissionRecord]:
+        found = self._by_request(request_id)
+        return [] if found is None else [found]
+
+    def _range_tool_task_turn(self, turn_id: str) -> Sequence[ToolTaskRecord]:
+        return self._tool_tasks(turn_id, None)
+
+    def _range_tool_task_turn_round(self, turn_id: str, round_: int) -> Sequence[ToolTaskRecord]:
+        return self._tool_tasks(turn_id, round_)
+
+    def _range_tool_task_session(self, session_id: str) -> Sequence[ToolTaskRecord]:
         index = self._k.session_tasks(session_id)
         ids = self._ids(index, "LRANGE", index, 0, -1) + self._new_tasks
         records = self._records(ToolTaskRecord, [self._k.task(i) for i in ids])
         return [t for t in records if t.session_id == session_id]
 
-    def messages(self, session_id: str, after: int = 0) -> Sequence[MessageRecord]:
+    def _range_message_session(
+        self, session_id: str, *, after: int = 0, limit: int | None = None
+    ) -> Sequence[MessageRecord]:
         key = self._k.messages(session_id)
-        (stored,) = self._query([key], ("ZRANGEBYSCORE", key, f"({after}", "+inf"))
-        return self._scored_records(MessageRecord, key, stored, after)
+        page: Command = ("LIMIT", 0, limit) if limit is not None else ()
+        (stored,) = self._query([key], ("ZRANGEBYSCORE", key, f"({after}", "+inf", *page))
+        return self._scored_records(MessageRecord, key, stored, after)[:limit]
 
-    def events(
-        self, session_id: str, after: int = 0, limit: int | None = None
+    def _range_event_session(
+        self, session_id: str, *, after: int = 0, limit: int | None = None
     ) -> Sequence[EventRecord]:
-        if limit is not None and limit < 0:
-            limit = None  # as SQL's LIMIT -1: no limit
-        if limit == 0:
-            return []
         key = self._k.events(session_id)
         page: Command = ("LIMIT", 0, limit) if limit is not None else ()
         (stored,) = self._query([key], ("ZRANGEBYSCORE", key, f"({after}", "+inf", *page))
@@ -336,7 +360,7 @@ class RedisTx:
     def _op(self, command: str, key: str, *args: str | int | float) -> None:
         self._ops.append((command, key, args))
 
-    def put_session(self, record: SessionRecord, *, expected_version: int | None) -> None:
+    def _put_session(self, record: SessionRecord, *, expected_version: int | None) -> None:
         key = self._k.session(record.id)
         self._check("k", key, "", expected_version, f"session {record.id!r}")
         self._new[key] = record
@@ -347,7 +371,7 @@ class RedisTx:
         else:
             self._op("ZREM", self._k.active, record.id)
 
-    def put_submission(self, record: SubmissionRecord, *, expected_version: int | None) -> None:
+    def _put_submission(self, record: SubmissionRecord, *, expected_version: int | None) -> None:
         key = self._k.sub(record.id)
         self._check("k", key, "", expected_version, f"submission {record.id!r}")
         if expected_version is None:
@@ -373,20 +397,20 @@ class RedisTx:
         else:
             self._op("ZREM", unsettled, record.id)
 
-    def put_attempt(self, record: AttemptRecord, *, expected_version: int | None) -> None:
+    def _put_attempt(self, record: AttemptRecord, *, expected_version: int | None) -> None:
         key, field = self._k.attempts(record.submission_id), str(record.number)
         what = f"attempt {record.number} of submission {record.submission_id!r}"
         self._check("h", key, field, expected_version, what)
         self._new_fields[(key, field)] = record
         self._op("HSET", key, field, encode(record))
 
-    def put_turn(self, record: TurnRecord, *, expected_version: int | None) -> None:
+    def _put_turn(self, record: TurnRecord, *, expected_version: int | None) -> None:
         key = self._k.turn(record.id)
         self._check("k", key, "", expected_version, f"turn {record.id!r}")
         self._new[key] = record
         self._op("SET", key, encode(record))
 
-    def put_tool_task(self, record: ToolTaskRecord, *, expected_version: int | None) -> None:
+    def _put_tool_task(self, record: ToolTaskRecord, *, expected_version: int | None) -> None:
         key = self._k.task(record.id)
         self._check("k", key, "", expected_version, f"tool task {record.id!r}")
         if expected_version is None:
@@ -403,7 +427,7 @@ class RedisTx:
         self._new[key] = record
         self._op("SET", key, encode(record))
 
-    def insert_model_call(self, record: ModelCallRecord) -> None:
+    def _append_model_call(self, record: ModelCallRecord) -> None:
         key, field = self._k.mcalls(record.turn_id), str(record.round)
         what = f"model call {record.round} of turn {record.turn_id!r}"
         self._check("h", key, field, None, what)
@@ -415,11 +439,11 @@ class RedisTx:
         self._scored[(key, str(record.seq))] = record
         self._op("ZADD", key, record.seq, encode(record))
 
-    def append_message(self, record: MessageRecord) -> None:
+    def _append_message(self, record: MessageRecord) -> None:
         what = f"message {record.seq} of session {record.session_id!r}"
         self._append(self._k.messages(record.session_id), record, what)
 
-    def append_event(self, record: EventRecord) -> None:
+    def _append_event(self, record: EventRecord) -> None:
         what = f"event {record.seq} of session {record.session_id!r}"
         self._append(self._k.events(record.session_id), record, what)
 

@@ -23,28 +23,20 @@ Blobs (``put_blob``) are rows of their own table, each put its own short transac
 from __future__ import annotations
 
 import contextlib
+import enum
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlparse
 
 from fxdurable.core.blobs import blob_digest, is_digest, verified
+from fxdurable.core.kinds import KINDS, Index, Key, Kind, kind_of
 from fxdurable.core.recordcodec import decode, encode
-from fxdurable.core.records import (
-    AttemptRecord,
-    EventRecord,
-    MessageRecord,
-    ModelCallRecord,
-    SessionRecord,
-    SubmissionRecord,
-    ToolTaskRecord,
-    TurnRecord,
-)
-from fxdurable.core.store import ReadView, Tx
+from fxdurable.core.store import DerivedTx, ReadView, Tx
 from fxdurable.errors import (
     ConfigurationError,
     ConflictError,
@@ -102,8 +94,6 @@ _MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE blobs (digest TEXT PRIMARY KEY, data BLOB NOT NULL);
     """,
 )
-
-_UNSETTLED = "('queued', 'running')"
 
 # Primary result codes (https://sqlite.org/rescode.html); extended codes keep them in the low
 # byte (SQLITE_IOERR_WRITE is SQLITE_IOERR | 3<<8).
@@ -177,218 +167,166 @@ def _roll_back(conn: sqlite3.Connection) -> None:
             conn.execute("ROLLBACK")
 
 
-class _SqliteTx:
-    """Reads and conditional writes on one connection, inside the caller's transaction."""
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """The SQL of one kind, built once at import from its declaration (core/kinds.py)."""
+
+    kind: Kind[Any]
+    name: str
+    key: tuple[str, ...]  # the record's field names
+    get: str
+    insert: str
+    insert_fields: tuple[str, ...]
+    update: str | None  # None: an append-only kind
+    update_fields: tuple[str, ...]
+    ranges: dict[tuple[str, bool, bool], str]  # (index, after given, limit given) -> SELECT
+
+
+_TABLES = {
+    "session": "sessions",
+    "submission": "submissions",
+    "attempt": "attempts",
+    "turn": "turns",
+    "model_call": "model_calls",
+    "tool_task": "tool_tasks",
+    "message": "messages",
+    "event": "events",
+}
+_COLUMN = {"index": "idx"}  # field -> column, where the two differ
+
+
+def _col(field: str) -> str:
+    return _COLUMN.get(field, field)
+
+
+def _range_sql(table: str, index: Index, *, after: bool, limit: bool) -> str:
+    terms = [f"{_col(f)} = ?" for f in index.match]
+    terms += [
+        f"{_col(f)} IN ({', '.join(repr(v) for v in sorted(values))})"
+        for f, values in index.where.items()
+    ]
+    if after:
+        terms.append(f"{_col(index.order[-1])} > ?")
+    sql = f"SELECT data FROM {table}"
+    if terms:
+        sql += " WHERE " + " AND ".join(terms)
+    # No order: insertion order, which is the rowid's (rows are never re-inserted).
+    sql += " ORDER BY " + (", ".join(_col(f) for f in index.order) or "rowid")
+    return sql + (" LIMIT ?" if limit else "")
+
+
+def _table(kind: Kind[Any]) -> _Table:
+    name = _TABLES[kind.name]
+    where_key = " AND ".join(f"{_col(f)} = ?" for f in kind.key)
+    extra = tuple(c for c in kind.columns if c not in kind.key)
+    inserted = (*kind.key, *extra, *(("version",) if kind.versioned else ()))
+    cols = [*(_col(f) for f in inserted), "data"]
+    insert = f"INSERT INTO {name} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
+    update = None
+    updated: tuple[str, ...] = ()
+    if kind.versioned:
+        updated = (*(c for c in extra if c not in kind.fixed), "version")
+        sets = ", ".join(f"{_col(f)} = ?" for f in (*updated, "data"))
+        update = f"UPDATE {name} SET {sets} WHERE {where_key} AND version = ?"
+    ranges = {
+        (index_name, after, limit): _range_sql(name, index, after=after, limit=limit)
+        for index_name, index in kind.indexes.items()
+        for after in (False, True)
+        for limit in (False, True)
+        if not after or index.order
+    }
+    return _Table(
+        kind=kind,
+        name=name,
+        key=kind.key,
+        get=f"SELECT data FROM {name} WHERE {where_key}",
+        insert=insert,
+        insert_fields=inserted,
+        update=update,
+        update_fields=updated,
+        ranges=ranges,
+    )
+
+
+_BY_KIND = {kind.name: _table(kind) for kind in KINDS}
+
+
+def _value(record: object, field: str) -> object:
+    value = getattr(record, field)
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+class _SqliteTx(DerivedTx):
+    """The four primitives on one connection, inside the caller's transaction: each one
+    statement, built at import (``_BY_KIND``)."""
+
+    __slots__ = ("_conn",)
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
 
-    def _one(self, cls: type[R], sql: str, *args: object) -> R | None:
-        row = self._conn.execute(sql, args).fetchone()
-        return None if row is None else decode(cls, row[0])
+    def get(self, kind: Kind[R], key: Key) -> R | None:
+        row = self._conn.execute(_BY_KIND[kind.name].get, key).fetchone()
+        return None if row is None else decode(kind.cls, row[0])
 
-    def _all(self, cls: type[R], sql: str, *args: object) -> list[R]:
-        return [decode(cls, row[0]) for row in self._conn.execute(sql, args)]
-
-    def _put(
+    def range(
         self,
-        table: str,
-        keys: dict[str, object],
-        extra: dict[str, object],
-        record: object,
-        version: int,
-        expected_version: int | None,
-    ) -> None:
-        data = encode(record)
+        kind: Kind[R],
+        index: str,
+        value: Key = (),
+        *,
+        after: int = 0,
+        limit: int | None = None,
+    ) -> Sequence[R]:
+        table = _BY_KIND[kind.name]
+        sql = table.ranges.get((index, bool(after), limit is not None))
+        if sql is None:
+            kind.index(index)  # an unknown index: its error
+            raise ValueError(f"{kind.name} index {index!r} has no order to read after")
+        args: tuple[object, ...] = value
+        if after:
+            args += (after,)
+        if limit is not None:
+            args += (limit,)
+        return [decode(kind.cls, row[0]) for row in self._conn.execute(sql, args)]
+
+    def put(self, record: object, *, expected_version: int | None) -> None:
+        table = _BY_KIND[kind_of(record).name]
+        if table.update is None:
+            raise TypeError(f"{table.kind.name} records are append-only: use append()")
         if expected_version is None:
-            cols = {**keys, **extra, "version": version, "data": data}
-            sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
-            try:
-                self._conn.execute(sql, tuple(cols.values()))
-            except sqlite3.IntegrityError as exc:
-                raise ConflictError(f"{table} record {keys} already exists") from exc
+            self._insert(table, record)
             return
-        sets = {**extra, "version": version, "data": data}
-        where = " AND ".join(f"{k} = ?" for k in keys)
-        sql = (
-            f"UPDATE {table} SET {', '.join(f'{k} = ?' for k in sets)} "
-            f"WHERE {where} AND version = ?"
+        args = (
+            *(_value(record, f) for f in table.update_fields),
+            encode(record),
+            *table.kind.key_of(record),
+            expected_version,
         )
-        cursor = self._conn.execute(sql, (*sets.values(), *keys.values(), expected_version))
-        if cursor.rowcount != 1:
+        if self._conn.execute(table.update, args).rowcount != 1:
             raise ConflictError(
-                f"{table} record {keys} changed since it was read (expected version "
-                f"{expected_version})"
+                f"{table.name} record {_key_text(table, record)} changed since it was read "
+                f"(expected version {expected_version})"
             )
 
-    def _insert(self, table: str, keys: dict[str, object], record: object) -> None:
-        cols = {**keys, "data": encode(record)}
-        sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
+    def append(self, record: object) -> None:
+        table = _BY_KIND[kind_of(record).name]
+        if table.update is not None:
+            raise TypeError(f"{table.kind.name} records are versioned: use put()")
+        self._insert(table, record)
+
+    def _insert(self, table: _Table, record: object) -> None:
+        args = (*(_value(record, f) for f in table.insert_fields), encode(record))
         try:
-            self._conn.execute(sql, tuple(cols.values()))
+            self._conn.execute(table.insert, args)
         except sqlite3.IntegrityError as exc:
-            raise ConflictError(f"{table} record {keys} already exists") from exc
+            raise ConflictError(
+                f"{table.name} record {_key_text(table, record)} already exists"
+            ) from exc
 
-    # -- reads --------------------------------------------------------------------------------
 
-    def get_session(self, session_id: str) -> SessionRecord | None:
-        return self._one(SessionRecord, "SELECT data FROM sessions WHERE id = ?", session_id)
-
-    def list_sessions(self) -> Sequence[SessionRecord]:
-        return self._all(SessionRecord, "SELECT data FROM sessions ORDER BY id")
-
-    def active_sessions(self) -> Sequence[SessionRecord]:
-        return self._all(
-            SessionRecord, "SELECT data FROM sessions WHERE status = 'active' ORDER BY id"
-        )
-
-    def get_submission(self, submission_id: str) -> SubmissionRecord | None:
-        return self._one(
-            SubmissionRecord, "SELECT data FROM submissions WHERE id = ?", submission_id
-        )
-
-    def get_submission_by_request(self, request_id: str) -> SubmissionRecord | None:
-        return self._one(
-            SubmissionRecord, "SELECT data FROM submissions WHERE request_id = ?", request_id
-        )
-
-    def submissions(self, session_id: str) -> Sequence[SubmissionRecord]:
-        return self._all(
-            SubmissionRecord,
-            "SELECT data FROM submissions WHERE session_id = ? ORDER BY seq",
-            session_id,
-        )
-
-    def unsettled_submissions(self, session_id: str) -> Sequence[SubmissionRecord]:
-        return self._all(
-            SubmissionRecord,
-            f"SELECT data FROM submissions WHERE session_id = ? AND status IN {_UNSETTLED} "
-            "ORDER BY seq",
-            session_id,
-        )
-
-    def attempts(self, submission_id: str) -> Sequence[AttemptRecord]:
-        return self._all(
-            AttemptRecord,
-            "SELECT data FROM attempts WHERE submission_id = ? ORDER BY number",
-            submission_id,
-        )
-
-    def get_turn(self, turn_id: str) -> TurnRecord | None:
-        return self._one(TurnRecord, "SELECT data FROM turns WHERE id = ?", turn_id)
-
-    def get_model_call(self, turn_id: str, round_: int) -> ModelCallRecord | None:
-        return self._one(
-            ModelCallRecord,
-            "SELECT data FROM model_calls WHERE turn_id = ? AND round = ?",
-            turn_id,
-            round_,
-        )
-
-    def model_calls(self, turn_id: str) -> Sequence[ModelCallRecord]:
-        return self._all(
-            ModelCallRecord,
-            "SELECT data FROM model_calls WHERE turn_id = ? ORDER BY round",
-            turn_id,
-        )
-
-    def get_tool_task(self, task_id: str) -> ToolTaskRecord | None:
-        return self._one(ToolTaskRecord, "SELECT data FROM tool_tasks WHERE id = ?", task_id)
-
-    def tool_tasks(self, turn_id: str, round_: int | None = None) -> Sequence[ToolTaskRecord]:
-        if round_ is None:
-            return self._all(
-                ToolTaskRecord,
-                "SELECT data FROM tool_tasks WHERE turn_id = ? ORDER BY round, idx",
-                turn_id,
-            )
-        return self._all(
-            ToolTaskRecord,
-            "SELECT data FROM tool_tasks WHERE turn_id = ? AND round = ? ORDER BY idx",
-            turn_id,
-            round_,
-        )
-
-    def session_tool_tasks(self, session_id: str) -> Sequence[ToolTaskRecord]:
-        return self._all(
-            ToolTaskRecord,
-            "SELECT data FROM tool_tasks WHERE session_id = ? ORDER BY rowid",
-            session_id,
-        )
-
-    def messages(self, session_id: str, after: int = 0) -> Sequence[MessageRecord]:
-        return self._all(
-            MessageRecord,
-            "SELECT data FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq",
-            session_id,
-            after,
-        )
-
-    def events(
-        self, session_id: str, after: int = 0, limit: int | None = None
-    ) -> Sequence[EventRecord]:
-        return self._all(
-            EventRecord,
-            "SELECT data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-            session_id,
-            after,
-            -1 if limit is None else limit,
-        )
-
-    # -- writes -------------------------------------------------------------------------------
-
-    def put_session(self, record: SessionRecord, *, expected_version: int | None) -> None:
-        self._put(
-            "sessions",
-            {"id": record.id},
-            {"status": record.status.value},
-            record,
-            record.version,
-            expected_version,
-        )
-
-    def put_submission(self, record: SubmissionRecord, *, expected_version: int | None) -> None:
-        extra: dict[str, object] = {"status": record.status.value}
-        if expected_version is None:
-            extra |= {
-                "session_id": record.session_id,
-                "seq": record.seq,
-                "request_id": record.request_id,
-            }
-        self._put("submissions", {"id": record.id}, extra, record, record.version, expected_version)
-
-    def put_attempt(self, record: AttemptRecord, *, expected_version: int | None) -> None:
-        self._put(
-            "attempts",
-            {"submission_id": record.submission_id, "number": record.number},
-            {},
-            record,
-            record.version,
-            expected_version,
-        )
-
-    def put_turn(self, record: TurnRecord, *, expected_version: int | None) -> None:
-        self._put("turns", {"id": record.id}, {}, record, record.version, expected_version)
-
-    def put_tool_task(self, record: ToolTaskRecord, *, expected_version: int | None) -> None:
-        extra: dict[str, object] = {}
-        if expected_version is None:
-            extra = {
-                "session_id": record.session_id,
-                "turn_id": record.turn_id,
-                "round": record.round,
-                "idx": record.index,
-            }
-        self._put("tool_tasks", {"id": record.id}, extra, record, record.version, expected_version)
-
-    def insert_model_call(self, record: ModelCallRecord) -> None:
-        self._insert("model_calls", {"turn_id": record.turn_id, "round": record.round}, record)
-
-    def append_message(self, record: MessageRecord) -> None:
-        self._insert("messages", {"session_id": record.session_id, "seq": record.seq}, record)
-
-    def append_event(self, record: EventRecord) -> None:
-        self._insert("events", {"session_id": record.session_id, "seq": record.seq}, record)
+def _key_text(table: _Table, record: object) -> str:
+    return str({_col(f): getattr(record, f) for f in table.key})
 
 
 @dataclass(frozen=True, slots=True)

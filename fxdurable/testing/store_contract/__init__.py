@@ -14,7 +14,8 @@ fresh, empty store (and closes it)::
             yield store
             store.close()
 
-Every test uses only the ``Store`` protocol and the journal on top of it: conditional writes
+Every test uses only the ``Store`` protocol and the journal on top of it: the four record
+primitives called directly (:class:`PrimitiveContract`: run it first), conditional writes
 and version checks, transactions and rollback, queries and exact round trips, and the journal's
 flows (steering, durable steps, questions, state, forks, subagents). Racing writers in real
 processes are :mod:`fxdurable.testing.store_race`. Needs pytest (``pip install pytest``).
@@ -23,11 +24,12 @@ processes are :mod:`fxdurable.testing.store_race`. Needs pytest (``pip install p
 from __future__ import annotations
 
 from fxdurable.testing.store_contract.flows import FlowContract
+from fxdurable.testing.store_contract.primitives import PrimitiveContract
 from fxdurable.testing.store_contract.reads import ReadContract
 from fxdurable.testing.store_contract.writes import WriteContract
 
-__all__ = ["FlowContract", "ReadContract", "StoreContract", "WriteContract"]
+__all__ = ["FlowContract", "PrimitiveContract", "ReadContract", "StoreContract", "WriteContract"]
 
 
-class StoreContract(WriteContract, ReadContract, FlowContract):
+class StoreContract(PrimitiveContract, WriteContract, ReadContract, FlowContract):
     """Every contract test; a subclass supplies the ``store`` fixture (see the module)."""
