@@ -62,7 +62,7 @@ export function panels(api, id, { onChange = () => {} } = {}) {
     h(
       "aside",
       { class: "panels", "aria-label": "Session panels" },
-      h("section", { class: "panel", "aria-labelledby": "todos-title", "data-testid": "todos-panel" }, h("h2", { id: "todos-title" }, "Todos"), h("div", { class: "panel-body" })),
+      h("section", { class: "panel", "aria-labelledby": "todos-title", "data-testid": "todos-panel", hidden: true }, h("h2", { id: "todos-title" }, "Todos"), h("div", { class: "panel-body" })),
       h(
         "section",
         { class: "panel", "aria-labelledby": "plan-title", "data-testid": "plan-panel", hidden: true },
@@ -96,14 +96,16 @@ export function panels(api, id, { onChange = () => {} } = {}) {
   let coding = false;
   let alive = true;
 
+  // Shown once there is a list, or on the coding agent's server (whose agent keeps one).
   function showTodos(todos) {
+    if (todos.length || coding) $("todos-panel").hidden = false;
     $("todos-panel").querySelector(".panel-body").replaceChildren(toElement(todoList(todos, { "data-testid": "todo-list" })));
   }
 
   function showSettings(settings) {
     if (!settings || !alive) return;
     coding = true;
-    for (const panel of ["plan-panel", "grants-panel", "files-panel"]) $(panel).hidden = false;
+    for (const panel of ["todos-panel", "plan-panel", "grants-panel", "files-panel"]) $(panel).hidden = false;
     toggle.checked = Boolean(settings.planMode);
     planStatus.textContent = settings.planMode ? "On: the agent can only read until you approve its plan." : "Off: the agent may edit and run commands (it asks before each shell command).";
     $("grants-panel").querySelector(".panel-body").replaceChildren(toElement(grantsList(settings.allowedTools)));

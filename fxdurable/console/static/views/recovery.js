@@ -30,6 +30,8 @@ export class Recovery {
     this.steps = [];
     this.interrupted = false;
     this.unknown = false;
+    this.checked = false;
+    this.continued = false;
     this.#say("Worker killed: waiting for the recovery…");
   }
 
@@ -40,7 +42,9 @@ export class Recovery {
     if (line.type === "tool.started") {
       if (!this.interrupted) return null;
       if ((data.run ?? 1) > 1) return `${data.tool} run again (${data.reason ?? "recovery"})`;
-      return this.unknown ? `the check: ${data.tool}` : `continued: ${data.tool}`;
+      if (this.continued) return null; // the first new call tells it; the rest is the turn
+      if (this.unknown && !this.checked) return `the check: ${data.tool}`;
+      return `continued: ${data.tool}`;
     }
     if (line.type === "tool.completed") return null;
     return STEP_OF[line.type] ?? null;
@@ -51,6 +55,8 @@ export class Recovery {
     if (line.type === "attempt.interrupted" || line.type === "submission.interrupted") this.interrupted = true;
     if (line.type === "tool.outcome_unknown") this.unknown = true;
     if (!step) return;
+    if (step.startsWith("the check")) this.checked = true;
+    else if (step.startsWith("continued")) this.continued = true;
     // A tool line's place is its call's card (each call once).
     const tool = line.type.startsWith("tool.") ? this.timeline.tools.get(line.data?.task) : null;
     const el = this.elementOf(tool ? tool.anchor : line.cursor);

@@ -60,7 +60,8 @@ export function sessionView(root, api, id) {
       h("p", { "data-testid": "session-totals", class: "totals" }, sessionTotalsText(timeline.sessionTotals())),
       h("p", { "data-testid": "recovery-status", class: "recovery-status", role: "status", "aria-live": "polite", hidden: true }),
       h("p", { class: "note empty" }, "Nothing here yet. A new session starts with its first prompt below."),
-      h("ol", { "data-testid": "event-log", class: "log", role: "log", "aria-label": "Session events" }),
+      // role=log on a wrapper: the list keeps its list semantics (axe: listitem).
+      h("div", { "data-testid": "event-log", role: "log", "aria-label": "Session events" }, h("ol", { class: "log" })),
       h(
         "form",
         { class: "composer" },
@@ -88,7 +89,7 @@ export function sessionView(root, api, id) {
   layout.append(side.el, view, panel.el);
   root.append(layout);
   const $ = (testid) => view.querySelector(`[data-testid="${testid}"]`);
-  const log = $("event-log");
+  const log = $("event-log").querySelector("ol");
   const input = $("prompt-input");
   const sendButton = $("send-button");
   const composerStatus = view.querySelector(".composer-status");
