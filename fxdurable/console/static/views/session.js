@@ -287,9 +287,20 @@ export function sessionView(root, api, id) {
       submit();
     } else if (event.key === "Escape") {
       event.preventDefault();
+      event.stopPropagation(); // the page's own Esc (below) must not abort twice
       abort();
     }
   });
+  // Esc interrupts from anywhere on the page while a turn runs, except where Esc means
+  // something else (a dialog, another field being edited).
+  const onPageKey = (event) => {
+    if (event.key !== "Escape" || !timeline.busy || document.querySelector("dialog[open]")) return;
+    const target = event.target;
+    if (target instanceof HTMLElement && target.matches("input, textarea, select")) return;
+    event.preventDefault();
+    abort();
+  };
+  document.addEventListener("keydown", onPageKey);
 
   // -- the question box ----------------------------------------------------------------------
 
@@ -370,6 +381,7 @@ export function sessionView(root, api, id) {
       panel.destroy();
       for (const child of children.values()) child.stop();
       window.removeEventListener("fxd:crash", onCrash);
+      document.removeEventListener("keydown", onPageKey);
     },
   };
 }
