@@ -184,7 +184,7 @@ export function sessionView(root, api, id) {
     if (type.startsWith("tool.") && type !== "tool.started" && WORKSPACE_KINDS.has(timeline.kinds.get(data.tool))) panel.refreshFiles();
     if (type === "state.changed" && data.set && "todos" in data.set) panel.showTodos(timeline.todos);
     if (type === "state.changed" || type === "input.answered" || type === "turn_end") panel.refreshSettings();
-    if (type === "turn_start" || type === "turn_end") side.refresh();
+    if (["turn_start", "turn_end", "input.requested", "input.answered"].includes(type)) side.refresh(); // its state word
     if (type === "turn_end") panel.refreshFiles();
   }
 
