@@ -3,8 +3,8 @@
 tests" asked in the page completes, with every shell command allowed from its inline prompt,
 the todo list live in its panel, each tool call shown once, and the project's tests passing
 in the session's workspace; steering "also add one test for an empty cart" mid-turn gives 7
-passing tests; a fork from before the first edit carries on in its own copy of the project. In demo mode,
-the crash button pressed while ``edit_file`` runs (held at a test gate after its edit,
+passing tests; a fork from before the first edit carries on in its own copy of the project.
+In demo mode, the crash button pressed while ``edit_file`` runs (held at a test gate after its edit,
 tests/console/coding_gated.py): the turn completes, each fix applied once, one card per fix;
 pressed while ``shell`` runs the tests: outcome unknown, the tests run again, the turn
 completes.
@@ -175,18 +175,22 @@ def press_crash(page: Page) -> None:
     expect(page.get_by_test_id("interruption").first).to_contain_text("INTERRUPTED")
 
 
+def start_held_at(page: Page, server: ConsoleServer, session: str, tool: str) -> None:
+    """Ask the task with every gate but ``tool``'s open, allow the first shell command, and
+    wait until a call of ``tool`` is running, held at its gate."""
+    server.open_gate(next(t for t in ("edit_file", "shell") if t != tool))
+    open_session(page, server, session)
+    send(page, TASK)
+    page.get_by_test_id("question").get_by_test_id("answer-allow").click()
+    held = page.locator(f'[data-testid="tool-call"][data-tool="{tool}"][data-status="running"]')
+    expect(held.get_by_test_id("tool-progress")).to_contain_text(f"waiting for gate {tool}")
+
+
 def test_crash_while_edit_file_runs_each_fix_is_applied_once(
     page: Page, serve: Callable[..., ConsoleServer], shots: Shots
 ) -> None:
     server = gated_demo_server(serve)
-    server.open_gate("shell")
-    open_session(page, server, "crash-edit")
-    send(page, TASK)
-    page.get_by_test_id("question").get_by_test_id("answer-allow").click()
-    editing = page.locator(
-        '[data-testid="tool-call"][data-tool="edit_file"][data-status="running"]'
-    )
-    expect(editing.get_by_test_id("tool-progress")).to_contain_text("waiting for gate edit_file")
+    start_held_at(page, server, "crash-edit", "edit_file")
     shots.take("edit-running-at-the-gate")
 
     press_crash(page)
@@ -209,12 +213,7 @@ def test_crash_while_shell_runs_the_tests_they_run_again_after_a_look(
     page: Page, serve: Callable[..., ConsoleServer], shots: Shots
 ) -> None:
     server = gated_demo_server(serve)
-    server.open_gate("edit_file")
-    open_session(page, server, "crash-shell")
-    send(page, TASK)
-    page.get_by_test_id("question").get_by_test_id("answer-allow").click()
-    shell = page.locator('[data-testid="tool-call"][data-tool="shell"][data-status="running"]')
-    expect(shell.get_by_test_id("tool-progress")).to_contain_text("waiting for gate shell")
+    start_held_at(page, server, "crash-shell", "shell")
     shots.take("tests-running-at-the-gate")
 
     press_crash(page)
