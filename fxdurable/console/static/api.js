@@ -153,6 +153,53 @@ export class Api {
   crash() {
     return this.json("POST", "/demo/crash");
   }
+
+  /** GET that answers null for a 404 (a route this server does not have, or nothing yet). */
+  async #optional(path) {
+    try {
+      return await this.json("GET", path);
+    } catch (error) {
+      if (error instanceof ApiError && (error.status === 404 || error.status === 405)) return null;
+      throw error;
+    }
+  }
+
+  /** GET /agents: the served agents and their tools' kinds; null from a server without it. */
+  agents() {
+    return this.#optional("/agents");
+  }
+
+  /** GET /sessions/{id}/calls: every tool call with its input; null before the session exists. */
+  calls(id) {
+    return this.#optional(`/sessions/${encodeURIComponent(id)}/calls`);
+  }
+
+  // The coding agent's routes (examples/coding_agent): null from a server without them.
+  codingSettings(id) {
+    return this.#optional(`/coding/sessions/${encodeURIComponent(id)}/settings`);
+  }
+
+  codingFiles(id) {
+    return this.#optional(`/coding/sessions/${encodeURIComponent(id)}/files`);
+  }
+
+  codingFile(id, path) {
+    const route = path.split("/").map(encodeURIComponent).join("/");
+    return this.json("GET", `/coding/sessions/${encodeURIComponent(id)}/files/${route}`);
+  }
+
+  setPlanMode(id, on) {
+    return this.json("PUT", `/coding/sessions/${encodeURIComponent(id)}/plan-mode`, { body: { on } });
+  }
+
+  /** "Yes, and don't ask again": the grant, and the pending question about it answered. */
+  allowTool(id, tool) {
+    return this.json("POST", `/coding/sessions/${encodeURIComponent(id)}/allowed-tools`, { body: { tool } });
+  }
+
+  revokeTool(id, tool) {
+    return this.json("DELETE", `/coding/sessions/${encodeURIComponent(id)}/allowed-tools/${encodeURIComponent(tool)}`);
+  }
 }
 
 async function errorOf(response) {

@@ -1,4 +1,5 @@
-// The console's entry point: the hash router, the login form and the demo's crash button.
+// The console's entry point: the hash router, the login form and the demo's crash button
+// (in the sticky header: always in view; the session view highlights the recovery).
 //
 // Routes: #/ (sessions list), #/sessions/<id> (session view), #/sessions/<id>/trace.
 
@@ -61,6 +62,9 @@ async function setUpDemo() {
   button.addEventListener("click", async () => {
     button.disabled = true;
     status.textContent = "Crashing the worker…";
+    // The open session view starts watching now: the recovery's lines may come before the
+    // answer does.
+    window.dispatchEvent(new CustomEvent("fxd:crash"));
     try {
       const crash = await api.crash();
       status.textContent = `Killed worker pid ${crash.killed} (kill -9); new worker pid ${crash.worker}. The turn recovers on it.`;

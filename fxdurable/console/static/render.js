@@ -4,6 +4,7 @@
 // classes only add colour and weight. `actions` are the question box's handlers (the page
 // passes real ones; tests pass none).
 
+import { KINDS, kindBody, readTarget } from "./kinds.js";
 import { TOOL_SETTLED } from "./timeline.js";
 import { h } from "./vnode.js";
 
@@ -92,10 +93,15 @@ function p(cls, ...children) {
 
 // -- tool calls ---------------------------------------------------------------------------
 
+/** A tool call's card: its head (name, status word, replay policy) and its body, by the
+ * tool's kind when it declares one (kinds.js), else its arguments and result. */
 export function toolCall(tool) {
   const word = STATUS_WORD[tool.status] || tool.status;
   const unknown = tool.status === "outcome_unknown";
   const rerun = tool.run > 1 ? ` · run ${tool.run}${tool.reason ? ` (${tool.reason})` : ""}` : "";
+  const kind = KINDS.has(tool.kind) ? tool.kind : null;
+  const body = kind ? kindBody({ ...tool, kind, result: unknown ? null : tool.result }) : null;
+  const target = kind === "diff" || kind === "read" ? readTarget(tool.arguments) : "";
   return h(
     "div",
     {
@@ -104,13 +110,15 @@ export function toolCall(tool) {
       "data-status": tool.status,
       "data-policy": tool.policy || "",
       "data-task": tool.task,
-      class: `tool status-${tool.status}`,
+      "data-kind": kind || "",
+      class: `tool status-${tool.status}${kind ? ` kind-${kind}` : ""}`,
       role: unknown ? "alert" : null,
     },
     h(
       "div",
       { class: "tool-head" },
-      h("strong", {}, `Tool ${f(tool.tool)}`),
+      h("strong", { class: "tool-name" }, `Tool ${f(tool.tool)}`),
+      target && h("code", { class: "tool-target" }, target),
       " ",
       h("span", { class: "status" }, `${STATUS_ICON[tool.status] || "•"} ${unknown ? word.toUpperCase() : word}`),
       " ",
@@ -123,16 +131,19 @@ export function toolCall(tool) {
         "Outcome unknown: this call may or may not have happened. It will NOT be replayed " +
           "automatically; the model is told to inspect first.",
       ),
+    !kind && tool.arguments && Object.keys(tool.arguments).length > 0 && h("code", { class: "tool-args" }, short(JSON.stringify(tool.arguments), 300)),
     tool.status === "running" &&
+      kind !== "terminal" &&
       h("pre", { "data-testid": "tool-progress", class: "progress", "aria-label": "tool progress" }, tool.progress || "working…"),
+    body,
     tool.steps > 0 && h("p", { class: "steps" }, `${plural(tool.steps, "durable step")} recorded`),
-    tool.result !== null && tool.status !== "outcome_unknown" && h("pre", { class: "result" }, short(tool.result, 2000)),
+    !body && tool.result !== null && !unknown && h("pre", { class: "result" }, short(tool.result, 2000)),
   );
 }
 
 function toolStarted(timeline, item) {
   const data = item.line.data;
-  const tool = timeline.tools.get(data.task);
+  const tool = timeline.call(data.task);
   if (tool && tool.anchor === item.cursor) return wrap(item, { class: "ev-tool" }, toolCall(tool));
   return wrap(
     item,
@@ -141,17 +152,15 @@ function toolStarted(timeline, item) {
   );
 }
 
+// A settlement shows in its call's card (each call once); its own line stays in the log,
+// hidden, so the log keeps every cursor. A call settled without a start (a refusal decided
+// before it ran) anchors its card here.
 function toolSettled(timeline, item) {
   const data = item.line.data;
-  const tool = timeline.tools.get(data.task);
-  if (tool && tool.anchor === item.cursor) return wrap(item, { class: "ev-tool" }, toolCall(tool)); // never started
+  const tool = timeline.call(data.task);
+  if (tool && tool.anchor === item.cursor) return wrap(item, { class: "ev-tool" }, toolCall(tool));
   const status = item.type.slice("tool.".length);
-  const word = STATUS_WORD[status] || status;
-  const text =
-    status === "outcome_unknown"
-      ? `Tool ${f(data.tool)}: ${STATUS_ICON[status]} OUTCOME UNKNOWN (interrupted; not replayed automatically)`
-      : `Tool ${f(data.tool)}: ${STATUS_ICON[status] || ""} ${word}`; // its result shows in the call
-  return wrap(item, { class: `ev-tool-result status-${status}` }, h("span", { "data-testid": "tool-result" }, text));
+  return wrap(item, { class: `ev-tool-result status-${status}`, hidden: Boolean(tool) }, `Tool ${f(data.tool)}: ${STATUS_WORD[status] || status}`);
 }
 
 // -- model ---------------------------------------------------------------------------------
@@ -218,23 +227,26 @@ function question(timeline, item, actions) {
   }
   const act = actions || {};
   const id = `q-${item.cursor}`;
+  const plan = d.tool === "exit_plan_mode";
   return wrap(
     item,
     { class: "ev-question" },
     h(
       "div",
-      { "data-testid": "question", class: "question", role: "group", "aria-labelledby": `${id}-text` },
-      h("p", { id: `${id}-text` }, h("strong", {}, "(?) The agent asks you"), about, ": ", p("text", d.question)),
+      { "data-testid": "question", class: `question${plan ? " plan-question" : ""}`, role: "group", "aria-labelledby": `${id}-text`, "data-tool": d.tool ?? "" },
+      h("p", { id: `${id}-text` }, h("strong", {}, plan ? "(?) The agent asks you to approve its plan" : "(?) The agent asks you"), plan ? "" : about, ": ", p("text", d.question)),
       h(
         "div",
         { class: "buttons" },
-        h("button", { type: "button", "data-testid": "answer-allow", onclick: act.allow }, "Allow"),
-        h("button", { type: "button", "data-testid": "answer-deny", onclick: act.deny }, "Deny"),
-        d.tool && h("button", { type: "button", "data-testid": "answer-edit", onclick: act.edit, "aria-expanded": "false", "aria-controls": `${id}-edit` }, "Edit input…"),
+        h("button", { type: "button", "data-testid": "answer-allow", class: "primary", onclick: act.allow }, plan ? "Approve plan" : "Yes"),
+        d.tool && !plan && act.allowAlways &&
+          h("button", { type: "button", "data-testid": "answer-allow-always", onclick: act.allowAlways }, `Yes, and don't ask again for ${d.tool} in this session`),
+        h("button", { type: "button", "data-testid": "answer-deny", onclick: act.deny }, plan ? "Keep planning" : "No"),
+        d.tool && !plan && h("button", { type: "button", "data-testid": "answer-edit", onclick: act.edit, "aria-expanded": "false", "aria-controls": `${id}-edit` }, "Edit input…"),
       ),
-      h("label", { for: `${id}-reason` }, "Reason for a deny (optional; the model reads it)"),
+      h("label", { for: `${id}-reason` }, plan ? "What to change in the plan (the model reads it)" : "Reason for a No (optional; the model reads it)"),
       h("input", { id: `${id}-reason`, type: "text", "data-testid": "answer-reason", class: "answer-reason" }),
-      d.tool &&
+      d.tool && !plan &&
         h(
           "div",
           { id: `${id}-edit`, class: "edit", hidden: true, "data-testid": "answer-edit-form" },
@@ -334,7 +346,9 @@ export function renderItem(timeline, cursor, actions) {
     case "state.changed": {
       const parts = [keys(d.set) && `set ${keys(d.set)}`, (d.deleted || []).length && `deleted ${d.deleted.join(", ")}`].filter(Boolean);
       const who = d.task == null ? "State copied from the fork's source" : `Tool ${f(d.tool)} state`;
-      return wrap(item, { class: "ev-dim" }, `${who}: ${parts.join("; ") || "unchanged"}`);
+      // A call's own commit shows in its card (a todo list's checklist): not a second line.
+      const own = d.task != null && timeline.kinds.get(d.tool) && timeline.tools.has(d.task);
+      return wrap(item, { class: "ev-dim", hidden: own || null }, `${who}: ${parts.join("; ") || "unchanged"}`);
     }
     case "steer.recorded":
       return wrap(item, { class: "ev-you" }, ...label("You (steering):"), p("text", d.text));

@@ -44,6 +44,47 @@ export class Timeline {
     this.unsettled = new Set(); // submissions admitted and not settled
     this.lastCursor = 0;
     this.agent = null; // from session.created
+    this.kinds = new Map(); // tool name -> its declared kind (GET /agents)
+    this.inputs = new Map(); // task id -> {arguments, childSession} (GET /sessions/{id}/calls)
+    this.state = {}; // the session's persisted state, folded from state.changed
+  }
+
+  /** The tools' kinds (kinds.js kindsFromAgents). Returns the anchors to redraw. */
+  setKinds(kinds) {
+    this.kinds = kinds;
+    return [...this.tools.values()].map((t) => t.anchor);
+  }
+
+  /** Merges GET /sessions/{id}/calls' calls: their inputs and child sessions. Returns the
+   * anchors of the calls that changed. */
+  setCalls(calls) {
+    const changed = [];
+    for (const call of calls || []) {
+      const old = this.inputs.get(call.task);
+      const next = { arguments: call.arguments ?? {}, childSession: call.childSession ?? null };
+      if (old && JSON.stringify(old) === JSON.stringify(next)) continue;
+      this.inputs.set(call.task, next);
+      const tool = this.tools.get(call.task);
+      if (tool) changed.push(tool.anchor);
+    }
+    return changed;
+  }
+
+  /** A tool call as kinds.js renders it: the record with its kind, input and child. */
+  call(task) {
+    const tool = this.tools.get(task);
+    if (!tool) return null;
+    const input = this.inputs.get(task);
+    return { ...tool, kind: this.kinds.get(tool.tool) ?? null, arguments: input?.arguments ?? null, childSession: input?.childSession ?? null };
+  }
+
+  /** Tasks whose input this timeline has not read yet (the page asks for them). */
+  get callsWithoutInput() {
+    return [...this.tools.keys()].filter((task) => !this.inputs.has(task));
+  }
+
+  get todos() {
+    return Array.isArray(this.state.todos) ? this.state.todos : [];
   }
 
   /** Folds one line in. Returns the cursors of items to draw or redraw (new first). */
@@ -146,6 +187,10 @@ export class Timeline {
         return [];
       case "input.answered":
         return this.#answered(data);
+      case "state.changed":
+        for (const [key, value] of Object.entries(data.set || {})) this.state[key] = value;
+        for (const key of data.deleted || []) delete this.state[key];
+        return [];
       case "turn_end":
         return this.#turnEnd(item, turn);
       default:

@@ -30,7 +30,7 @@ export function traceLine(line, onFork) {
           class: "fork",
           "data-testid": "fork-button",
           "data-after": String(line.forkAfter),
-          "aria-label": `Fork after ${typeof line.forkAfter === "number" ? `line #${line.forkAfter}` : `submission ${line.forkAfter}`}`,
+          "aria-label": `Fork here: after ${typeof line.forkAfter === "number" ? `line #${line.forkAfter}` : `submission ${line.forkAfter}`}`,
           onclick: () => onFork(line.forkAfter),
         },
         "Fork here",
