@@ -21,7 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
+from fxdurable.core.kinds import Key, Kind
 from fxdurable.core.records import (
     AttemptRecord,
     EventRecord,
@@ -33,6 +35,8 @@ from fxdurable.core.records import (
     TurnRecord,
 )
 from fxdurable.core.store import Tx
+
+R = TypeVar("R")
 
 __all__ = ["Held", "Overlay", "StaleHeld"]
 
@@ -86,6 +90,28 @@ class Overlay:
     def get_tool_task(self, task_id: str) -> ToolTaskRecord | None:
         found = self._tasks.get(task_id)
         return found if found is not None else self._tx.get_tool_task(task_id)
+
+    # -- the store's primitives, passed through: the journal writes and reads by name; a
+    # primitive call (a tool's read view, a derived helper) sees the store as it is
+    def get(self, kind: Kind[R], key: Key) -> R | None:
+        return self._tx.get(kind, key)
+
+    def range(
+        self,
+        kind: Kind[R],
+        index: str,
+        value: Key = (),
+        *,
+        after: int = 0,
+        limit: int | None = None,
+    ) -> Sequence[R]:
+        return self._tx.range(kind, index, value, after=after, limit=limit)
+
+    def put(self, record: object, *, expected_version: int | None) -> None:
+        self._tx.put(record, expected_version=expected_version)
+
+    def append(self, record: object) -> None:
+        self._tx.append(record)
 
     # -- reads that go to the store ---------------------------------------------------------------
 
