@@ -3,12 +3,15 @@ read, and a permission prompt before every ``shell`` command.
 
 ``coder(workspace, model)`` builds it; ``agents()`` is for workers
 (``FXD_AGENTS=examples.coding_agent.agent:agents``, run from the repository's root).
+With ``settings`` (the page, :mod:`examples.coding_agent.web`) it also has plan mode
+(``exit_plan_mode``) and honours "don't ask again", and its edits answer with their diff.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -18,12 +21,24 @@ import fxdurable as fx
 from fxdurable import tools as fxt
 from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.models.base import Model
+from fxdurable.runtime.tool_kinds import with_kind
 from fxdurable.tools.workspace import Workspace
 
 from .policy import coding_policy
-from .task import TEST_COMMAND
+from .settings import SessionSettings
+from .task import PLAN_MODE_DENIAL, TEST_COMMAND
+from .tools import EXIT_PLAN_MODE, diffing_edit_tools, exit_plan_mode_tool
 
-__all__ = ["PROJECT", "agents", "ask_before_shell", "coder", "explorer", "model_from_env"]
+__all__ = [
+    "CHANGING_TOOLS",
+    "PROJECT",
+    "agents",
+    "ask_before_shell",
+    "coder",
+    "explorer",
+    "model_from_env",
+    "page_permissions",
+]
 
 # The project each new session's workspace starts as: a copy of it.
 PROJECT = Path(__file__).resolve().parent / "project"
@@ -45,6 +60,12 @@ reachable. Work like this:
 - If a result says an operation was interrupted and its outcome is unknown, look at the
   current state (read the file, run the tests) before you repeat anything.
 - When the tests pass, answer with a short summary of what was wrong and what you changed.
+"""
+
+PLAN_MODE_INSTRUCTIONS = f"""\
+- The user may switch on plan mode: `edit_file`, `write_file` and `shell` are then refused
+  ("denied: {PLAN_MODE_DENIAL}"). Then call `{EXIT_PLAN_MODE}` with your plan and wait for the
+  user's approval before you change anything.
 """
 
 EXPLORE_INSTRUCTIONS = """\
@@ -72,13 +93,19 @@ def _todo_write(todos: TodoInput, ctx: fx.ToolContext) -> str:
     return "\n".join(f"{marks[t['status']]} {t['task']}" for t in items) or "(empty list)"
 
 
-todo_write = fx.define_tool(
-    "todo_write",
-    description="Write your todo list (the whole list, each item with its status).",
-    input_model=TodoInput,
-    execute=_todo_write,
-    replay="idempotent",
+todo_write = with_kind(
+    fx.define_tool(
+        "todo_write",
+        description="Write your todo list (the whole list, each item with its status).",
+        input_model=TodoInput,
+        execute=_todo_write,
+        replay="idempotent",
+    ),
+    "todo",
 )
+
+# What plan mode refuses: every tool that can change the workspace.
+CHANGING_TOOLS = frozenset({"edit_file", "write_file", "shell"})
 
 
 def ask_before_shell(tool: str, arguments: str) -> fx.Ask | None:
@@ -92,6 +119,31 @@ def ask_before_shell(tool: str, arguments: str) -> fx.Ask | None:
     return fx.ask(f"Run `{command}` in the workspace?")
 
 
+def page_permissions(settings: SessionSettings) -> Callable[..., fx.Ask | str | None]:
+    """The page's ``before_tool``: the session's settings decide before the person is asked.
+    In plan mode a changing tool is refused (the model reads why) and ``exit_plan_mode`` asks
+    the person to approve the plan; out of it ``exit_plan_mode`` is refused. A ``shell``
+    command asks, unless the person said "don't ask again" for shell in this session."""
+
+    def before_tool(tool: str, arguments: str, call: fx.ToolCall) -> fx.Ask | str | None:
+        current = settings.of(call.session_id)
+        if tool == EXIT_PLAN_MODE:
+            if not current.plan_mode:
+                return "plan mode is off: carry on with the task"
+            try:
+                plan = str(json.loads(arguments).get("plan", ""))
+            except (ValueError, AttributeError):
+                plan = arguments
+            return fx.ask(f"Approve this plan?\n\n{plan}")
+        if current.plan_mode and tool in CHANGING_TOOLS:
+            return PLAN_MODE_DENIAL
+        if tool in current.allowed_tools:
+            return None
+        return ask_before_shell(tool, arguments)
+
+    return before_tool
+
+
 def explorer(workspace: Workspace, model: Model | str) -> fx.Agent:
     """The read-only subagent: it sees its parent session's files."""
     return fx.Agent(
@@ -102,19 +154,38 @@ def explorer(workspace: Workspace, model: Model | str) -> fx.Agent:
     )
 
 
-def coder(workspace: Workspace, model: Model | str) -> fx.Agent:
+def coder(
+    workspace: Workspace, model: Model | str, settings: SessionSettings | None = None
+) -> fx.Agent:
+    """The coder; with ``settings``, the page's: plan mode, "don't ask again", diffs."""
     explore = fx.subagent(
         explorer(workspace, model),
         name="explore",
         description="Hand a read-only exploration task (find files, definitions, usages) to "
         "a subagent; it answers with what it found.",
     )
+    if settings is None:
+        return fx.Agent(
+            "coder",
+            model,
+            instructions=INSTRUCTIONS,
+            tools=[*fxt.workspace_tools(workspace), todo_write, explore],
+            before_tool=ask_before_shell,
+        )
+    tools = [
+        *fxt.read_only_tools(workspace),
+        *diffing_edit_tools(workspace),
+        *fxt.workspace_tools(workspace)[-1:],  # shell
+        todo_write,
+        explore,
+        exit_plan_mode_tool(settings),
+    ]
     return fx.Agent(
         "coder",
         model,
-        instructions=INSTRUCTIONS,
-        tools=[*fxt.workspace_tools(workspace), todo_write, explore],
-        before_tool=ask_before_shell,
+        instructions=INSTRUCTIONS + PLAN_MODE_INSTRUCTIONS,
+        tools=tools,
+        before_tool=page_permissions(settings),
     )
 
 

@@ -11,6 +11,10 @@ The coder (a request that offers the ``explore`` tool):
    copied from what it read (the ``cat -n`` line numbers stripped);
 6. runs the tests again, updates the todo list and answers.
 
+In plan mode (the page's: a changing tool is refused, saying so) it presents its plan with
+``exit_plan_mode`` and, once the person approved it, carries on where it was refused; a plan
+the person turned down is revised with their reason, at most ``MAX_PLANS`` times.
+
 What it believes a file holds is the last read of it plus the edits that succeeded since, so
 recovery reads like a model's: an edit reported as already applied counts as done; an edit
 that failed ("old_text not found": a crash may have applied it already) sends it back to
@@ -36,7 +40,7 @@ from fxdurable.runtime.models.base import (
 )
 from fxdurable.runtime.models.scripted import call, reply, turn_messages
 
-from .task import CART, EMPTY_CART_TEST, TEST_COMMAND, TESTS
+from .task import CART, EMPTY_CART_TEST, PLAN_MODE_DENIAL, TEST_COMMAND, TESTS
 
 __all__ = ["coding_policy"]
 
@@ -44,6 +48,9 @@ __all__ = ["coding_policy"]
 WANDER_PATH = "../pyproject.toml"
 # Past this many test runs the policy gives up instead of looping.
 MAX_TEST_RUNS = 8
+# Past this many plans turned down, the policy stops and says so.
+MAX_PLANS = 3
+EXIT_PLAN_MODE = "exit_plan_mode"
 
 _NUMBERED = re.compile(r"^\s*\d+\t(.*)$")
 _EXIT = re.compile(r"exit code: (-?\d+)")
@@ -120,6 +127,7 @@ class _Coder:
             self._explore,
             self._wander,
             self._plan,
+            self._plan_approval,
             self._first_test_run,
             self._replan_after_steer,
             self._fix_cart,
@@ -159,6 +167,26 @@ class _Coder:
             self._wander_note() + "My plan:",
             call("todo_write", todos=self._todos()),
         )
+
+    def _plan_approval(self) -> ModelResponse | None:
+        """After a refusal for plan mode: the plan, until the person approved one."""
+        denials = [s.position for s in self.steps if _refused_for_plan_mode(s.result)]
+        if not denials:
+            return None
+        plans = [s for s in self._calls(EXIT_PLAN_MODE) if s.position > denials[-1]]
+        if plans and plans[-1].result is not None and not plans[-1].result.startswith("denied"):
+            return None  # approved (or plan mode was off after all)
+        turned_down = [s.result for s in plans if s.result]
+        if len(turned_down) >= MAX_PLANS:
+            return reply(f"My plan was turned down {len(turned_down)} times; stopping here.")
+        plan = "\n".join(f"{n}. {t['task']}" for n, t in enumerate(self._todos(), start=1))
+        if turned_down:
+            reason = turned_down[-1].removeprefix("denied:").strip()
+            plan += f"\n\nRevised after your feedback: {reason}"
+            says = "I revised the plan after your feedback."
+        else:
+            says = "Plan mode is on, so here is my plan for your approval."
+        return reply(says, call(EXIT_PLAN_MODE, plan=plan))
 
     def _wander_note(self) -> str:
         wander = next(s for s in self.steps if str(s.args.get("path", "")).startswith(".."))
@@ -233,7 +261,12 @@ class _Coder:
         return call("shell", command=TEST_COMMAND)
 
     def _test_runs(self) -> list[Step]:
-        return [s for s in self._calls("shell") if "unittest" in str(s.args.get("command"))]
+        """The test runs asked for, but those plan mode refused (they never ran)."""
+        return [
+            s
+            for s in self._calls("shell")
+            if "unittest" in str(s.args.get("command")) and not _refused_for_plan_mode(s.result)
+        ]
 
     def _unfinished_test_run(self) -> ModelResponse | None:
         """A response for a last test run that has no output to read: interrupted (unknown),
@@ -406,6 +439,10 @@ def _read_content(result: str) -> str | None:
 def _edited(result: str) -> bool:
     """An edit that applied (now or, per the ledger, before a crash)."""
     return result.startswith("edited") or "already applied" in result
+
+
+def _refused_for_plan_mode(result: str | None) -> bool:
+    return result is not None and PLAN_MODE_DENIAL in result
 
 
 def _exit_code(result: str | None) -> int | None:

@@ -11,6 +11,7 @@ __all__ = [
     "CART",
     "EMPTY_CART_STEER",
     "EMPTY_CART_TEST",
+    "PLAN_MODE_DENIAL",
     "TASK",
     "TESTS",
     "TEST_COMMAND",
@@ -34,6 +35,13 @@ CARRY_ON = "Carry on with the task from where you are."
 # A steering message the scripted policy understands (case-insensitively, on "empty cart").
 EMPTY_CART_STEER = "Also add one test for an empty cart."
 EMPTY_CART_TEST = "test_empty_cart_total_is_zero"
+
+# What the page's permission hook answers a changing tool in plan mode (the model reads it
+# after "denied: "), and what the scripted policy recognises.
+PLAN_MODE_DENIAL = (
+    "plan mode is on: only reading tools until the user approves your plan; call "
+    "exit_plan_mode with it"
+)
 
 
 def run_project_tests(where: Path) -> subprocess.CompletedProcess[str]:

@@ -12,7 +12,7 @@ from fxdurable.backends import DEFAULT_STORE
 from fxdurable.errors import ConfigurationError
 
 if TYPE_CHECKING:  # the http extra may be missing: run_serve says so
-    from fxdurable.http.demo_mode import DemoWorker
+    from fxdurable.http.demo_mode import AppRoutes, DemoWorker
 
 __all__ = ["DEMO_AGENTS", "DEMO_PACE_S", "run_serve"]
 
@@ -109,4 +109,19 @@ def _demo_worker(
     spec = agents or os.environ.get("FXD_AGENTS") or DEMO_AGENTS
     command = [sys.executable, "-m", "fxdurable.cli.demo_worker", "--store", store]
     env = {**os.environ, "FXD_DEMO_PACE_S": os.environ.get("FXD_DEMO_PACE_S") or f"{DEMO_PACE_S:g}"}
-    return DemoWorker([*command, "--agents", spec], env)
+    return DemoWorker([*command, "--agents", spec], env, routes=_app_routes(spec))
+
+
+def _app_routes(spec: str) -> AppRoutes | None:
+    """The ``demo_routes`` beside the agents ``spec`` names (``module:attribute``), if its
+    module has them: the agents' own routes for demo mode (the coding agent's page)."""
+    from fxdurable.runtime.agent_spec import import_app_module
+
+    module_name = spec.partition(":")[0]
+    module = import_app_module(module_name, named_by=f"--agents {spec}")
+    routes = getattr(module, "demo_routes", None)
+    if routes is not None and not callable(routes):
+        raise ConfigurationError(
+            f"{module_name}.demo_routes must be a function of (runtime, principal)"
+        )
+    return routes

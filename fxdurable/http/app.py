@@ -38,6 +38,7 @@ from fxdurable.http.demo_mode import DemoWorker, demo_routes
 from fxdurable.http.problems import ApiError
 from fxdurable.http.session_routes import SessionRoutes
 from fxdurable.http.settings import HttpSettings
+from fxdurable.http.tool_routes import ToolRoutes
 from fxdurable.http.turn_routes import TurnRoutes
 from fxdurable.runtime.runtime import Runtime
 
@@ -89,12 +90,14 @@ def create_app(
         Route("/sessions/{session_id}/trace", api.trace, methods=["GET"]),
         Route("/sessions/{session_id}/fork", api.fork, methods=["POST"]),
         Route("/sessions/{session_id}/answer", api.answer, methods=["POST"]),
+        Route("/sessions/{session_id}/calls", api.calls, methods=["GET"]),
+        Route("/agents", api.agents, methods=["GET"]),
         Route("/wake", api.wake, methods=["POST"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/healthz", api.healthz, methods=["GET"]),
         Route("/console", console.index, methods=["GET", "HEAD"]),
         Route("/console/{path:path}", console.asset, methods=["GET", "HEAD"]),
-        *([] if demo is None else demo_routes(demo, api.principal)),
+        *([] if demo is None else demo_routes(demo, api.principal, runtime)),
     ]
     if settings.dev:
         routes.append(Route("/", console_static.to_console, methods=["GET", "HEAD"]))
@@ -114,7 +117,7 @@ def create_app(
     return app
 
 
-class _Api(TurnRoutes, SessionRoutes):
+class _Api(TurnRoutes, SessionRoutes, ToolRoutes):
     """Every route, on one object: what create_app mounts."""
 
 

@@ -15,6 +15,10 @@ starts the next when it exits for any reason (the crash button, a ``kill -9`` fr
 crash of its own), until :meth:`DemoWorker.stop`. The thread lives as long as the supervisor,
 because Linux ties ``PR_SET_PDEATHSIG`` (which the worker arms, so it never outlives the
 server) to the thread that started it.
+
+An agents' module may bring routes of its own for demo mode (the coding agent's page reads
+its files panel and settings through them): a ``demo_routes(runtime, principal)`` beside the
+agents ``--agents`` names, which ``fxdurable serve --demo`` mounts with the demo's routes.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -34,9 +39,15 @@ from starlette.routing import Route
 from fxdurable.errors import FxDurableError
 from fxdurable.http.schemas import CrashReply, DemoReply
 
-__all__ = ["DemoWorker", "DemoWorkerError", "demo_routes"]
+if TYPE_CHECKING:
+    from fxdurable.runtime.runtime import Runtime
+
+__all__ = ["AppRoutes", "DemoWorker", "DemoWorkerError", "demo_routes"]
 
 Principal = Callable[[Request], Awaitable[str]]
+# An agents' module's own routes for demo mode: given the server's runtime (which reads and
+# answers, but runs no turn) and the routes' authentication.
+AppRoutes = Callable[["Runtime", Principal], Sequence[Route]]
 
 log = logging.getLogger("fxdurable.http")
 
@@ -54,8 +65,15 @@ class DemoWorkerError(FxDurableError):
 class DemoWorker:
     """One worker process running ``command``, replaced whenever it exits."""
 
-    def __init__(self, command: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        command: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        *,
+        routes: AppRoutes | None = None,
+    ) -> None:
         self._command = list(command)
+        self.routes = routes  # the agents' module's own routes, mounted by demo_routes
         self._env = dict(env) if env is not None else None
         self._proc: subprocess.Popen[bytes] | None = None
         self._started = 0  # how many workers were started so far
@@ -148,9 +166,12 @@ class DemoWorker:
                 time.sleep(_RESTART_BACKOFF_S)
 
 
-def demo_routes(worker: DemoWorker, principal: Principal) -> list[Route]:
+def demo_routes(
+    worker: DemoWorker, principal: Principal, runtime: Runtime | None = None
+) -> list[Route]:
     """``GET /demo`` (the console shows its crash button when it answers) and ``POST
-    /demo/crash``; both authenticated as every other route."""
+    /demo/crash``, both authenticated as every other route; and, given the ``runtime``, the
+    routes of the agents' module (:data:`AppRoutes`)."""
 
     async def status(request: Request) -> Response:
         await principal(request)
@@ -161,7 +182,9 @@ def demo_routes(worker: DemoWorker, principal: Principal) -> list[Route]:
         killed, new = await asyncio.to_thread(worker.crash)
         return JSONResponse(CrashReply(killed=killed, worker=new).model_dump(by_alias=True))
 
+    own = [] if worker.routes is None or runtime is None else worker.routes(runtime, principal)
     return [
         Route("/demo", status, methods=["GET"]),
         Route("/demo/crash", crash, methods=["POST"]),
+        *own,
     ]

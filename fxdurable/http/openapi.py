@@ -33,6 +33,7 @@ from fxdurable.http.schemas import (
 )
 from fxdurable.http.scoping import SESSION_ID_PATTERN
 from fxdurable.http.sessions_list import MAX_LIMIT, SESSION_STATES
+from fxdurable.http.tool_schemas import AgentsReply, CallsReply
 
 __all__ = ["openapi_document"]
 
@@ -50,6 +51,8 @@ _REPLIES = (
     WakeReply,
     DemoReply,
     CrashReply,
+    AgentsReply,
+    CallsReply,
     ErrorReply,
 )
 _ERRORS = {
@@ -325,6 +328,27 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {
                         "200": _reply(AnswerReply, "The answer is durable; the turn is woken."),
                         **_errors("400", "401", "404", "408", "409-answer", "413", "422-answer"),
+                    },
+                }
+            },
+            "/sessions/{session_id}/calls": {
+                "get": {
+                    "summary": "The session's tool calls, with their input, status and result",
+                    "security": secured,
+                    "parameters": [_SESSION_PATH],
+                    "responses": {
+                        "200": _reply(CallsReply, "Every call, as the store lists them."),
+                        **_errors("401", "404", "422"),
+                    },
+                }
+            },
+            "/agents": {
+                "get": {
+                    "summary": "The agents served, with their tools and each tool's kind",
+                    "security": secured,
+                    "responses": {
+                        "200": _reply(AgentsReply, "Every agent, subagents included."),
+                        **_errors("401"),
                     },
                 }
             },

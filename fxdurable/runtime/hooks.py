@@ -1,7 +1,10 @@
 """Tool hooks: ``before_tool`` (allow, deny, or ask a person) and ``after_tool``.
 
 ``before_tool(tool_name, arguments_json)`` runs before a call's intent is recorded (DESIGN
-§3.11), so a crash inside it leaves nothing unknown. It returns None (allow), a string (deny:
+§3.11), so a crash inside it leaves nothing unknown. A hook that takes a third parameter,
+``before_tool(tool_name, arguments_json, call)``, is also shown the :class:`ToolCall` (its
+session, task and execution ids), for decisions that depend on the session (a permission
+granted for the rest of a session, a plan mode). It returns None (allow), a string (deny:
 the model reads it), or :func:`ask` (a question for a person: the turn waits, durably and
 holding no lease, until ``session.answer(allow() | deny(reason) | rewrite(input))``).
 
@@ -97,24 +100,34 @@ def rewrite(input: Mapping[str, Any]) -> Answer:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
     """The call ``after_tool`` is shown: which tool, with which arguments (JSON text), which
-    task and execution, and whether it returned (``completed``) or raised (``failed``)."""
+    task and execution, and whether it returned (``completed``) or raised (``failed``). A
+    three-parameter ``before_tool`` is shown it too, before the call runs (``pending``)."""
 
     tool: str
     arguments: str
     task_id: str
     execution_id: str
     status: ToolTaskStatus
+    # The session the call belongs to (its store key: a subagent's child has its own).
+    session_id: str = ""
 
 
 # Sync or async; see the module docstring for what each may return.
-BeforeTool: TypeAlias = Callable[[str, str], "Awaitable[str | Ask | None] | str | Ask | None"]
+BeforeTool: TypeAlias = (
+    Callable[[str, str], "Awaitable[str | Ask | None] | str | Ask | None"]
+    | Callable[[str, str, ToolCall], "Awaitable[str | Ask | None] | str | Ask | None"]
+)
 AfterTool: TypeAlias = Callable[[ToolCall, str], "Awaitable[str | None] | str | None"]
 
 
 async def run_before_tool(hook: BeforeTool, task: ToolTaskRecord) -> str | Ask | None:
     """The hook's verdict on ``task``. Its exceptions propagate (the wake fails and the turn
     is recovered later, with nothing recorded for the call)."""
-    verdict = hook(task.tool, task.arguments)
+    if _takes_the_call(hook):
+        call = _call_of(task, task.status)
+        verdict = hook(task.tool, task.arguments, call)  # type: ignore[call-arg]
+    else:
+        verdict = hook(task.tool, task.arguments)  # type: ignore[call-arg]
     if inspect.isawaitable(verdict):
         verdict = await verdict
     if verdict is not None and not isinstance(verdict, str | Ask):
@@ -130,13 +143,7 @@ async def run_after_tool(
 ) -> str:
     """What to record for ``task``'s result: the hook's text, or ``result`` itself when the
     hook returns None, returns something else than text, or raises (logged)."""
-    call = ToolCall(
-        tool=task.tool,
-        arguments=task.arguments,
-        task_id=task.id,
-        execution_id=task.execution_id,
-        status=status,
-    )
+    call = _call_of(task, status)
     try:
         replaced = hook(call, result)
         if inspect.isawaitable(replaced):
@@ -161,3 +168,29 @@ async def run_after_tool(
         )
         return result
     return replaced
+
+
+def _call_of(task: ToolTaskRecord, status: ToolTaskStatus) -> ToolCall:
+    return ToolCall(
+        tool=task.tool,
+        arguments=task.arguments,
+        task_id=task.id,
+        execution_id=task.execution_id,
+        status=status,
+        session_id=task.session_id,
+    )
+
+
+def _takes_the_call(hook: BeforeTool) -> bool:
+    """Whether ``hook`` takes a third positional parameter (the :class:`ToolCall`)."""
+    try:
+        parameters = inspect.signature(hook).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C callable without a signature
+        return False
+    positional = [
+        p
+        for p in parameters
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    # ``*args`` is not counted: a wrapper passing its arguments on keeps the two it had.
+    return len(positional) >= 3

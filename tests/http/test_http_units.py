@@ -203,6 +203,8 @@ def test_the_openapi_document_is_valid_and_names_every_route():
         "/sessions/{session_id}/history",
         "/sessions/{session_id}/fork",
         "/sessions/{session_id}/answer",
+        "/sessions/{session_id}/calls",
+        "/agents",
         "/demo",
         "/demo/crash",
         "/wake",
