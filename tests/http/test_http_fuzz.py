@@ -58,6 +58,8 @@ PATH_ONLY = (
     "GET /sessions/{session_id}",
     "GET /sessions/{session_id}/history",
     "GET /sessions/{session_id}/trace",
+    "GET /sessions/{session_id}/calls",
+    "GET /agents",
     "GET /demo",
     "POST /demo/crash",
 )

@@ -46,18 +46,19 @@ def test_the_stores_counter_is_what_botocore_sent(store: DynamoStore) -> None:
 
 
 @pytest.mark.parametrize("earlier", [SHORT, LONG])
-def test_a_runtime_step_costs_four_requests_however_long_the_session(
+def test_a_runtime_step_costs_three_requests_however_long_the_session(
     serial_moto_server: str, earlier: int
 ) -> None:
-    """A tool step and its model call through the real Runtime: start_tool, finish_tool and
-    record_model_call (one TransactWriteItems each) and the model request's read (one GetItem
-    of the session's head), at 10 and at 200 earlier messages alike. On the serial server:
+    """A tool step and its model call through the real Runtime: the model call with the
+    call's intent, and the result (one TransactWriteItems each: the merged commits of issue
+    23 §2; four requests before them) and the model request's read (one GetItem of the
+    session's head), at 10 and at 200 earlier messages alike. On the serial server:
     the turn and its heartbeat write at once (tests/stores/test_moto_transaction_isolation.py)."""
 
     def open_store() -> DynamoStore:
         return DynamoStore(dynamo_url(serial_moto_server), session=aws_session())
 
-    assert measure_runtime_requests(open_store, earlier) == 4
+    assert measure_runtime_requests(open_store, earlier) == 3
 
 
 def test_a_read_after_the_stores_own_commit_is_one_get_item(store: DynamoStore) -> None:
