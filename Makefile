@@ -19,7 +19,7 @@ EXAMPLE_MCP := $(wildcard examples/mcp_project/*.py)
 # Each its own mypy run: their ops_agent.py share a module name with pydantic_ai_project's.
 EXAMPLE_FRAMEWORKS := examples/langchain_project examples/openai_agents_project
 
-.PHONY: demo coding-demo venv-python lint test test-fast browser bench bench-venv wheel clean deploy \
+.PHONY: demo coding-demo coding-ui venv-python lint test test-fast browser bench bench-venv wheel clean deploy \
 	localstack-test docs soak
 
 # Before a venv is built or used: $(PYTHON) must be 3.11+, and a $(VENV) made by another
@@ -59,6 +59,16 @@ demo: venv-python
 coding-demo: venv-python
 	@$(MAKE) --no-print-directory $(VENV)/.installed-demo
 	$(BIN)/python examples/coding_agent/run.py $(ARGS)
+
+# The coding agent in a browser tab: http://127.0.0.1:8000/ (each session its own copy of the
+# project under ./.fxd-coding/; turns run in a worker process the page's crash button kills).
+# Each edit waits FXD_CODING_PACE_S (1.5 s) before it writes: time to press the button mid-edit.
+coding-ui: venv-python
+	@$(MAKE) --no-print-directory $(VENV)/.installed-demo
+	@mkdir -p .fxd-coding
+	FXD_CODING_DIR=.fxd-coding FXD_CODING_PACE_S=$${FXD_CODING_PACE_S-1.5} \
+		$(BIN)/fxdurable serve --dev --demo --db .fxd-coding/coding.db \
+		--agents examples.coding_agent.web:agents $(ARGS)
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check $(LINT_PATHS)
