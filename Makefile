@@ -19,7 +19,7 @@ EXAMPLE_MCP := $(wildcard examples/mcp_project/*.py)
 # Each its own mypy run: their ops_agent.py share a module name with pydantic_ai_project's.
 EXAMPLE_FRAMEWORKS := examples/langchain_project examples/openai_agents_project
 
-.PHONY: demo coding-demo coding-ui venv-python lint test test-fast browser bench bench-venv wheel clean deploy \
+.PHONY: demo coding-demo coding-ui coding-screenshot venv-python lint test test-fast browser postgres-server bench bench-abort bench-venv wheel clean deploy \
 	localstack-test docs soak
 
 # Before a venv is built or used: $(PYTHON) must be 3.11+, and a $(VENV) made by another
@@ -84,6 +84,11 @@ lint: $(VENV)/.installed
 docs: $(VENV)/.installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
+# Regenerates docs/coding-agent.png: the coding page after a crash mid-edit, in headless
+# chromium (scripts/coding_screenshot.py).
+coding-screenshot: $(VENV)/.installed browser
+	$(BIN)/python scripts/coding_screenshot.py
+
 # The browser tests (tests/console/) drive Debian's chromium with Playwright for Python (never
 # Playwright's own browser downloads). As root, a missing chromium is installed; otherwise this
 # says what to install, and fails in CI (CI=true): the browser tests never skip.
@@ -101,7 +106,24 @@ browser:
 		fi; \
 	fi
 
-test: $(VENV)/.installed browser
+# The PostgreSQL tests initdb a server of their own (tests/postgres_support.py) from Debian's
+# postgresql package: as root a missing one is installed; otherwise this says what to install,
+# and fails in CI (CI=true): the PostgreSQL tests never skip there.
+postgres-server:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || [ -n "$${FXD_TEST_PG_BIN:-}" ]; then \
+		:; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's postgresql for the PostgreSQL tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	else \
+		echo "PostgreSQL's initdb not found: the PostgreSQL tests will be skipped; install it with: sudo apt-get install -y postgresql" >&2; \
+		if [ "$${CI:-}" = "true" ]; then \
+			echo "CI=true and postgresql is missing: failing" >&2; \
+			exit 1; \
+		fi; \
+	fi
+
+test: $(VENV)/.installed browser postgres-server
 	@if ! command -v redis-server >/dev/null 2>&1; then \
 		echo "redis-server not found: Redis tests will be skipped; install redis-server to run them"; \
 		if [ "$${CI:-}" = "true" ]; then \
@@ -130,7 +152,7 @@ soak: $(VENV)/.installed
 $(BENCH_VENV)/.installed: pyproject.toml bench/requirements-peers.txt
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_BIN)/python -m pip install -q --upgrade pip
-	$(BENCH_BIN)/python -m pip install -q -e '.[redis,http,lambda]' -r bench/requirements-peers.txt
+	$(BENCH_BIN)/python -m pip install -q -e '.[redis,http,lambda,postgres]' -r bench/requirements-peers.txt
 	touch $@
 
 bench-venv: $(BENCH_VENV)/.installed
@@ -139,6 +161,11 @@ bench-venv: $(BENCH_VENV)/.installed
 # writes bench/results/latest.json and docs/benchmarks.md. ARGS=--quick for a short run.
 bench: $(BENCH_VENV)/.installed
 	$(BENCH_BIN)/python -m bench --write $(ARGS)
+
+# Abort-to-cancelled latency per store (docs/aborting.md): p50/p99 from the abort call to the
+# tool seeing its cancellation. ARGS=--samples N (default 40).
+bench-abort: $(VENV)/.installed
+	$(BIN)/python -m bench.abort_latency $(ARGS)
 
 # AWS Lambda: deploys examples/lambda_project (what `fxdurable init lambda` writes; its
 # template is infra/template.yaml) with this checkout's fxdurable. Needs the SAM CLI, python3.12

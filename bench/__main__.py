@@ -31,6 +31,7 @@ from bench.runtime_turns import measure_turns
 from bench.sqlite_steps import measure_growth, measure_resume, measure_steps
 from bench.startup import measure_startup, render_startup
 from bench.timing import machine_facts, machine_line
+from bench.wake_latency import measure_wake_latency, render_wake_latency
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,6 +397,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         dynamodb, dynamodb_failed = measure_dynamodb(tmp, progress)
         lambda_figures, lambda_note, lambda_failed = measure_lambda(tmp, plan, progress)
         failed = failed or http_failed or dynamodb_failed or lambda_failed
+        wake = measure_wake_latency(samples=20 if plan.name == "quick" else 100)
+        progress("Postgres queue wake latency measured")
     report = report_of(elapsed_s=time.perf_counter() - started)
     rest = "\n\n".join(
         (
@@ -405,6 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             dynamodb,
             render_lambda(lambda_figures, lambda_note),
             render_startup(startup),
+            render_wake_latency(wake),
         )
     )
     print(rest)

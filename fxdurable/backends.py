@@ -18,7 +18,14 @@ if TYPE_CHECKING:  # annotations only: the store's records load with the store a
     from fxdurable.core.store import Store
     from fxdurable.queues.rq import RqQueue
 
-__all__ = ["DEFAULT_QUEUE", "DEFAULT_STORE", "open_queue", "open_rq_queue", "open_store"]
+__all__ = [
+    "DEFAULT_QUEUE",
+    "DEFAULT_STORE",
+    "migrate_store",
+    "open_queue",
+    "open_rq_queue",
+    "open_store",
+]
 
 DEFAULT_STORE = "sqlite:///.fxd/fxd.db"
 DEFAULT_QUEUE = "local"
@@ -27,7 +34,9 @@ DEFAULT_QUEUE = "local"
 def open_store(url: str, *, create: bool = True, schema_checked: bool = False) -> Store:
     """Open the store a URL names: ``sqlite:///path.db`` (the embedded default),
     ``redis://host:port/db`` (``rediss://`` for TLS; needs ``pip install 'fxdurable[redis]'``)
-    or ``dynamodb://TABLE?region=...`` (needs ``pip install 'fxdurable[aws]'``).
+    or ``dynamodb://TABLE?region=...`` (needs ``pip install 'fxdurable[aws]'``) or
+    ``postgresql://user@host:port/db?schema=fxdurable`` (needs ``pip install
+    'fxdurable[postgres]'``; docs/postgres.md).
 
     ``create=False`` is for read-only tools: a missing or foreign store is an error, and
     nothing (not even the schema) is written.
@@ -59,15 +68,38 @@ def open_store(url: str, *, create: bool = True, schema_checked: bool = False) -
             ) from exc
 
         return DynamoStore(url, create=create)
+    if scheme in ("postgresql", "postgres"):
+        try:
+            from fxdurable.stores.postgres import PostgresStore
+        except ImportError as exc:  # psycopg is the postgres extra
+            raise ConfigurationError(
+                f"the PostgreSQL store cannot be loaded ({exc}): pip install 'fxdurable[postgres]'"
+            ) from exc
+
+        return PostgresStore(url, create=create)
     raise ConfigurationError(
-        f"unknown store URL {url!r}: expected sqlite:///path.db, redis://host:port/db or "
-        "dynamodb://TABLE?region=..."
+        f"unknown store URL {url!r}: expected sqlite:///path.db, redis://host:port/db, "
+        "dynamodb://TABLE?region=... or postgresql://user@host:port/db"
     )
 
 
+def migrate_store(url: str) -> tuple[int, int] | None:
+    """Apply the schema migrations the store at ``url`` lacks (``fxdurable migrate``):
+    (version before, version after) for a PostgreSQL store, which never migrates itself once
+    it holds data; None for the others (SQLite migrates on open, which this does; Redis and
+    DynamoDB have no schema)."""
+    if url.split(":", 1)[0] in ("postgresql", "postgres"):
+        from fxdurable.stores.postgres import migrate
+
+        return migrate(url)
+    open_store(url).close()
+    return None
+
+
 def open_queue(url: str) -> WakeQueue:
-    """``local`` (in-process, the embedded default), ``rq://host:port/db?queue=name`` or
-    ``sqs://QUEUE_URL_OR_NAME?region=...`` (needs ``pip install 'fxdurable[aws]'``)."""
+    """``local`` (in-process, the embedded default), ``rq://host:port/db?queue=name``,
+    ``sqs://QUEUE_URL_OR_NAME?region=...`` (needs ``pip install 'fxdurable[aws]'``) or
+    ``postgresql://host/db?schema=...`` (needs ``pip install 'fxdurable[postgres]'``)."""
     if url == "local":
         from fxdurable.queues.local import LocalQueue
 
@@ -83,9 +115,18 @@ def open_queue(url: str) -> WakeQueue:
             ) from exc
 
         return SqsQueue(url)
+    if url.startswith(("postgresql://", "postgres://")):
+        try:
+            from fxdurable.queues.postgres import PgQueue
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"the Postgres queue cannot be loaded ({exc}): pip install 'fxdurable[postgres]'"
+            ) from exc
+
+        return PgQueue(url)
     raise ConfigurationError(
-        f"unknown queue URL {url!r}: expected 'local', rq://host:port/db?queue=name or "
-        "sqs://QUEUE_URL_OR_NAME?region=..."
+        f"unknown queue URL {url!r}: expected 'local', rq://host:port/db?queue=name, "
+        "sqs://QUEUE_URL_OR_NAME?region=... or postgresql://host/db?schema=..."
     )
 
 

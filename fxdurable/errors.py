@@ -50,7 +50,8 @@ FxDurableError
  │    │    └── ModelOverloadedError  429, 503, 529, overloaded/rate-limit errors: a Fallback
  │    │                              model switches to its next model at once
  │    └── ContextLengthError   the conversation no longer fits: compacted, then retried
- └── SubmissionFailedError     wait() on a submission that settled failed or aborted
+ ├── SubmissionFailedError     wait() on a submission that settled failed or aborted
+ └── SessionBusyError          an erase refused while a turn runs (``force`` aborts it first)
 
 Signals derive from BaseException so that user code catching ``Exception`` in a tool cannot
 swallow them: :class:`Suspend` (stop at this step boundary and continue later).
@@ -91,6 +92,7 @@ __all__ = [
     "QueueUnavailableError",
     "RecordNotFoundError",
     "RequestConflictError",
+    "SessionBusyError",
     "SessionExistsError",
     "SessionNotFoundError",
     "StateError",
@@ -489,3 +491,16 @@ class AttachmentError(FxDurableError, ValueError):
     """An image or a document refused before anything was written: a media type not in
     ``ATTACHMENT_TYPES``, bytes that are not what the type says, past the size limit, a URL
     that is not https, or a stored attachment's blob missing when a turn reads it."""
+
+
+class SessionBusyError(FxDurableError):
+    """An erase refused: the session has a turn queued or running (``force=True`` aborts it
+    first). Nothing was erased."""
+
+    def __init__(self, session_id: str, submissions: list[str]) -> None:
+        self.session_id = session_id
+        self.submissions = submissions
+        super().__init__(
+            f"session {session_id!r} has unsettled work ({', '.join(submissions)}): abort it "
+            "or wait for it to settle, or erase with force=True (--force), which aborts it first"
+        )

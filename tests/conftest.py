@@ -23,6 +23,11 @@ transactions are not isolated as DynamoDB's are (bench/moto_server.py), and a ca
 can wipe another's commit (tests/stores/test_moto_transaction_isolation.py). Keep SQS on
 ``moto_server``: a long poll would hold the serial one for everybody. With
 ``FXD_TEST_AWS_ENDPOINT`` both are that endpoint (LocalStack isolates transactions).
+
+PostgreSQL: ``postgres_server`` initdb's and starts one server per run (fsync on, a free port;
+tests/postgres_support.py) or uses ``FXD_TEST_POSTGRES_URL``; ``postgres_url`` gives each test
+a schema of its own (``?schema=...``), dropped afterwards; ``postgres_factory`` starts
+dedicated servers a test may SIGKILL and restart. Skipped without PostgreSQL, failed in CI.
 """
 
 from __future__ import annotations
@@ -39,8 +44,10 @@ from pathlib import Path
 
 import pytest
 import tiers
+import wheel_support
 from aws_support import moto_running
 from browser_support import artifacts_dir
+from postgres_support import PostgresServer, pg_bin_dir, pg_ready
 from redis_support import free_port, unavailable
 
 from fxdurable.testing.net import stop_process
@@ -71,6 +78,20 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     tiers.write_durations(session)
+
+
+# The wheel and its venvs are made once per run, not once per xdist worker (tests/wheel_support.py):
+# the controller makes the directory they share before it starts the workers.
+_run_dir: Path | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _run_dir
+    _run_dir = wheel_support.open_run_dir()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    wheel_support.close_run_dir(_run_dir)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -290,3 +311,77 @@ def serial_moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
     as DynamoDB does. With ``FXD_TEST_AWS_ENDPOINT``, that endpoint."""
     with _aws_endpoint(tmp_path_factory, serial=True) as endpoint_url:
         yield endpoint_url
+
+
+# -- PostgreSQL (tests/postgres_support.py): a server of this run's own, fsync=on ------------
+
+
+def _postgres_bin() -> Path:
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        unavailable("psycopg is not installed: pip install -e '.[test]'", "the PostgreSQL tests")
+    bin_dir = pg_bin_dir()
+    if bin_dir is None:
+        unavailable(
+            "PostgreSQL's initdb is not installed: apt-get install postgresql (make test "
+            "installs it as root), or set FXD_TEST_PG_BIN",
+            "the PostgreSQL tests",
+        )
+    assert bin_dir is not None
+    return bin_dir
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """The URL (``postgresql://postgres@127.0.0.1:PORT/postgres``) of a PostgreSQL server
+    for this test run (each xdist worker its own), or ``FXD_TEST_POSTGRES_URL`` when set."""
+    given = os.environ.get("FXD_TEST_POSTGRES_URL")
+    if given:
+        error = pg_ready(given, timeout=5)
+        if error is not None:
+            pytest.fail(f"FXD_TEST_POSTGRES_URL={given} cannot be reached: {error}", pytrace=False)
+        yield given
+        return
+    server = PostgresServer(bin_dir=_postgres_bin())
+    try:
+        server.start()
+    except RuntimeError as exc:
+        server.remove()
+        unavailable(str(exc), "the PostgreSQL tests")
+    try:
+        yield server.url
+    finally:
+        server.remove()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """A URL on the run's server with a schema of this test's own (``?schema=t…``), dropped
+    (with everything in it) afterwards, so tests never see each other's tables."""
+    import psycopg
+
+    schema = f"t{uuid.uuid4().hex[:12]}"
+    separator = "&" if "?" in postgres_server else "?"
+    yield f"{postgres_server}{separator}schema={schema}"
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def postgres_factory() -> Iterator[Callable[..., PostgresServer]]:
+    """Start dedicated servers a test may kill (``server.kill()``: SIGKILL of postmaster and
+    backends) and restart from the same data directory: ``postgres_factory(settings={...})``."""
+    bin_dir = _postgres_bin()
+    started: list[PostgresServer] = []
+
+    def start(*, settings: dict[str, str] | None = None) -> PostgresServer:
+        server = PostgresServer(bin_dir=bin_dir, settings=settings)
+        started.append(server)
+        server.start()
+        return server
+
+    yield start
+    for server in started:
+        server.kill()
+        server.remove()

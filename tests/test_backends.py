@@ -30,7 +30,9 @@ def test_an_rq_queue_is_consumed_elsewhere() -> None:
 
 @pytest.mark.parametrize("url", ["sqs:queue", "redis://127.0.0.1:6379/0", "locale"])
 def test_an_unknown_queue_url_names_the_accepted_ones(url: str) -> None:
-    with pytest.raises(ConfigurationError, match=r"expected 'local', rq://.* or sqs://"):
+    with pytest.raises(
+        ConfigurationError, match=r"expected 'local', rq://.*, sqs://.* or postgresql://"
+    ):
         open_queue(url)
 
 

@@ -38,6 +38,9 @@ SYSTEM_FIXTURES = frozenset(
         "redis_server",  # redis-server
         "redis_url",
         "redis_factory",
+        "postgres_server",  # initdb + postgres (tests/postgres_support.py)
+        "postgres_url",
+        "postgres_factory",
         "moto_server",  # python -m moto.server
         "serial_moto_server",
         "rq_redis",  # tests/workers: a redis-server of their own
@@ -50,7 +53,7 @@ SYSTEM_FIXTURES = frozenset(
     }
 )
 # Backend parameters whose fixtures start (or need) a server through getfixturevalue.
-SYSTEM_PARAMS = frozenset({"redis", "dynamodb", "dynamodb-s3"})
+SYSTEM_PARAMS = frozenset({"redis", "dynamodb", "dynamodb-s3", "postgres"})
 SYSTEM_MARKS = frozenset({"crash", "redis", "aws"})
 # Where tests start subprocesses themselves (a CLI run, a shell tool, a wheel build, a worker),
 # relative to the repository: a directory ("tests/e2e/"), a file, or a test function of a file
@@ -59,6 +62,7 @@ SYSTEM_MARKS = frozenset({"crash", "redis", "aws"})
 SYSTEM_PATHS: tuple[str, ...] = (
     "tests/adapters/test_framework_versions.py::test_each_import_checks_the_release_first_and_import_fxdurable_loads_no_framework",
     "tests/adapters/test_langchain_middleware_project.py",
+    "tests/adapters/test_openai_agents_session_project.py",
     "tests/aws_lambda/",
     "tests/bench/test_bench_smoke.py",
     "tests/bench/test_lambda_bench.py",

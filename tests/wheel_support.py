@@ -2,10 +2,12 @@
 wheel, install it into a fresh virtualenv and run it from an empty directory, where the source
 tree cannot be imported by accident.
 
-``built_wheel()`` builds the wheel (and sdist) once per test process; ``wheel_venv(extras)``
-creates one venv per extras set per test process and returns it, so tests of several files
-that need ``fxdurable[redis]`` pay for one install. Tests must not install into a venv they
-got from ``wheel_venv``: a test that needs more packages makes its own with ``make_venv``.
+``built_wheel()`` builds the wheel (and sdist) once per run; ``wheel_venv(extras)`` creates
+one venv per extras set per run and returns it, so tests of several files that need
+``fxdurable[redis]`` pay for one install, whichever xdist worker runs them: the run's
+processes share one directory (``open_run_dir``), each build under a file lock. Tests must
+not install into a venv they got from ``wheel_venv``: a test that needs more packages makes its
+own with ``make_venv``.
 
 ``clean_env()`` is the environment those commands run with: no PYTHONPATH, no venv of the
 test process, no ``FXD_*`` setting of the developer's (tokens, stores) that would change what
@@ -15,11 +17,15 @@ the installed command does.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,29 +142,88 @@ def make_venv(where: Path, *requirements: str, python: str = sys.executable) -> 
     return venv
 
 
+# The directory a run's processes share (scripts/run-tests' xdist workers included): the
+# controller's pytest_configure makes it and names it here before the workers start, so they
+# inherit it, and removes it when the run ends (open_run_dir / close_run_dir, tests/conftest.py).
+RUN_DIR_ENV = "FXD_TEST_WHEEL_DIR"
+# Written last into a finished build or venv: one a process was killed in the middle of is made
+# again by the next process that asks.
+_COMPLETE = ".fxd-complete"
+
 _scratch: Path | None = None
 _dist: Path | None = None
 _venvs: dict[str, Venv] = {}
 
 
+def open_run_dir() -> Path | None:
+    """The run's shared directory, made and exported to the processes started after; None when
+    an outer process already made one (this process is an xdist worker or a nested run)."""
+    if os.environ.get(RUN_DIR_ENV):
+        return None
+    made = Path(tempfile.mkdtemp(prefix="fxd-wheel-"))
+    os.environ[RUN_DIR_ENV] = str(made)
+    return made
+
+
+def close_run_dir(made: Path | None) -> None:
+    if made is not None:
+        shutil.rmtree(made, ignore_errors=True)
+        os.environ.pop(RUN_DIR_ENV, None)
+
+
+def source_hash() -> str:
+    """What the wheel is built from: the package's files and the project's metadata, so a
+    process never takes a wheel of another tree."""
+    digest = hashlib.sha256()
+    files = [REPO / "pyproject.toml", REPO / "README.md", REPO / "LICENSE"]
+    files += sorted(p for p in (REPO / "fxdurable").rglob("*") if "__pycache__" not in p.parts)
+    for path in files:
+        if path.is_file():
+            digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def _scratch_dir() -> Path:
+    """Where the wheel and the venvs are: the run's shared directory (keyed by the source
+    hash), or, outside a run that made one, this process's own."""
     global _scratch
     if _scratch is None:
-        _scratch = Path(tempfile.mkdtemp(prefix="fxd-wheel-"))
-        atexit.register(shutil.rmtree, _scratch, ignore_errors=True)
+        shared = os.environ.get(RUN_DIR_ENV)
+        if shared:
+            _scratch = Path(shared) / source_hash()
+            _scratch.mkdir(parents=True, exist_ok=True)
+        else:
+            _scratch = Path(tempfile.mkdtemp(prefix="fxd-wheel-"))
+            atexit.register(shutil.rmtree, _scratch, ignore_errors=True)
     return _scratch
+
+
+@contextlib.contextmanager
+def _made_once(where: Path) -> Iterator[bool]:
+    """Under a lock shared by the run's processes: yields whether ``where`` is still to be made
+    (removing what a killed maker left); the maker's success marks it complete."""
+    with open(where.with_name(where.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (where / _COMPLETE).exists():
+            yield False
+            return
+        shutil.rmtree(where, ignore_errors=True)
+        yield True
+        (where / _COMPLETE).write_text("")
 
 
 def _build() -> Path:
     global _dist
     if _dist is None:
         dist = _scratch_dir() / "dist"
-        run(
-            [sys.executable, "-m", "build", "--wheel", "--sdist", "--outdir", str(dist)],
-            cwd=REPO,
-            timeout=600,
-            what="building the wheel and the sdist",
-        )
+        with _made_once(dist) as to_make:
+            if to_make:
+                run(
+                    [sys.executable, "-m", "build", "--wheel", "--sdist", "--outdir", str(dist)],
+                    cwd=REPO,
+                    timeout=600,
+                    what="building the wheel and the sdist",
+                )
         _dist = dist
     return _dist
 
@@ -187,5 +252,9 @@ def wheel_venv(extras: str = "") -> Venv:
     if key not in _venvs:
         name = "venv-" + (key.replace(",", "-") or "bare")
         requirement = f"{built_wheel()}[{key}]" if key else str(built_wheel())
-        _venvs[key] = make_venv(_scratch_dir() / name, requirement)
+        where = _scratch_dir() / name
+        with _made_once(where) as to_make:
+            if to_make:
+                make_venv(where, requirement)
+        _venvs[key] = Venv(where)
     return _venvs[key]

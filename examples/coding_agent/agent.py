@@ -24,6 +24,7 @@ from fxdurable.runtime.models.base import Model
 from fxdurable.runtime.tool_kinds import with_kind
 from fxdurable.tools.workspace import Workspace
 
+from .grants import granted
 from .policy import coding_policy
 from .settings import SessionSettings
 from .task import PLAN_MODE_DENIAL, TEST_COMMAND
@@ -123,7 +124,8 @@ def page_permissions(settings: SessionSettings) -> Callable[..., fx.Ask | str | 
     """The page's ``before_tool``: the session's settings decide before the person is asked.
     In plan mode a changing tool is refused (the model reads why) and ``exit_plan_mode`` asks
     the person to approve the plan; out of it ``exit_plan_mode`` is refused. A ``shell``
-    command asks, unless the person said "don't ask again" for shell in this session."""
+    command asks, unless the person said "don't ask again" for shell in this session: a grant
+    in the session's state (:mod:`.grants`), read from the call's ``state``."""
 
     def before_tool(tool: str, arguments: str, call: fx.ToolCall) -> fx.Ask | str | None:
         current = settings.of(call.session_id)
@@ -137,7 +139,7 @@ def page_permissions(settings: SessionSettings) -> Callable[..., fx.Ask | str | 
             return fx.ask(f"Approve this plan?\n\n{plan}")
         if current.plan_mode and tool in CHANGING_TOOLS:
             return PLAN_MODE_DENIAL
-        if tool in current.allowed_tools:
+        if tool in granted(call.state):
             return None
         return ask_before_shell(tool, arguments)
 

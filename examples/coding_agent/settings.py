@@ -1,12 +1,10 @@
-"""A session's settings the person at the page chooses: plan mode, and the tools they said
-"don't ask again" for. Durable per session (a SQLite file beside the workspace), read by the
-worker's permission hook before each call and written by the page's routes.
+"""A session's plan mode, as the person at the page chooses it. Durable per session (a SQLite
+file beside the workspace), read by the worker's permission hook before each call and written
+by the page's routes, also before the session's first turn (when it has no record yet).
 
-Why not ``ctx.state``: a session's persisted state is written only by its tool calls (committed
-with their results), while these are a person's choices, made between calls or before the
-first turn; the hook that honours them runs before a call, where no state is written. The
-file is a second store the server and the worker share, on the same machine (as demo mode's
-store is); a fork starts with none of its source's settings (a new session, new choices).
+The file is a second store the server and the worker share, on the same machine (as demo mode's
+store is); a fork starts with plan mode off (a new session, new choices). The "don't ask
+again" grants are in the session's own state instead (:mod:`.grants`).
 """
 
 from __future__ import annotations
@@ -21,9 +19,6 @@ __all__ = ["SessionSettings", "Settings"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS plan_mode (session TEXT PRIMARY KEY, on_ INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS allowed_tools (
-    session TEXT NOT NULL, tool TEXT NOT NULL, PRIMARY KEY (session, tool)
-);
 """
 
 
@@ -32,7 +27,6 @@ class Settings:
     """One session's settings as read."""
 
     plan_mode: bool
-    allowed_tools: tuple[str, ...]
 
 
 class SessionSettings:
@@ -54,10 +48,7 @@ class SessionSettings:
     def of(self, session: str) -> Settings:
         with self._db() as db:
             row = db.execute("SELECT on_ FROM plan_mode WHERE session = ?", (session,)).fetchone()
-            tools = db.execute(
-                "SELECT tool FROM allowed_tools WHERE session = ? ORDER BY tool", (session,)
-            ).fetchall()
-        return Settings(plan_mode=bool(row and row[0]), allowed_tools=tuple(t for (t,) in tools))
+        return Settings(plan_mode=bool(row and row[0]))
 
     def set_plan_mode(self, session: str, on: bool) -> None:
         with self._db() as db:
@@ -66,13 +57,3 @@ class SessionSettings:
                 "ON CONFLICT (session) DO UPDATE SET on_ = excluded.on_",
                 (session, int(on)),
             )
-
-    def allow(self, session: str, tool: str) -> None:
-        with self._db() as db:
-            db.execute(
-                "INSERT OR IGNORE INTO allowed_tools (session, tool) VALUES (?, ?)", (session, tool)
-            )
-
-    def revoke(self, session: str, tool: str) -> None:
-        with self._db() as db:
-            db.execute("DELETE FROM allowed_tools WHERE session = ? AND tool = ?", (session, tool))

@@ -5,7 +5,8 @@
 run from the repository's root. The server admits and streams; the demo's worker process runs
 the turns (``POST /demo/crash`` SIGKILLs it). Each session works in its own copy of
 ``project/`` under ``$FXD_CODING_DIR/workspace`` (default ``.fxd-coding``), made at its first
-tool call; its settings (plan mode, "don't ask again") are in ``$FXD_CODING_DIR/settings.db``.
+tool call; its plan mode is in ``$FXD_CODING_DIR/settings.db``, its "don't ask again" grants in
+the session's state in the store (:mod:`.grants`).
 
 :func:`agents` is the coder with the page's tools and permission hook; :func:`demo_routes` are
 the page's own routes, which demo mode mounts beside the API (``/coding/...``; the UI contract
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -28,10 +30,13 @@ from starlette.routing import Route
 
 import fxdurable as fx
 from fxdurable import tools as fxt
-from fxdurable.errors import NoPendingQuestionError, WorkspaceError
-from fxdurable.http.problems import ApiError
+from fxdurable.core.codec import JsonObject
+from fxdurable.core.session_state import StateWrites
+from fxdurable.errors import NoPendingQuestionError, SessionNotFoundError, WorkspaceError
+from fxdurable.http.problems import ApiError, session_not_found
 from fxdurable.http.route_base import session_id_param
 from fxdurable.http.scoping import session_key
+from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.models.base import Model
 from fxdurable.runtime.runtime import Runtime
 from fxdurable.tools.directory_workspace import DirectoryWorkspace, safe_name
@@ -39,6 +44,7 @@ from fxdurable.tools.fsfiles import read_regular, regular_files
 from fxdurable.tools.paths import confine
 
 from .agent import PROJECT, coder, model_from_env
+from .grants import grant, granted, revoke
 from .policy import coding_policy
 from .settings import SessionSettings
 
@@ -95,9 +101,14 @@ class PlanModeRequest(pydantic.BaseModel):
     on: bool
 
 
+_TOOL_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+_TOOL_NAME = re.compile(_TOOL_PATTERN)
+GrantUpdate = Callable[[JsonObject], StateWrites]
+
+
 class AllowRequest(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
-    tool: str = pydantic.Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    tool: str = pydantic.Field(pattern=_TOOL_PATTERN)
 
 
 def demo_routes(runtime: Runtime, principal: Principal) -> list[Route]:
@@ -179,14 +190,22 @@ class _CodingRoutes:
 
     async def _settings_reply(self, public: str, key: str, **extra: Any) -> JSONResponse:
         current = await asyncio.to_thread(self._settings.of, key)
+        record = await self._rt.session(key).record()
         return JSONResponse(
             {
                 "sessionId": public,
                 "planMode": current.plan_mode,
-                "allowedTools": list(current.allowed_tools),
+                "allowedTools": list(granted(record.state if record is not None else {})),
                 **extra,
             }
         )
+
+    async def _update_grants(self, public: str, key: str, update: GrantUpdate) -> None:
+        """Record a grant or a revocation in the session's state: a journal transition."""
+        try:
+            await durable(self._rt.journal.update_state, key, update)
+        except SessionNotFoundError:
+            raise session_not_found(public) from None
 
     async def settings(self, request: Request) -> Response:
         return await self._settings_reply(*await self._key(request))
@@ -202,7 +221,7 @@ class _CodingRoutes:
         of it that waits now, if any: "Yes, and don't ask again"."""
         public, key = await self._key(request)
         body = _parse(AllowRequest, await request.body())
-        await asyncio.to_thread(self._settings.allow, key, body.tool)
+        await self._update_grants(public, key, grant(body.tool))
         session = self._rt.session(key)
         question = await session.question()
         cursor: int | None = None
@@ -218,7 +237,10 @@ class _CodingRoutes:
 
     async def revoke(self, request: Request) -> Response:
         public, key = await self._key(request)
-        await asyncio.to_thread(self._settings.revoke, key, request.path_params["tool"])
+        tool = request.path_params["tool"]
+        if not _TOOL_NAME.fullmatch(tool):
+            raise ApiError(422, "invalid_tool", f"not a tool name: {tool[:80]!r}")
+        await self._update_grants(public, key, revoke(tool))
         return await self._settings_reply(public, key)
 
 

@@ -143,6 +143,16 @@ def _parser() -> argparse.ArgumentParser:
     from fxdurable.cli import lambda_project
 
     lambda_project.add_parsers(sub)
+    from fxdurable.cli import schedule
+
+    schedule.add_parsers(sub)
+    from fxdurable.cli import erase as erase_cli
+
+    erase_cli.add_parser(sub)
+
+    from fxdurable.cli import migrate
+
+    migrate.add_parser(sub)
 
     serve = sub.add_parser("serve", help="serve the HTTP API (chat, reconnect, steer, abort)")
     serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default: local)")
@@ -259,9 +269,13 @@ def _run_worker_command(args: argparse.Namespace) -> int:
         if args.command == "worker":
             return _run_sqs_worker(args, config)
         return _scan(args, config)
+    if str(args.queue).startswith(("postgresql://", "postgres://")):
+        if args.command == "worker":
+            return _run_sqs_worker(args, config, postgres=True)
+        return _scan(args, config)
     if not str(args.queue).startswith(("rq://", "rqs://")):
         raise ConfigurationError(
-            f"{args.command} needs an rq://... or sqs://... --queue, not {args.queue!r}"
+            f"{args.command} needs an rq://, sqs:// or postgresql:// --queue, not {args.queue!r}"
         )
     if args.command == "worker":
         from fxdurable.workers.rq_worker import run_worker
@@ -308,7 +322,9 @@ def _scan(args: argparse.Namespace, config: WorkerConfig) -> int:
             return 0
 
 
-def _run_sqs_worker(args: argparse.Namespace, config: WorkerConfig) -> int:
+def _run_sqs_worker(
+    args: argparse.Namespace, config: WorkerConfig, *, postgres: bool = False
+) -> int:
     given = (
         ("--name", args.name),
         ("--no-fork", args.no_fork),
@@ -317,8 +333,17 @@ def _run_sqs_worker(args: argparse.Namespace, config: WorkerConfig) -> int:
     rq_only = [flag for flag, value in given if value]
     if rq_only:
         raise ConfigurationError(
-            f"{' and '.join(rq_only)} apply to RQ workers only (an SQS worker never forks, "
-            "and has no Redis to wait for)"
+            f"{' and '.join(rq_only)} apply to RQ workers only (an SQS or Postgres worker "
+            "never forks, and has no Redis to wait for)"
+        )
+    if postgres:
+        from fxdurable.workers.postgres_worker import run_pg_worker
+
+        return run_pg_worker(
+            config,
+            burst=args.burst,
+            scan_interval_s=args.scan_interval,
+            concurrency=args.concurrency,
         )
     from fxdurable.workers.sqs_worker import run_sqs_worker
 
@@ -370,10 +395,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("worker", "scan"):
             check_crash_at()  # a typo fails here, not in a job later
             return _run_worker_command(args)
+        if args.command == "schedule":
+            from fxdurable.cli import schedule
+
+            return schedule.run(args)
         if args.command in ("init", "stage"):
             from fxdurable.cli import lambda_project
 
             return lambda_project.run(args)
+        if args.command == "erase":
+            from fxdurable.cli import erase as erase_cli
+
+            return erase_cli.run(args)
+        if args.command == "migrate":
+            from fxdurable.cli import migrate
+
+            return migrate.run(args)
         store = _open_existing(args.db, args.store)
         try:
             if args.command == "trace":

@@ -52,6 +52,9 @@ CRASH_POINTS: frozenset[str] = frozenset(
         # A question (before_tool's ask, on_exhausted="ask") is committed and the attempt
         # ended with it; the process has not let go of the session's lease yet.
         "input.after-request",
+        # A question's expiry (``ask(timeout_s=)``) is committed; the wake that runs the
+        # turn on is not enqueued yet (the scan finds the answered turn).
+        "input.after-expire",
         # Inside a subagent's child run inline by its parent's call: a tool result of the
         # child is durable (``:<tool>`` names the child's tool), its next step not started.
         "subagent.in-child",
@@ -65,6 +68,16 @@ CRASH_POINTS: frozenset[str] = frozenset(
         # The DynamoDB store: a transaction past 100 items (a long session's fork) has staged
         # some of its records in the new partitions, and not made them visible yet.
         "store.mid-stage",
+        # An erase (core/journal/erase.py): its marker committed, nothing deleted yet; and a
+        # batch of its records deleted, the rest (and the session record) still there.
+        "erase.after-marker",
+        "erase.after-batch",
+        # The lease holder read an abort the notifier woke it for, and has not cancelled the
+        # running call yet (runtime/interrupts.py).
+        "abort.before-cancel",
+        # A streaming reply cut by a steer or an abort is recorded interrupted; the next
+        # call (or the abort's settle) is not made yet.
+        "model.after-cut",
     }
 )
 

@@ -18,7 +18,7 @@ from typing import Any, TypeAlias, TypeVar, cast
 
 from fxdurable.core.codec import JsonObject, JsonValue
 
-__all__ = ["compile_codecs", "decode", "encode"]
+__all__ = ["OMIT_DEFAULT", "compile_codecs", "decode", "encode"]
 
 R = TypeVar("R")
 
@@ -53,12 +53,23 @@ def _is_record(tp: Any) -> bool:
 # walking type hints per value would dominate a step's CPU).
 
 
+_OMIT_DEFAULT_KEY = "fxd_omit_default"
+# ``field(default=..., metadata=OMIT_DEFAULT)``: not encoded while it holds its default.
+OMIT_DEFAULT: dict[str, bool] = {_OMIT_DEFAULT_KEY: True}
+
+
 @functools.cache
 def _encoder(tp: Any) -> Convert | None:
     """None when values of ``tp`` are already JSON-ready (StrEnums are ``str``)."""
     tp = _optional_inner(tp)
     if _is_record(tp):
         fields = [(f.name, _encoder(_hints(tp)[f.name])) for f in dataclasses.fields(tp)]
+        # Fields added later with ``metadata=OMIT_DEFAULT`` are left out at their default, so
+        # a record that does not use them keeps the bytes it was stored with (Redis members,
+        # DynamoDB bodies); decoding fills a missing key with its default.
+        defaults = {
+            f.name: f.default for f in dataclasses.fields(tp) if f.metadata.get(_OMIT_DEFAULT_KEY)
+        }
 
         def encode_record(value: Any) -> Any:
             if value is None:
@@ -68,7 +79,18 @@ def _encoder(tp: Any) -> Convert | None:
                 for name, conv in fields
             }
 
-        return encode_record
+        if not defaults:
+            return encode_record
+
+        def encode_sparse(value: Any) -> Any:
+            encoded = encode_record(value)
+            if encoded is not None:
+                for name, default in defaults.items():
+                    if encoded[name] == default:
+                        del encoded[name]
+            return encoded
+
+        return encode_sparse
     if typing.get_origin(tp) is tuple:
         item = _encoder(typing.get_args(tp)[0])
         if item is not None:

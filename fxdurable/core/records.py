@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from fxdurable.core.codec import JsonObject
+from fxdurable.core.recordcodec import OMIT_DEFAULT
 from fxdurable.core.states import (
     AttemptStatus,
     ModelCallStatus,
@@ -129,6 +130,8 @@ class InputAnswer:
     reason: str | None = None
     arguments: str | None = None
     at: float
+    # Recorded by the question's expiry (``Journal.expire_input``), not by a person.
+    timed_out: bool = field(default=False, metadata=OMIT_DEFAULT)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,6 +148,10 @@ class InputRequest:
     tool: str | None = None
     asked_at: float
     answer: InputAnswer | None = None
+    # A question may expire (``ask(..., timeout_s=)``): at ``expires_at`` it is answered by
+    # ``on_timeout`` (``deny``, ``allow`` or ``fail``) unless a person answered first.
+    expires_at: float | None = field(default=None, metadata=OMIT_DEFAULT)
+    on_timeout: str | None = field(default=None, metadata=OMIT_DEFAULT)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

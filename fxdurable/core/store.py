@@ -1,11 +1,13 @@
-"""The store contract: four record primitives and five store methods; the rest derived once.
+"""The store contract: five record primitives and six store methods; the rest derived once.
 
-A backend supplies **9 methods** (issue 23 §1; there were 29, each store writing all of them):
+A backend supplies **11 methods** (issue 23 §1 reduced 29 to 9; issue 28 §3's erasure added
+the two deletes):
 
 - on its transaction (:class:`Primitives`; a read view has the first two): ``get(kind, key)``,
-  ``range(kind, index, value, *, after=, limit=)``, ``put(record, *, expected_version)`` and
-  ``append(record)``;
-- on the store (:class:`Store`): ``transact``, ``read``, ``put_blob``, ``get_blob``, ``close``.
+  ``range(kind, index, value, *, after=, limit=)``, ``put(record, *, expected_version)``,
+  ``append(record)`` and ``delete(kind, key)``;
+- on the store (:class:`Store`): ``transact``, ``read``, ``put_blob``, ``get_blob``,
+  ``delete_blob``, ``close``.
 
 The kinds (a key, a version or append-only, named indexes) are declared once in
 :mod:`fxdurable.core.kinds`. The 24 named reads and writes the journal and the runtime call
@@ -104,6 +106,14 @@ class Primitives(ReadPrimitives, Protocol):
     def append(self, record: object) -> None:
         """Insert a record of an append-only kind (model calls, messages, events);
         ConflictError if its key exists."""
+        ...
+
+    def delete(self, kind: Kind[R], key: Key) -> None:
+        """Remove the record of ``kind`` whose key fields are ``key``, and every index entry
+        the store keeps for it. Unconditional and idempotent: no version is checked, and a
+        missing record is no error (an erase resumed after a crash deletes again what is
+        gone). Only erasure (:mod:`fxdurable.core.journal.erase`) calls it; a body that
+        deletes a record does not read it again."""
         ...
 
 
@@ -252,6 +262,9 @@ class DerivedTx(DerivedReads):
     @abc.abstractmethod
     def append(self, record: object) -> None: ...
 
+    @abc.abstractmethod
+    def delete(self, kind: Kind[R], key: Key) -> None: ...
+
     def _checked_put(self, kind: Kind[R], record: R, expected_version: int | None) -> None:
         if kind_of(record) is not kind:
             raise TypeError(f"not a {kind.name} record: {type(record).__name__}")
@@ -317,6 +330,13 @@ class Store(Protocol):
         """The bytes stored under ``digest``, or None when there are none (or ``digest`` is
         not a digest). Verified: bytes that do not hash to ``digest`` raise
         :class:`~fxdurable.errors.BlobCorruptError`, never come back."""
+        ...
+
+    def delete_blob(self, digest: str) -> None:
+        """Remove the blob stored under ``digest`` (its bytes everywhere the store kept them:
+        an S3 object too). Idempotent; a string that is not a digest names none. Outside any
+        transaction, like ``put_blob``: erasure deletes a blob only once no committed record
+        names it."""
         ...
 
     def close(self) -> None: ...

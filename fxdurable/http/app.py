@@ -35,6 +35,7 @@ from fxdurable.errors import (
 from fxdurable.http import console_static
 from fxdurable.http.auth import Authenticate
 from fxdurable.http.demo_mode import DemoWorker, demo_routes
+from fxdurable.http.erase_route import EraseRoutes
 from fxdurable.http.problems import ApiError
 from fxdurable.http.session_routes import SessionRoutes
 from fxdurable.http.settings import HttpSettings
@@ -86,6 +87,7 @@ def create_app(
         Route("/steer", api.steer, methods=["POST"]),
         Route("/abort", api.abort, methods=["POST"]),
         Route("/sessions/{session_id}", api.session, methods=["GET"]),
+        Route("/sessions/{session_id}", api.erase, methods=["DELETE"]),
         Route("/sessions/{session_id}/history", api.history, methods=["GET"]),
         Route("/sessions/{session_id}/trace", api.trace, methods=["GET"]),
         Route("/sessions/{session_id}/fork", api.fork, methods=["POST"]),
@@ -117,7 +119,7 @@ def create_app(
     return app
 
 
-class _Api(TurnRoutes, SessionRoutes, ToolRoutes):
+class _Api(TurnRoutes, SessionRoutes, ToolRoutes, EraseRoutes):
     """Every route, on one object: what create_app mounts."""
 
 

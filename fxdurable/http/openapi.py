@@ -9,6 +9,7 @@ from pydantic.json_schema import models_json_schema
 
 from fxdurable import __version__
 from fxdurable.core.events import WIRE_VERSION
+from fxdurable.http.erase_route import EraseReply
 from fxdurable.http.lines import line_adapter
 from fxdurable.http.schemas import (
     AbortReply,
@@ -39,6 +40,7 @@ __all__ = ["openapi_document"]
 
 _REQUESTS = (ChatRequest, SteerRequest, AbortRequest, ForkRequest, AnswerRequest, WakeRequest)
 _REPLIES = (
+    EraseReply,
     ChatReceipt,
     SteerReply,
     AbortReply,
@@ -66,6 +68,8 @@ _ERRORS = {
     "another fork is being made into at the same moment (fork_conflict)",
     "409-answer": "the session's turn waits for no answer: nothing was asked, or it was "
     "answered already (no_pending_question)",
+    "409-erase": "a turn is queued or running (session_busy): erase with ?force=true, which "
+    "aborts it first",
     "413": "body or prompt too large",
     "422": "the body does not match its schema",
     "422-fork": "the body does not match its schema, or `after` names no settled point of "
@@ -277,7 +281,25 @@ def openapi_document() -> dict[str, Any]:
                         "200": _reply(SessionReply, "The session."),
                         **_errors("401", "404", "422"),
                     },
-                }
+                },
+                "delete": {
+                    "summary": "Erase the session: its journal, events, state, the blobs no "
+                    "other session names, its subagents' sessions; ?force=true while a turn runs",
+                    "security": secured,
+                    "parameters": [
+                        _SESSION_PATH,
+                        {
+                            "name": "force",
+                            "in": "query",
+                            "required": False,
+                            "schema": {"type": "boolean", "default": False},
+                        },
+                    ],
+                    "responses": {
+                        "200": _reply(EraseReply, "Erased: nothing of it is left."),
+                        **_errors("401", "404", "409-erase", "422"),
+                    },
+                },
             },
             "/sessions/{session_id}/history": {
                 "get": {

@@ -95,6 +95,10 @@ class Durability:
     # asks a person instead (``needs_input``): ``allow()`` grants a fresh attempt budget,
     # ``deny()`` settles failed as "fail" would have. The time budget always fails.
     on_exhausted: Literal["fail", "ask"] = "fail"
+    # The ``on_exhausted="ask"`` question expires after this long (None: never) and is then
+    # answered ``ask_on_timeout`` ("deny" and "fail" settle failed, "allow" goes on).
+    ask_timeout_s: float | None = None
+    ask_on_timeout: Literal["deny", "allow", "fail"] = "deny"
     # Paused model calls in a row (Anthropic ``pause_turn``, a long server-tool loop) the
     # turn continues; past it the submission fails with ``model_paused``. Each continuation
     # is a recorded model call (a round) with its own usage.
@@ -109,6 +113,12 @@ class Durability:
             raise ConfigurationError(f"on_exhausted is 'fail' or 'ask', not {self.on_exhausted!r}")
         if self.timeout_s <= 0:
             raise ConfigurationError("timeout_s must be positive")
+        if self.ask_timeout_s is not None and not self.ask_timeout_s > 0:
+            raise ConfigurationError("ask_timeout_s must be positive")
+        if self.ask_on_timeout not in ("deny", "allow", "fail"):
+            raise ConfigurationError(
+                f"ask_on_timeout is deny, allow or fail, not {self.ask_on_timeout!r}"
+            )
 
 
 class Agent:

@@ -133,6 +133,8 @@ class Boundary:
     overspent: str | None = None
     on_overspent: Literal["fail", "ask"] = "fail"
     spend_denied: str | None = None  # a person's reason for denying an overspent turn
+    # Its question expired with ``on_timeout="fail"`` (the message), if it did.
+    question_failed: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +189,8 @@ def at_boundary(b: Boundary) -> BoundaryAction:
     work is never discarded by an abort or a spent budget (DESIGN §4)."""
     if b.abort:
         return AbortTurn()
+    if b.question_failed is not None:
+        return FailTurn("question_timeout", b.question_failed, "time_exhausted")
     if b.first:
         if b.denied is not None:
             return FailTurn(

@@ -25,10 +25,10 @@ import inspect
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from fxdurable.core.asking import AnswerKind
+from fxdurable.core.asking import TIMEOUT_ANSWERS, AnswerKind, OnTimeout
 from fxdurable.core.records import ToolTaskRecord
 from fxdurable.core.states import ToolTaskStatus
 from fxdurable.errors import ConfigurationError, InvalidAnswerError
@@ -52,16 +52,30 @@ log = logging.getLogger("fxdurable.hooks")
 
 @dataclass(frozen=True, slots=True)
 class Ask:
-    """``before_tool``'s third answer: ask a person ``question`` before the call may run."""
+    """``before_tool``'s third answer: ask a person ``question`` before the call may run
+    (within ``timeout_s``, if set; then ``on_timeout`` answers)."""
 
     question: str
+    timeout_s: float | None = None
+    on_timeout: OnTimeout = "deny"
 
 
-def ask(question: str) -> Ask:
-    """Return this from ``before_tool`` to ask a person first (``session.answer`` replies)."""
+def ask(question: str, *, timeout_s: float | None = None, on_timeout: OnTimeout = "deny") -> Ask:
+    """Return this from ``before_tool`` to ask a person first (``session.answer`` replies).
+
+    ``timeout_s``: the question expires that many seconds after it is asked, durably (a
+    timer on the session, honoured by a delayed wake and by the scan, so it fires after a
+    restart too); it is then answered ``on_timeout``: ``"deny"`` (the model reads that
+    nobody answered), ``"allow"`` (the call runs) or ``"fail"`` (the turn settles
+    ``failed``, code ``question_timeout``). A person's answer and the expiry race safely:
+    exactly one is recorded."""
     if not isinstance(question, str) or not question.strip():
         raise ConfigurationError("ask() needs the question to show a person")
-    return Ask(question)
+    if timeout_s is not None and not timeout_s > 0:
+        raise ConfigurationError(f"ask()'s timeout_s is a positive number, not {timeout_s!r}")
+    if on_timeout not in TIMEOUT_ANSWERS:
+        raise ConfigurationError(f"on_timeout is 'deny', 'allow' or 'fail', not {on_timeout!r}")
+    return Ask(question, timeout_s, on_timeout)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +124,9 @@ class ToolCall:
     status: ToolTaskStatus
     # The session the call belongs to (its store key: a subagent's child has its own).
     session_id: str = ""
+    # The session's state (``ctx.state``) as the turn last read or committed it: what a
+    # ``before_tool`` decides from (a grant a person recorded with ``Journal.update_state``).
+    state: Mapping[str, Any] = field(default_factory=dict)
 
 
 # Sync or async; see the module docstring for what each may return.
@@ -120,11 +137,13 @@ BeforeTool: TypeAlias = (
 AfterTool: TypeAlias = Callable[[ToolCall, str], "Awaitable[str | None] | str | None"]
 
 
-async def run_before_tool(hook: BeforeTool, task: ToolTaskRecord) -> str | Ask | None:
+async def run_before_tool(
+    hook: BeforeTool, task: ToolTaskRecord, state: Mapping[str, Any] | None = None
+) -> str | Ask | None:
     """The hook's verdict on ``task``. Its exceptions propagate (the wake fails and the turn
     is recovered later, with nothing recorded for the call)."""
     if _takes_the_call(hook):
-        call = _call_of(task, task.status)
+        call = _call_of(task, task.status, state)
         verdict = hook(task.tool, task.arguments, call)  # type: ignore[call-arg]
     else:
         verdict = hook(task.tool, task.arguments)  # type: ignore[call-arg]
@@ -170,7 +189,9 @@ async def run_after_tool(
     return replaced
 
 
-def _call_of(task: ToolTaskRecord, status: ToolTaskStatus) -> ToolCall:
+def _call_of(
+    task: ToolTaskRecord, status: ToolTaskStatus, state: Mapping[str, Any] | None = None
+) -> ToolCall:
     return ToolCall(
         tool=task.tool,
         arguments=task.arguments,
@@ -178,6 +199,7 @@ def _call_of(task: ToolTaskRecord, status: ToolTaskStatus) -> ToolCall:
         execution_id=task.execution_id,
         status=status,
         session_id=task.session_id,
+        state=state or {},
     )
 
 

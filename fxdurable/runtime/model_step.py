@@ -12,6 +12,7 @@ recorded, so usage totals count them); a text answer cut so is recorded as it is
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -37,6 +38,7 @@ from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.conversation import ConversationCache
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.history import build_history, with_summary
+from fxdurable.runtime.interrupts import LiveStream
 from fxdurable.runtime.models.base import (
     ChatMessage,
     Finish,
@@ -135,6 +137,7 @@ class ModelStep:
         self._rng = rng
         # The turn's images and documents, each blob read once for all its steps.
         self._attachments = AttachmentLoader(journal.store.get_blob)
+        self.live: LiveStream | None = None  # the reply streaming now, for an interrupt
 
     def prepare(
         self, view: ReadView, turn: TurnRecord, known: Sequence[ToolTaskRecord] = ()
@@ -169,8 +172,27 @@ class ModelStep:
                 return Failed("attachment_missing", str(exc))
         model = member(self._agent.model, turn.model)  # a Fallback chain's: the turn's
         crash_point("model.before-request")
+        live = self.live = LiveStream(steering)
+        live.task = streaming = asyncio.ensure_future(
+            self._stream(request, turn.id, round_, model, live)
+        )
         try:
-            response = await self._stream(request, turn.id, round_, model)
+            response = await streaming
+        except asyncio.CancelledError:
+            torn_down = (task := asyncio.current_task()) is not None and task.cancelling()
+            if torn_down or not live.requested or not streaming.cancelled():
+                raise  # the worker itself is being torn down
+            # Cut by an abort or a steer (runtime/interrupts.py): what streamed is recorded
+            # as recovery records a cut stream; the loop then decides (abort) or asks again.
+            await durable(
+                self._journal.interrupt_stream,
+                self._fence,
+                turn.id,
+                round_=round_,
+                text="".join(live.pending),
+            )
+            crash_point("model.after-cut")
+            return Retry()
         except ModelError as exc:
             switched = await self._fall_back(turn, round_, request, model, exc)
             if switched is not None:
@@ -180,6 +202,8 @@ class ModelStep:
             if isinstance(exc, ModelRetryableError):
                 return await self._retry_later(turn, round_, exc, (request, model))
             return Failed("model_error", str(exc))
+        finally:
+            self.live = None
         crash_point("model.after-finish")
         answered = model.name
         cut = cut_tool_calls(response)
@@ -277,13 +301,19 @@ class ModelStep:
 
     @tracing.model_response
     async def _stream(
-        self, request: ModelRequest, turn_id: str | None, round_: int, model: Model
+        self,
+        request: ModelRequest,
+        turn_id: str | None,
+        round_: int,
+        model: Model,
+        live: LiveStream | None = None,
     ) -> ModelResponse:
         """Read parts up to the finish; write streamed text as partials every so often.
-        ``turn_id=None`` streams without partials (a compaction's summary)."""
+        ``turn_id=None`` streams without partials (a compaction's summary). ``live``: the
+        handle an interrupt cuts the stream through (its ``pending`` is this text)."""
         stream = model.stream(request)
         every = self._agent.durability.partial_text_every_s
-        pending: list[str] = []
+        pending: list[str] = [] if live is None else live.pending
         last_flush = time.monotonic()
         deltas = 0
         try:
@@ -295,18 +325,26 @@ class ModelStep:
                 if turn_id is not None:
                     relay.forward(part.text)  # a subagent's text, up to its parent's call
                 if turn_id is not None and time.monotonic() - last_flush >= every:
-                    await durable(
-                        self._journal.record_partial,
-                        self._fence,
-                        turn_id,
-                        round_=round_,
-                        text="".join(pending),
-                    )
+                    if live is not None:
+                        live.flushing = True
+                    try:
+                        await durable(
+                            self._journal.record_partial,
+                            self._fence,
+                            turn_id,
+                            round_=round_,
+                            text="".join(pending),
+                        )
+                    finally:
+                        if live is not None:
+                            live.flushing = False
                     pending.clear()
                     last_flush = time.monotonic()
+                    if live is not None and live.requested:
+                        raise asyncio.CancelledError  # cut while the partial was written
                 if deltas == 1 and turn_id is not None:
                     crash_point("model.mid-stream")
-        except ModelError:
+        except (ModelError, asyncio.CancelledError):
             raise
         except Exception as exc:  # a model implementation's own bug or an unmapped error
             raise ModelError(f"model {model.name!r} failed: {exc!r}") from exc

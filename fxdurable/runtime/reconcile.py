@@ -11,12 +11,14 @@ whose holder died are never made to wait: their lease says so.
 
 A session whose next submission waits for a person's answer (``needs_input``) is not woken
 while nobody holds it: there is nothing a worker could do before the answer, which enqueues
-its own wake. (One whose holder died still is: the wake frees the lease.)
+its own wake. (One whose holder died still is: the wake frees the lease.) Unless its question
+has a timer that is due (``ask(timeout_s=)``): the scan is what fires a timer whose delayed
+wake was lost, or that came due while no worker ran, or on a queue that cannot delay.
 """
 
 from __future__ import annotations
 
-from fxdurable.core.asking import waits_for_input
+from fxdurable.core.asking import expired_question, waits_for_input
 from fxdurable.core.store import ReadView
 from fxdurable.runtime.worker import local_process_is_dead
 
@@ -39,6 +41,9 @@ def orphaned_sessions(view: ReadView, *, now: float, quiet_s: float = 0.0) -> li
                 found.append(session.id)
             continue
         unsettled = view.unsettled_submissions(session.id)
+        if unsettled and expired_question(unsettled[0], now):
+            found.append(session.id)  # its timer is due: the wake records the timeout
+            continue
         if unsettled and waits_for_input(unsettled[0]):
             continue  # waits for a person; the answer wakes it
         if quiet_s > 0:

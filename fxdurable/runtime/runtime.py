@@ -41,6 +41,7 @@ from fxdurable.runtime.answers import Question, pending_question, record_answer
 from fxdurable.runtime.attachments import store_attachments
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.crossing import durable
+from fxdurable.runtime.erase import EraseReport, erase_session
 from fxdurable.runtime.history import conversation
 from fxdurable.runtime.hooks import Answer
 from fxdurable.runtime.leases import OnLostLease
@@ -49,6 +50,7 @@ from fxdurable.runtime.models import aclose_loaded_clients
 from fxdurable.runtime.models.base import Attachment, ChatMessage
 from fxdurable.runtime.output import OutputSpec
 from fxdurable.runtime.reconcile import orphaned_sessions
+from fxdurable.runtime.schedule import Cron, Schedule, Scheduled, run_schedule
 from fxdurable.runtime.submission import Submission
 from fxdurable.runtime.task_view import ToolTask, running_task
 from fxdurable.runtime.worker import WakeHandler, WorkerSettings
@@ -122,6 +124,7 @@ class Runtime:
             on_lost_lease=on_lost_lease,
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self._sleep = sleep  # also a schedule's (runtime/schedule.py)
         self._budgets: set[InvocationBudget] = set()
         self._in_flight: set[asyncio.Task[None]] = set()
         self._stopping = False
@@ -282,6 +285,35 @@ class Runtime:
                 log.exception("reconciliation scan failed; retrying next interval")
 
     # -- sessions ----------------------------------------------------------------------------
+
+    def schedule(
+        self,
+        session_id: str,
+        prompt: str,
+        *,
+        at: float | None = None,
+        every: str | None = None,
+        agent: str | None = None,
+    ) -> Scheduled:
+        """Submit ``prompt`` to the session once ``at`` (epoch seconds) or on the cron
+        expression ``every``, while this runtime runs (docs/timers.md). Each fire's request
+        id is derived from the schedule and the fire time: a retried fire is one submission."""
+        plan = Schedule(
+            session_id, prompt, at=at, every=None if every is None else Cron.parse(every)
+        )
+        handle = self.session(session_id, agent=agent)  # checks the agent now
+
+        async def submit(_: str, text: str, request_id: str) -> None:
+            await handle.submit(text, request_id=request_id)
+
+        fired: list[float] = []
+
+        async def fire() -> None:
+            await run_schedule(plan, submit, clock=self._clock, sleep=self._sleep, fired=fired)
+
+        task = asyncio.create_task(fire(), name=f"fxd-schedule-{plan.id}")
+        self._tasks.append(task)
+        return Scheduled(plan, fired, task)
 
     def session(self, session_id: str, *, agent: str | None = None) -> SessionHandle:
         if agent is None:
@@ -457,6 +489,15 @@ class SessionHandle:
         marked = await durable(self._rt.journal.request_abort, self.id)
         await self._rt.queue.enqueue(self.id, reason="abort")
         return marked
+
+    async def erase(self, *, force: bool = False) -> EraseReport:
+        """Delete this session: its journal, events, state, the workspace blobs and S3
+        objects no other session names, its subagents' sessions, and its forks' references to
+        it (a fork keeps its own copy). Refused with :class:`~fxdurable.SessionBusyError`
+        while a turn is queued or running, unless ``force``, which records its abort and
+        fences its worker first. A kill mid-erase leaves it resumable: erase again
+        (docs/erasure.md)."""
+        return await durable(erase_session, self._rt.journal, self.id, force=force)
 
     async def question(self) -> Question | None:
         """The question this session's turn waits on (``needs_input``), or None."""

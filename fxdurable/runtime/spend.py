@@ -9,7 +9,10 @@ They are checked at every step boundary (:func:`~fxdurable.runtime.decide.at_bou
 :func:`overspent` computing the fact): once a limit is reached, the turn takes no further step
 and settles ``failed`` with ``budget_exhausted`` naming the limit, or, with
 ``on_exhausted="ask"``, asks a person (``needs_input``): each ``allow`` grants the turn one
-more budget of the same size, ``deny`` fails it. A final answer the records already hold is
+more budget of the same size, ``deny`` fails it. That question expires after
+``ask_timeout_s`` (None: never) and is then answered ``ask_on_timeout`` (``"deny"`` and
+``"fail"`` settle the turn failed, ``"allow"`` grants one more budget), like any other
+question's timeout (:func:`fxdurable.ask`). A final answer the records already hold is
 never discarded: a turn whose last call answered completes. One call may go past a limit (a
 call's cost is known when it ends); none starts after it.
 """
@@ -40,14 +43,22 @@ class SpendingBudget:
     session_cost_usd: float | None = None
     # "fail": the turn settles failed (``budget_exhausted``); "ask": a person decides.
     on_exhausted: Literal["fail", "ask"] = "fail"
+    # The "ask" question expires after this long (None: never) and is then answered
+    # ``ask_on_timeout`` ("deny" and "fail" settle failed, "allow" grants one more budget).
+    ask_timeout_s: float | None = None
+    ask_on_timeout: Literal["deny", "allow", "fail"] = "deny"
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name != "on_exhausted" and value is not None and value <= 0:
+            if f.name in _POSITIVE and value is not None and value <= 0:
                 raise ConfigurationError(f"SpendingBudget.{f.name} must be positive, not {value}")
         if self.on_exhausted not in ("fail", "ask"):
             raise ConfigurationError(f"on_exhausted is 'fail' or 'ask', not {self.on_exhausted!r}")
+        if self.ask_on_timeout not in ("deny", "allow", "fail"):
+            raise ConfigurationError(
+                f"ask_on_timeout is deny, allow or fail, not {self.ask_on_timeout!r}"
+            )
 
     @property
     def counts_cost(self) -> bool:
@@ -63,6 +74,8 @@ _LIMITS = (
     ("session_output_tokens", "session", "output tokens", "output_tokens"),
     ("session_cost_usd", "session", "cost in USD", "cost_usd"),
 )
+# The fields that must be positive when set: the limits and the question's timeout.
+_POSITIVE = frozenset(name for name, *_ in _LIMITS) | {"ask_timeout_s"}
 
 
 def overspent(budget: SpendingBudget | None, turn: TurnRecord) -> str | None:

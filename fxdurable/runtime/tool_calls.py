@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Sequence
 
 import pydantic
@@ -102,9 +103,16 @@ class ToolCalls(TurnBase):
                 return await self._finish(task, ToolTaskStatus.FAILED, f"denied: {denial}")
         elif self._agent.before_tool is not None:
             crash_point("hook.before-tool", task.tool)
-            verdict = await run_before_tool(self._agent.before_tool, task)
+            state = self._state.session_state if self._state is not None else None
+            verdict = await run_before_tool(self._agent.before_tool, task, state)
             if isinstance(verdict, Ask):
-                await self._ask(verdict.question, about="tool", task_id=task.id)
+                await self._ask(
+                    verdict.question,
+                    about="tool",
+                    task_id=task.id,
+                    timeout_s=verdict.timeout_s,
+                    on_timeout=verdict.on_timeout,
+                )
                 return None, None
             if verdict is not None:
                 return await self._finish(task, ToolTaskStatus.FAILED, f"denied: {verdict}")
@@ -219,10 +227,12 @@ class ToolCalls(TurnBase):
             turn_id=task.turn_id,
             round=task.round,
             lease=current_lease(),
+            clock=self._clock,
+            sleeper=self._sleep,
         )
         progress.start()
         running = asyncio.ensure_future(tool.run_with_attachments(arguments, ctx))
-        self._running_tools.add(running)
+        self._running_tools[running] = time.monotonic()
         if self._abort_seen:  # a batch's call whose intent was recorded after the abort
             running.cancel()
         status: ToolTaskStatus
@@ -240,7 +250,14 @@ class ToolCalls(TurnBase):
                 progress.cancel()
                 raise  # the worker itself is being torn down: leave the task running
             ctx.cancelled.set()
-            status, result = self._interrupted(tool, "cancelled by an abort")
+            if tool.threaded:
+                # Fencing stops writes, not effects: the thread runs on (the lease is held
+                # until it returns), so its effect may still land; never "it didn't happen".
+                status, result = self._interrupted(
+                    tool, "was aborted while its thread still ran", unknown=True
+                )
+            else:
+                status, result = self._interrupted(tool, "cancelled by an abort")
             if isinstance(tool, SubagentTool):  # its child's work is no longer wanted
                 await abort_child(
                     self._journal, child_session_id(task.session_id, task.execution_id)
@@ -255,7 +272,7 @@ class ToolCalls(TurnBase):
         except Exception as exc:
             status, result = ToolTaskStatus.FAILED, f"{type(exc).__name__}: {exc}"
         finally:
-            self._running_tools.discard(running)
+            self._running_tools.pop(running, None)
         # No progress write may land after (or race) the finish, which clears the field.
         await progress.aclose()
         # Only a call that completed wrote: a raise, a timeout or a cancellation discards the
@@ -294,9 +311,13 @@ class ToolCalls(TurnBase):
     def _progress_pump(self, task: ToolTaskRecord) -> ProgressPump:
         """The throttled writer of this run's ``ctx.progress`` reports."""
         journal, fence, task_id, run = self._journal, self._fence, task.id, task.runs
+        state = self._state
+        assert state is not None
 
         def write(text: str) -> None:
-            journal.record_progress(fence, task_id, run=run, text=text)
+            # Each write moves the task's version: the call's result is then written from
+            # the task as this left it, not refused as stale and read again.
+            state.note(journal.record_progress(fence, task_id, run=run, text=text))
 
         return ProgressPump(write, tool=task.tool)
 
@@ -326,9 +347,10 @@ class ToolCalls(TurnBase):
         return StepLog(tool.name, recorded, record, on_replay=tool_state.drop_pending)
 
     @staticmethod
-    def _interrupted(tool: Tool, why: str) -> tuple[ToolTaskStatus, str]:
-        """A call stopped mid-flight: safe ones are simply cancelled, others are unknown."""
-        if tool.policy == "safe":
+    def _interrupted(tool: Tool, why: str, *, unknown: bool = False) -> tuple[ToolTaskStatus, str]:
+        """A call stopped mid-flight: safe ones are simply cancelled, others (and any whose
+        code may still run: ``unknown``) are unknown."""
+        if tool.policy == "safe" and not unknown:
             return ToolTaskStatus.CANCELLED, f"{tool.name} {why}"
         return ToolTaskStatus.OUTCOME_UNKNOWN, f"{tool.name} {why}. " + unknown_message(tool.name)
 

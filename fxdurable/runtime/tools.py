@@ -17,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import itertools
 import json
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING,
@@ -35,9 +36,11 @@ from typing import (
 
 import pydantic
 
+from fxdurable.core.clock import Clock, SystemClock
 from fxdurable.core.codec import dumps
 from fxdurable.core.records import AttachmentRef
 from fxdurable.errors import ConfigurationError, StepError, ToolInputError
+from fxdurable.runtime import timers
 from fxdurable.runtime.attachments import ToolResult, store_attachments
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.decide import canonical_arguments
@@ -113,6 +116,11 @@ class ToolContext:
     round: int = -1
     # The lease this call runs under, as the heartbeat last renewed it (runtime-only).
     lease: LeaseView = field(default_factory=LeaseView, repr=False)
+    # The runtime's clock and sleep, for ``sleep``/``wait_until`` (tests inject both).
+    clock: Clock = field(default_factory=SystemClock, repr=False)
+    sleeper: Callable[[float], Awaitable[None]] = field(default=asyncio.sleep, repr=False)
+    # Numbers the call's waits, each one's step name (a fresh count per execution).
+    wait_names: Iterator[int] = field(default_factory=lambda: itertools.count(1), repr=False)
 
     def progress(self, chunk: str) -> None:
         """Report progress: ``chunk`` is appended to the running task's ``progress`` (its last
@@ -141,6 +149,16 @@ class ToolContext:
                 "@tool(durable=True) (or define_tool(..., durable=True))"
             )
         return await self.steps.run(name, fn)
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds``, durably: the wake-up time is recorded as a step, so after a
+        crash the call waits only for what is left (:mod:`fxdurable.runtime.timers`).
+        Returns early once ``cancelled`` is set. Needs a durable tool, as ``step`` does."""
+        await timers.sleep_for(self, seconds)
+
+    async def wait_until(self, t: float) -> None:
+        """Wait until the wall-clock time ``t`` (epoch seconds), durably, as :meth:`sleep`."""
+        await timers.wait_until(self, t)
 
 
 ToolFn: TypeAlias = Callable[[Any, ToolContext], Any]
@@ -186,6 +204,11 @@ class Tool:
     def policy(self) -> ReplayPolicy:
         """The replay policy, as the journal records it on each call (the same as ``replay``)."""
         return self.replay
+
+    @property
+    def threaded(self) -> bool:
+        """Its ``execute`` is sync: it runs in a thread no cancellation stops."""
+        return not inspect.iscoroutinefunction(self.execute)
 
     def json_schema(self) -> dict[str, Any]:
         """The input model's JSON schema, built once per model class and shared: every model

@@ -133,7 +133,16 @@ class TurnDriver(ToolCalls):
                     await self._fail(submission_id, code, message, exhausted=exhausted)
                     return
                 case AskExhausted(question=question, about=about):
-                    await self._ask(question, about=about)
+                    # The attempts question is timed by Durability, the budget's by the
+                    # SpendingBudget that asks it.
+                    timed = self._agent.durability if about == "exhausted" else self._agent.spending
+                    assert timed is not None  # a budget question needs a SpendingBudget
+                    await self._ask(
+                        question,
+                        about=about,
+                        timeout_s=timed.ask_timeout_s,
+                        on_timeout=timed.ask_on_timeout,
+                    )
                     return
                 case RefreshReads():
                     await self._refresh_stale_reads(state.round_tasks)

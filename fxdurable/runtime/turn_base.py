@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 
 import pydantic
 
-from fxdurable.core.asking import Asked
+from fxdurable.core.asking import Asked, OnTimeout
 from fxdurable.core.clock import Clock
 from fxdurable.core.crash import crash_point
 from fxdurable.core.journal import Fence, Journal, ModelRound, StartNext, ToolStep
@@ -88,9 +89,8 @@ class TurnBase:
             conversations=self._conversations,
         )
         self._attempt = 0
-        self._running_tools: set[asyncio.Future[tuple[str, tuple[AttachmentRef, ...]]]] = (
-            set()
-        )  # more than one in a batch
+        # The tool calls running now (more than one in a batch), each with when it began.
+        self._running_tools: dict[asyncio.Future[tuple[str, tuple[AttachmentRef, ...]]], float] = {}
         self._cross = TurnCrossings()  # the crossings a batch's calls may make at once
         self._batch_unstarted: set[str] = set()  # a batch's calls whose intent is to come
         # The running batch's (None: no batch runs), between its hooks and its intents.
@@ -111,10 +111,30 @@ class TurnBase:
     # -- called by the heartbeat -------------------------------------------------------------
 
     def abort_requested(self) -> None:
-        """Cancel the tools in flight (if any); the loop settles ``aborted`` at the boundary."""
+        """Cancel the tools in flight (if any) and cut a streaming reply; the loop settles
+        ``aborted`` at the boundary."""
         self._abort_seen = True
         for running in self._running_tools:
             running.cancel()
+        if self._model_step.live is not None:
+            self._model_step.live.cut()
+
+    # -- called by the interrupt watcher (runtime/interrupts.py) -------------------------------
+
+    def steered(self, steering: int) -> None:
+        """``steering`` entries wait: cut a streaming reply whose request showed fewer (the
+        loop then asks again, with them). A tool call is never cut by a steer."""
+        live = self._model_step.live
+        if live is not None and steering > live.steering:
+            live.cut()
+
+    def call_age(self) -> float | None:
+        """How long the oldest tool or model call running now has run, in seconds (None: none
+        runs). The watcher polls the store only once a call has run a poll period."""
+        starts = list(self._running_tools.values())
+        if self._model_step.live is not None:
+            starts.append(self._model_step.live.started)
+        return time.monotonic() - min(starts) if starts else None
 
     def _now(self) -> float:
         return self._clock.now()
@@ -141,6 +161,7 @@ class TurnBase:
             overspent=overspent(self._agent.spending, state.turn),
             on_overspent=self._agent.spending.on_exhausted if self._agent.spending else "fail",
             spend_denied=_denied(sub.input_request, "budget"),
+            question_failed=_timed_out_fail(sub.input_request),
         )
 
     # -- tools ---------------------------------------------------------------------------------
@@ -232,7 +253,15 @@ class TurnBase:
 
     # -- questions -----------------------------------------------------------------------------
 
-    async def _ask(self, question: str, *, about: Asked, task_id: str | None = None) -> None:
+    async def _ask(
+        self,
+        question: str,
+        *,
+        about: Asked,
+        task_id: str | None = None,
+        timeout_s: float | None = None,
+        on_timeout: OnTimeout = "deny",
+    ) -> None:
         """Record the question and end the attempt with it (one transaction); the loop then
         stops and the worker lets go of the lease. The answer's wake resumes the turn."""
         state = self._state
@@ -244,9 +273,21 @@ class TurnBase:
             question=question,
             about=about,
             task_id=task_id,
+            timeout_s=timeout_s,
+            on_timeout=on_timeout,
         )
         self._waiting = True
         log.info("submission %s waits for a person's answer (%s)", state.submission.id, about)
+
+
+def _timed_out_fail(request: InputRequest | None) -> str | None:
+    """Why the turn fails: its question expired unanswered with ``on_timeout="fail"``."""
+    answer = None if request is None else request.answer
+    if request is None or answer is None or not answer.timed_out:
+        return None
+    if request.on_timeout != "fail":
+        return None
+    return f"the question went unanswered ({answer.reason}): {request.question}"
 
 
 def _denied(request: InputRequest | None, about: Asked) -> str | None:

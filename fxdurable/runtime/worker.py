@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fxdurable.core.asking import waits_for_input
+from fxdurable.core.asking import expired_question, question_due_at, waits_for_input
 from fxdurable.core.clock import Clock
 from fxdurable.core.crash import crash_point
 from fxdurable.core.journal import Fence, Journal, WorkerIdentity
@@ -32,6 +32,7 @@ from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.children import ChildDriver
 from fxdurable.runtime.conversation import ConversationCache
 from fxdurable.runtime.crossing import durable
+from fxdurable.runtime.interrupts import watch_interrupts
 from fxdurable.runtime.leases import GuardedRun, LeaseView, OnLostLease, enter_run, guard, unguard
 from fxdurable.runtime.model_step import Sleep
 from fxdurable.runtime.subagent import with_delegates
@@ -219,6 +220,8 @@ class WakeHandler:
         work = asyncio.ensure_future(self._run(fence, agent, budget, driver_box, run))
         work.add_done_callback(lambda _: run.ended())
         beat = asyncio.ensure_future(self._heartbeat(fence, work, driver_box, run))
+        # An abort or a steer acts now, not at the next beat (runtime/interrupts.py).
+        watch = asyncio.ensure_future(watch_interrupts(j, session_id, driver_box))
         try:
             await work
         except Suspend as stop:
@@ -248,11 +251,19 @@ class WakeHandler:
             if not await self._drain(fence, run, beat):
                 return True  # not renewed meanwhile: the lease is not ours to release
         finally:
+            watch.cancel()
             await _stop(beat)
         more = await durable(j.release, fence)
         unguard(run)
         if more:
             await self._queue.enqueue(session_id, reason="more work")
+        elif (due := work.result()) is not None and self._queue.delays_wakes:
+            # The question it waits on expires: the timer's wake, held back by the queue
+            # (past a queue's longest delay, SQS's 900 s, the early wake lands here again and
+            # re-arms the rest). Enqueued after the release, so it finds no lease; a queue
+            # that cannot delay leaves the timer to the scan, which wakes it once due.
+            delay_s = max(0.0, due - self._clock.now())
+            await self._queue.enqueue(session_id, reason="timer", delay_s=delay_s)
         return True
 
     async def _drain(self, fence: Fence, run: GuardedRun, beat: asyncio.Future[bool]) -> bool:
@@ -314,13 +325,23 @@ class WakeHandler:
         budget: InvocationBudget,
         box: list[TurnDriver],
         run: GuardedRun,
-    ) -> None:
+    ) -> float | None:
+        """Run the session's submissions in order; returns when the question the next one
+        waits on expires (None: at rest, or a question without a timeout)."""
         enter_run(run)  # this task's tool calls execute as the run's (runtime/leases.py)
         j = self._journal
         while True:
             unsettled = await durable(j.read, lambda v: v.unsettled_submissions(fence.session_id))
-            if not unsettled or waits_for_input(unsettled[0]):
-                return  # at rest, or waiting for a person: the answer enqueues the next wake
+            if unsettled and expired_question(unsettled[0], self._clock.now()):
+                # The question's timer is due: its timeout answer, raced with a person's
+                # (exactly one is recorded), then the turn goes on with whichever won.
+                await durable(j.expire_input, fence.session_id)
+                continue
+            if unsettled and waits_for_input(unsettled[0]):
+                # Waiting for a person: the answer wakes it, or the question's timer.
+                return question_due_at(unsettled[0])
+            if not unsettled:
+                return None  # at rest
             driver = TurnDriver(
                 j,
                 agent,
@@ -340,7 +361,11 @@ class WakeHandler:
                 await driver.run(unsettled[0].id)
 
     async def _heartbeat(
-        self, fence: Fence, work: asyncio.Future[None], box: list[TurnDriver], run: GuardedRun
+        self,
+        fence: Fence,
+        work: asyncio.Future[float | None],
+        box: list[TurnDriver],
+        run: GuardedRun,
     ) -> bool:
         """Extend the lease until cancelled, noticing aborts on the way. Returns True when
         the lease was lost or is about to expire unrenewed, after cancelling the work: it

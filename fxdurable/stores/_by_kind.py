@@ -11,6 +11,7 @@ them by name:
   (messages and events: their queries take the cursor and the page themselves)
 - ``put(record, expected_version=)`` -> ``_put_<kind>(record, expected_version=)``
 - ``append(record)`` -> ``_append_<kind>(record)``
+- ``delete(kind, key)`` -> ``_delete_<kind>(*key)``
 
 A subclass missing one of them fails when it is defined (``__init_subclass__``), not at the
 first record of that kind. The named reads and writes above the primitives are
@@ -36,6 +37,7 @@ def _expected_methods() -> list[str]:
         names.append(f"_get_{kind.name}")
         names += [f"_range_{kind.name}_{index}" for index in kind.indexes]
         names.append(f"_put_{kind.name}" if kind.versioned else f"_append_{kind.name}")
+        names.append(f"_delete_{kind.name}")
     return names
 
 
@@ -95,3 +97,6 @@ class ByKindTx(DerivedTx):
         if kind.versioned:
             raise TypeError(f"{kind.name} records are versioned: use put()")
         getattr(self, f"_append_{kind.name}")(record)
+
+    def delete(self, kind: Kind[R], key: Key) -> None:
+        getattr(self, f"_delete_{kind.name}")(*key)

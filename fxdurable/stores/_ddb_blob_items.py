@@ -113,6 +113,23 @@ class BlobItems:
             data = b"".join(chunks)
         return verified(digest, data, where)
 
+    def delete(self, digest: str) -> None:
+        """Remove the blob's head and chunks, and its S3 object when it has one."""
+        if not is_digest(digest):
+            return
+        items = self._api.query_raw(_pk(digest))
+        if any("o" in item for item in items):
+            self._objects.delete_object(digest)
+        for item in items:
+            self._api.call(
+                self._api.dynamodb,
+                "delete_item",
+                TableName=self._settings.table,
+                Key={"pk": item["pk"], "sk": item["sk"]},
+            )
+        with self._lock:
+            self._put_done.pop(digest, None)
+
     def _inline_limit(self) -> int:
         if self._settings.bucket is None:
             return CHUNK_BYTES

@@ -1,11 +1,14 @@
 """Record bodies too large for a DynamoDB item, kept in S3 under a content-addressed key.
 
-A body past the threshold is put at ``<s3_prefix>/sha256/<hex>`` *before* the transaction
-that references it (the item keeps the hex): the same content is the same object, so a re-put
-(a rerun body, a retried commit) is idempotent. A body read back is resolved by its hash and
-kept (it can never change). If the transaction never commits, the object is an orphan no item
-references: harmless (never read; a retry re-uses it), removed by the bucket's lifecycle rule
-on the prefix after the sessions' retention (docs/dynamodb.md says why not sooner).
+A body past the threshold is put at ``<s3_prefix>/sha256/p/<partition hash>/<hex>``
+*before* the transaction that references it (the item keeps ``p/<partition hash>/<hex>``; an
+item written before erasure existed keeps the bare hex, at ``<s3_prefix>/sha256/<hex>``):
+the same content is the same object, so a re-put (a rerun body, a retried commit) is
+idempotent, and an erase removes a partition's folder (every version of its bodies). A
+body read back is resolved by its hash and kept (it can never change). If the transaction
+never commits, the object is an orphan no item references: harmless (never read; a retry
+re-uses it), removed by the bucket's lifecycle rule on the prefix after the sessions'
+retention (docs/dynamodb.md says why not sooner).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 from fxdurable.errors import BlobCorruptError, StoreError
 from fxdurable.stores._ddb_api import Api
 
-__all__ = ["ITEM_LIMIT", "REFRESH_S", "Blobs"]
+__all__ = ["ITEM_LIMIT", "REFRESH_S", "Blobs", "folder"]
 
 ITEM_LIMIT = 390_000  # bytes of body an item may hold: DynamoDB's 400 KB, less keys and names
 _KEEP_BYTES = 32 * 1024 * 1024  # resolved bodies kept (least recently used go first)
@@ -33,6 +36,12 @@ _KEEP_PUT = 10_000  # hashes remembered as put
 REFRESH_S = 24 * 3600.0
 
 
+def folder(partition: str) -> str:
+    """The S3 folder (under ``sha256/``) of one partition's record bodies: ``p/<hash>``, as a
+    partition key may hold any character."""
+    return "p/" + hashlib.sha256(partition.encode()).hexdigest()[:32]
+
+
 class Blobs:
     def __init__(self, api: Api) -> None:
         self._api = api
@@ -43,8 +52,9 @@ class Blobs:
         # hash -> when this store put it (time.monotonic()): a re-put within REFRESH_S is skipped
         self._put_done: OrderedDict[str, float] = OrderedDict()
 
-    def offload(self, body: str, what: str) -> str | None:
-        """The hash of ``body`` once it is in S3, or None when it stays in the item."""
+    def offload(self, body: str, what: str, partition: str | None = None) -> str | None:
+        """The reference to ``body`` once it is in S3 (its hash, under its partition's folder
+        when given), or None when it stays in the item."""
         size = len(body.encode())
         bucket = self._settings.bucket
         if bucket is None or size <= self._settings.offload_threshold:
@@ -55,9 +65,12 @@ class Blobs:
                 )
             return None
         digest = hashlib.sha256(body.encode()).hexdigest()
-        self.put_object(digest, body.encode(), "application/json")
-        self._hold(digest, body)
-        return digest
+        # Under a folder of its partition: an erase removes every version of its records'
+        # bodies at once (docs/erasure.md), not only the current one its items name.
+        ref = digest if partition is None else f"{folder(partition)}/{digest}"
+        self.put_object(ref, body.encode(), "application/json")
+        self._hold(ref, body)
+        return ref
 
     def put_object(self, digest: str, data: bytes, content_type: str) -> None:
         """``data`` at its content-addressed key (skipped when this store put it within
@@ -86,9 +99,40 @@ class Blobs:
             self._s3(), "get_object", Bucket=self._settings.bucket, Key=self._key(digest)
         )
         data: bytes = reply["Body"].read()
-        if hashlib.sha256(data).hexdigest() != digest:
+        if hashlib.sha256(data).hexdigest() != digest.rsplit("/", 1)[-1]:
             raise BlobCorruptError(f"S3 object {self._key(digest)} does not match its hash")
         return data
+
+    def delete_object(self, digest: str) -> None:
+        """Remove the object at ``digest``'s key (none there is no error: S3 says so too)."""
+        if self._api.s3 is None:
+            return
+        self._api.call(
+            self._api.s3, "delete_object", Bucket=self._settings.bucket, Key=self._key(digest)
+        )
+        with self._lock:
+            self._put_done.pop(digest, None)
+            body = self._held.pop(digest, None)
+            if body is not None:
+                self._held_bytes -= len(body)
+
+    def purge(self, partition: str) -> int:
+        """Remove every object under ``partition``'s folder (an erased partition's record
+        bodies, each version of each); how many."""
+        if self._api.s3 is None:
+            return 0
+        prefix = self._key(folder(partition)) + "/"
+        removed = 0
+        pages = self._api.s3.get_paginator("list_objects_v2").paginate(
+            Bucket=self._settings.bucket, Prefix=prefix
+        )
+        for page in pages:
+            for obj in page.get("Contents", []):
+                self._api.call(
+                    self._api.s3, "delete_object", Bucket=self._settings.bucket, Key=obj["Key"]
+                )
+                removed += 1
+        return removed
 
     def resolve(self, digest: str) -> str:
         with self._lock:

@@ -81,9 +81,10 @@ def commit(api: Api, blobs: Blobs, caches: Caches, reads: Reads, writes: dict[Ke
     relied on; then move the caches on. Raises :class:`Rerun` or ConflictError."""
     table = api.settings.table
     offloaded = False
-    for write in writes.values():
+    for key, write in writes.items():
         if write.item is not None and write.item.body is not None:
-            write.item.ref = blobs.offload(write.item.body, write.what)  # before the commit
+            # Before the commit; under its partition's folder (an erase removes the folder).
+            write.item.ref = blobs.offload(write.item.body, write.what, key[0])
             offloaded = offloaded or write.item.ref is not None
     entries: list[_Entry] = []
     heads: dict[Key, Item] = {}
@@ -232,6 +233,11 @@ def _head_update(
             values[":expect"] = {"N": str(write.expect)}
         if relied:
             heads[(pk, HEAD)] = dataclasses.replace(item, sv=reads.used[pk] + 1)
+    elif write is not None and write.erase:
+        # Erasure: the session's record leaves its head; the partition version moves on.
+        names["#v"] = "v"
+        update = "REMOVE b, o, #v ADD sv :one"
+        what = write.what
     request: dict[str, Any] = {
         "TableName": table,
         "Key": _key((pk, HEAD)),

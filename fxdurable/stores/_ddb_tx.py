@@ -53,6 +53,7 @@ class Write:
     absent: bool = False
     expect: int | None = None
     reread: bool = False
+    erase: bool = False  # a session head's record removed (its partition version stays)
 
     @property
     def conditioned(self) -> bool:
@@ -66,6 +67,10 @@ class DynamoTx(ByKindTx):
         self.reads = reads
         self._writable = writable
         self.writes: dict[Key, Write] = {}
+        # Erasure: the S3 objects of deleted records' offloaded bodies (removed once the
+        # commit lands), and the keys deleted (their cached state goes).
+        self.dropped_refs: list[str] = []
+        self.deleted: list[Key] = []
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -310,3 +315,53 @@ class DynamoTx(ByKindTx):
         key = keys.event(record.session_id, record.seq)
         what = f"event {record.seq} of session {record.session_id!r}"
         self._put(key, record, None, self._check(key, None, what))
+
+    # -- deletes (erasure): unconditional, a missing record is no error -----------------------
+
+    def _drop(self, key: Key, *, head: bool = False) -> None:
+        if not self._writable:
+            raise TypeError("a read view cannot write: use store.transact(body)")
+        found = self.reads.item(key)
+        if found is not None and found.ref is not None:
+            self.dropped_refs.append(found.ref)
+        self.deleted.append(key)
+        self._buffer(key, Write(item=None, what=f"erasing {key[0]!r}", erase=head))
+
+    def _drop_via(self, pointer: Key) -> None:
+        """The record a pointer names (a turn, a tool task), and the pointer."""
+        found = self.reads.item(pointer)
+        if found is not None and found.target is not None:
+            self._drop(found.target)
+        self._drop(pointer)
+
+    def _delete_session(self, session_id: str) -> None:
+        self._drop(keys.session_head(session_id), head=True)
+        self._drop((SESSIONS, session_id))
+        self._drop((ACTIVE, session_id))
+
+    def _delete_submission(self, submission_id: str) -> None:
+        pointer = keys.pointer("sub", submission_id)
+        record = self._get_submission(submission_id)
+        if record is not None:
+            self._drop(keys.submission(record.session_id, record.seq))
+            self._drop(keys.unsettled(record.session_id, record.seq))
+            self._drop(keys.request(record.request_id))
+        self._drop(pointer)
+
+    def _delete_attempt(self, submission_id: str, number: int) -> None:
+        self._drop(keys.attempt(submission_id, number))
+
+    def _delete_turn(self, turn_id: str) -> None:
+        self._drop_via(keys.pointer("turn", turn_id))
+
+    def _delete_model_call(self, turn_id: str, round_: int) -> None:
+        self._drop(keys.model_call(turn_id, round_))
+
+    def _delete_tool_task(self, task_id: str) -> None:
+        self._drop_via(keys.pointer("task", task_id))
+
+    def _delete_message(self, session_id: str, seq: int) -> None:
+        self._drop(keys.message(session_id, seq))
+
+    def _delete_event(self, session_id: str, seq: int) -> None:
+        self._drop(keys.event(session_id, seq))

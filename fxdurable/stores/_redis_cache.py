@@ -8,10 +8,14 @@ decoded records), and a reader needs only the version to use it. ``lua/read.lua`
 command's reply together with the version of the session its key belongs to, taken in one
 atomic step, so a miss costs one round trip and tells the reader the version too.
 
-A commit of this store applies its own writes to the caches of the sessions it checked
-(:meth:`Caches.advance`): the script proved their version was the one the body read, so the
-cache plus the writes is the state at the version the script returns. Another store's commit
-moves the version on and the next reader finds out (one round trip) and reads afresh.
+A commit of this store applies its own writes to the caches of the sessions it wrote
+(:meth:`Caches.advance_by`): the script bumps each once, atomically with the writes, so a
+new version *v* in its reply proves the session stood at *v - 1* before them (the version
+the body read, or the one before a blind write from held records), and a cache at *v - 1*
+plus the writes is the state at *v*. Another store's commit
+moves the version on and the next reader finds out (one round trip) and reads afresh. The
+lease holder's first read after its own commit is served from that commit's state without
+the round trip (:meth:`Caches.own_snapshot`; its rules: :mod:`fxdurable.stores.redis`).
 
 At most :data:`MAX_SESSIONS` sessions are held (least recently used goes first).
 """
@@ -27,6 +31,7 @@ from typing import Any
 
 import redis
 
+from fxdurable.core.records import SessionRecord
 from fxdurable.stores._cache import VersionedCache
 from fxdurable.stores._redis_wire import (
     Command,
@@ -67,10 +72,23 @@ class Unsupported(BaseException):
 class SessionCache:
     """What one session's keys held at ``version`` (only what some reader fetched)."""
 
-    __slots__ = ("decoded", "fields", "full", "members", "memo", "since", "strings", "version")
+    __slots__ = (
+        "decoded",
+        "fields",
+        "full",
+        "members",
+        "memo",
+        "own",
+        "since",
+        "strings",
+        "version",
+    )
 
     def __init__(self, version: int) -> None:
         self.version = version
+        # The epoch (Caches.epoch) in which this store's own commit moved the cache to
+        # ``version``, until a read is served from it unchecked (None: no such commit).
+        self.own: int | None = None
         self.strings: dict[str, bytes | None] = {}  # None: absent
         self.decoded: dict[str, object] = {}  # string key -> its record
         self.fields: dict[str, dict[str, bytes | None]] = {}  # hash key -> fields read
@@ -98,6 +116,11 @@ class Caches(VersionedCache[SessionCache]):
         super().__init__(_fresh, limit=MAX_SESSIONS)
         self._keys = keys
         self._record_sid: dict[str, str] = {}  # record key -> its session (never changes)
+        # Sessions whose lease a commit of this store took, by the lease's owner id.
+        self.holding: dict[str, str] = {}
+        # Moved on by every commit of the WATCH path, which writes without moving the caches:
+        # no cache moved by an own commit before it may be served unchecked (see Caches.own).
+        self.epoch = 0
 
     def session_of(self, key: str) -> str | None:
         """The session a key belongs to, when known without asking the server."""
@@ -114,14 +137,18 @@ class Caches(VersionedCache[SessionCache]):
 
     def advance_by(
         self,
-        read: dict[str, int],
         bumped: dict[str, int],
         ops: Sequence[Op],
         records: dict[str, object],
     ) -> None:
-        """After a commit: each session the body read at ``read[sid]`` and the script moved
-        to ``read[sid] + 1`` gets the commit's writes; any other session it moved is
-        dropped. ``records`` are the records the commit wrote, by key."""
+        """After a commit: each session the script moved to version *v* gets the commit's
+        writes if what this store holds of it is at *v - 1*; any other session it moved is
+        dropped. ``records`` are the records the commit wrote, by key.
+
+        No guess: the script bumps each session it wrote once (``INCR``, in the same atomic
+        step as the writes), so *v* in its reply proves the session stood at *v - 1* just
+        before them, whether the body read it (its ``read`` version, checked by the script)
+        or wrote it blind from records the journal held."""
         with self.lock:
             for key, record in records.items():
                 sid = getattr(record, "session_id", None)
@@ -132,8 +159,36 @@ class Caches(VersionedCache[SessionCache]):
             for command, key, args in ops:
                 if self.session_of(key) == sid:
                     _apply(cache, command, key, args, records)
+            cache.own = self.epoch
 
-        self.advance(read, bumped, apply)
+        self.advance({sid: v - 1 for sid, v in bumped.items()}, bumped, apply)
+
+    def hold(self, session: SessionRecord, before: SessionRecord | None) -> None:
+        """A commit of this store wrote ``session`` over ``before`` (None: written blind):
+        note whether this store now holds its lease (it took it: a new owner)."""
+        owner = session.lease.owner
+        with self.lock:
+            if owner is not None and before is not None and before.lease.owner != owner:
+                self.holding[session.id] = owner
+            elif self.holding.get(session.id) != owner or owner is None:
+                self.holding.pop(session.id, None)
+
+    def own_snapshot(self, sid: str, version: int, now: float) -> bool:
+        """Whether a read of ``sid`` at ``version`` may stand without checking the version
+        (:meth:`CachedTx.still_current`): what this store holds came from its own commit, no
+        read has been served from it unchecked yet, and the session's lease is this
+        store's and live. Marks it served. Callers hold :attr:`lock`."""
+        cache = self.get(sid)
+        if cache is None or cache.version != version or cache.own != self.epoch:
+            return False
+        session = cache.decoded.get(self._keys.session(sid))
+        if not isinstance(session, SessionRecord):
+            return False
+        lease = session.lease
+        if lease.owner is None or self.holding.get(sid) != lease.owner or lease.expires_at <= now:
+            return False
+        cache.own = None
+        return True
 
 
 def _apply(

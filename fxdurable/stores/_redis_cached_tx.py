@@ -16,7 +16,9 @@ raises :class:`~fxdurable.errors.LeaseLostError`. A body that writes nothing end
 round trip that checks the versions it used, unless its last fetch already confirmed them.
 
 Round trips, with the session's cache warm (the previous step's commit leaves it so): a
-transition is 1 (its commit); a read is 1 (the version check, or a miss that brings it).
+transition is 1 (its commit); a read is 1 (the version check, or a miss that brings it), 0
+for the lease holder's first read of its session after its own commit
+(:meth:`CachedTx._own_snapshot`).
 Cold (another store wrote the session, or a first touch): one more per query of the body
 that misses, as many as the body has dependent reads (a transition's are 1 to 3).
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -301,10 +304,27 @@ class CachedTx(RedisTx):
                 records.append(Condition("s", key, "", session.version, f"session {sid!r}"))
         return versions + records + self._raw
 
+    def _own_snapshot(self) -> bool:
+        """Whether this run read one session only, all of it from what this store's own
+        last commit to it left (nothing fetched), with the session's lease this store's:
+        the lease holder's first read after its commit (a tool result's, before the next
+        model request) is then that commit's state, and costs no round trip. Anything that
+        commit did not see (a steer, an abort another process wrote since) moves the
+        session's version, so the holder's next commit reruns on fresh reads, and its next
+        read checks the version again."""
+        if self._raw or self._confirmed or len(self._used) != 1:
+            return False
+        ((sid, version),) = self._used.items()
+        with self._caches.lock:
+            return self._caches.own_snapshot(sid, version, time.time())
+
     def still_current(self) -> bool:
         """Whether what this run read still holds: one round trip, or none when its last
-        fetch already confirmed every session it used and everything else it read."""
+        fetch already confirmed every session it used and everything else it read, or when
+        it is the lease holder's first read after its own commit (:meth:`_own_snapshot`)."""
         if set(self._used) <= self._confirmed and not self._raw_stale:
+            return True
+        if self._own_snapshot():
             return True
         conditions = self._read_conditions()
         (reply,) = self._link.call([commit_command(self._k, conditions, [])])
@@ -343,8 +363,18 @@ class CachedTx(RedisTx):
             # store's, or the wake's after a conflict) reads afresh rather than recompute it.
             self._caches.drop(list(self._used))
             raise
+        if self.deleted:
+            # An erase: the cache learns nothing from it (its sessions are read afresh).
+            with self._caches.lock:
+                touched = [sid for _, key, _ in self._ops if (sid := self._caches.session_of(key))]
+            self._caches.drop([*self._used, *touched])
+            return
         records = {k: v for k, v in self._new.items() if not isinstance(v, str)}
-        self._caches.advance_by(self._used, bumped, self._ops, records)
+        for key, record in records.items():
+            if isinstance(record, SessionRecord):
+                before = self._stored(SessionRecord, key) if key in self._strings else None
+                self._caches.hold(record, before)
+        self._caches.advance_by(bumped, self._ops, records)
 
 
 def _string_of(key: str) -> Callable[[SessionCache], tuple[bytes | None, object] | None]:

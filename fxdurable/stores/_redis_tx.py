@@ -93,6 +93,7 @@ class RedisTx(ByKindTx):
         self._new_tasks: list[str] = []  # task ids inserted, in order
         self._conditions: list[Condition] = []
         self._ops: list[Op] = []
+        self.deleted = False  # a delete was buffered: the read cache cannot be advanced
 
     # -- I/O ----------------------------------------------------------------------------------
 
@@ -447,7 +448,65 @@ class RedisTx(ByKindTx):
         what = f"event {record.seq} of session {record.session_id!r}"
         self._append(self._k.events(record.session_id), record, what)
 
+    # -- deletes (erasure): each reads the record for the index entries it must remove ----------
+
+    def _del(self, command: str, key: str, *args: str | int | float) -> None:
+        if not self._writable:
+            raise TypeError("a read view cannot write: use store.transact(body)")
+        self.deleted = True
+        self._op(command, key, *args)
+
+    def _delete_session(self, session_id: str) -> None:
+        self._new.pop(self._k.session(session_id), None)
+        self._del("DEL", self._k.session(session_id))
+        self._del("ZREM", self._k.sessions, session_id)
+        self._del("ZREM", self._k.active, session_id)
+
+    def _delete_submission(self, submission_id: str) -> None:
+        record = self._get_submission(submission_id)
+        self._new.pop(self._k.sub(submission_id), None)
+        self._del("DEL", self._k.sub(submission_id))
+        if record is not None:
+            self._del("DEL", self._k.req(record.request_id))
+            self._del("ZREM", self._k.subs(record.session_id), submission_id)
+            self._del("ZREM", self._k.unsettled(record.session_id), submission_id)
+
+    def _delete_attempt(self, submission_id: str, number: int) -> None:
+        self._new_fields.pop((self._k.attempts(submission_id), str(number)), None)
+        self._del("HDEL", self._k.attempts(submission_id), str(number))
+
+    def _delete_turn(self, turn_id: str) -> None:
+        self._new.pop(self._k.turn(turn_id), None)
+        self._del("DEL", self._k.turn(turn_id))
+
+    def _delete_model_call(self, turn_id: str, round_: int) -> None:
+        self._new_fields.pop((self._k.mcalls(turn_id), str(round_)), None)
+        self._del("HDEL", self._k.mcalls(turn_id), str(round_))
+
+    def _delete_tool_task(self, task_id: str) -> None:
+        record = self._get_tool_task(task_id)
+        self._new.pop(self._k.task(task_id), None)
+        self._del("DEL", self._k.task(task_id))
+        if record is not None:
+            self._del("ZREM", self._k.turn_tasks(record.turn_id), task_id)
+            self._del("LREM", self._k.session_tasks(record.session_id), 0, task_id)
+
+    def _delete_message(self, session_id: str, seq: int) -> None:
+        key = self._k.messages(session_id)
+        self._scored.pop((key, str(seq)), None)
+        self._del("ZREMRANGEBYSCORE", key, seq, seq)
+
+    def _delete_event(self, session_id: str, seq: int) -> None:
+        key = self._k.events(session_id)
+        self._scored.pop((key, str(seq)), None)
+        self._del("ZREMRANGEBYSCORE", key, seq, seq)
+
     # -- the end of a run ---------------------------------------------------------------------
+
+    @property
+    def wrote(self) -> bool:
+        """Whether this run has writes to commit (or committed them)."""
+        return bool(self._ops)
 
     def still_current(self) -> bool:
         """Whether everything this run read still holds (one round trip, or none if it

@@ -124,7 +124,7 @@ from fxdurable.stores._ddb_blobs import Blobs
 from fxdurable.stores._ddb_cache import Caches
 from fxdurable.stores._ddb_commit import Rerun as CommitRerun
 from fxdurable.stores._ddb_commit import commit
-from fxdurable.stores._ddb_items import SCHEMA, Item, Key, to_wire
+from fxdurable.stores._ddb_items import HEAD, SCHEMA, Item, Key, to_wire, versioned
 from fxdurable.stores._ddb_reads import Reads
 from fxdurable.stores._ddb_settings import parse_url
 from fxdurable.stores._ddb_tx import DynamoTx
@@ -263,6 +263,8 @@ class DynamoStore:
             try:
                 if tx.writes:
                     commit(self._api, self._blobs, self._caches, reads, tx.writes)
+                    if tx.deleted:
+                        self._erased(tx)
                 elif not reads.still_current():
                     raise Rerun(delay=0)
             except CommitRerun as rerun:
@@ -290,6 +292,30 @@ class DynamoStore:
     def get_blob(self, digest: str) -> bytes | None:
         self._check_open()
         return self._blob_items.get(digest)
+
+    def delete_blob(self, digest: str) -> None:
+        self._check_open()
+        self._blob_items.delete(digest)
+
+    def _erased(self, tx: DynamoTx) -> None:
+        """After a commit that deleted records: what was cached of them goes, and the S3
+        objects of their offloaded bodies are removed (a crash before that leaves an object
+        no record names; the S3 lifecycle rule expires it, docs/erasure.md)."""
+        partitions = sorted({key[0] for key in tx.deleted})
+        self._caches.drop(partitions)
+        self._caches.forget(frozenset(tx.deleted))
+        for ref in dict.fromkeys(tx.dropped_refs):
+            self._blobs.delete_object(ref)
+        for pk in partitions:
+            # Every version of its records' bodies, once the partition holds none of them:
+            # a session's with its record (deleted last), a turn's or an attempt's when empty.
+            if not versioned(pk):
+                continue
+            if pk.startswith("S#"):
+                if (pk, HEAD) in tx.deleted:
+                    self._blobs.purge(pk)
+            elif all(item["sk"]["S"] == HEAD for item in self._api.query_raw(pk)):
+                self._blobs.purge(pk)
 
     def _check_open(self) -> None:
         if self._closed:

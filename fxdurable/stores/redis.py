@@ -60,11 +60,20 @@ layout is for one Redis node (no hash tags; Redis Cluster is not supported).
 
 Round trips (measured by tests/stores/test_redis_store.py and
 tests/stores/test_redis_session_cache.py; ``bench.redis_steps`` reports them): with the
-session held (the previous transition of this store leaves it so), every transition is 1,
-its commit script, and a read is 1, the script that checks the version (a miss brings the
-reply in the same trip). A tool step plus its model call through the runtime costs 4: 3
-transitions (``start_tool``, ``finish_tool``, ``record_model_call``) and the model request's
-read; it was 33 on the WATCH path with a snapshot read before each step. What the store
+session held (the previous transition of this store leaves it so, a blind write from the
+records the journal holds included: the script's reply names each session's new version,
+so the store knows the one before), every transition is 1, its commit script, and a read is
+1, the script that checks the version (a miss brings the reply in the same trip), or 0 when
+it is the lease holder's first read after its own commit: a read of one session, all of it
+from what that commit left, while this store holds the session's live lease (it took it,
+and the wall clock says it has not expired). That read is the commit's state; a write the
+commit did not see (a steer, an abort from another process) moved the session's version,
+so it is in the next read, which checks, and the holder's next commit reruns on it. A
+commit whose answer was lost, refused or on the WATCH path leaves nothing to read from. A
+tool step plus its model call through the runtime costs 2: the result's commit, and the
+model response's with the next call's intent (the model request's read is the first after
+the result's commit); it was 4 with each read checking the version, and 33 on the WATCH
+path with a snapshot read before each step. What the store
 does not hold costs one more trip per query of the body that misses: in a journal-only
 turn ``admit`` costs 3, ``begin_attempt`` 4, ``settle`` 2 when nothing read the turn's
 tool tasks before. On the WATCH path a body that reads once
@@ -127,6 +136,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     ) from exc
 
 from fxdurable.stores._body import refuse_awaitable
+from fxdurable.stores._notify_redis import RedisNotifier
 from fxdurable.stores._redis_cache import READ_SCRIPT, READ_SHA, Caches, Unsupported
 from fxdurable.stores._redis_cached_tx import CachedTx
 from fxdurable.stores._redis_setup import (
@@ -178,6 +188,7 @@ class RedisStore:
         self._in_flight = 0
         self._closed = False
         self._round_trips = 0
+        self._notifier: RedisNotifier | None = None  # made on first use (notifier())
         try:
             self._open(create)
         except BaseException:
@@ -337,7 +348,12 @@ class RedisStore:
             return self._attempt(tx, body, writable=writable)
         except Unsupported:
             tx = RedisTx(link, self._keys, writable=writable)
-            return self._attempt(tx, body, writable=writable)
+            try:
+                return self._attempt(tx, body, writable=writable)
+            finally:
+                if tx.wrote:  # landed or not, it moved no cache: none may be served unchecked
+                    with self._caches.lock:
+                        self._caches.epoch += 1
 
     @staticmethod
     def _attempt(tx: RedisTx, body: Callable[[RedisTx], T], *, writable: bool) -> T:
@@ -371,9 +387,22 @@ class RedisStore:
         (data,) = self._simple([("GET", self._keys.blob(digest))])
         return None if data is None else verified(digest, data, f"redis {self.where}")
 
+    def delete_blob(self, digest: str) -> None:
+        if is_digest(digest):
+            self._simple([("DEL", self._keys.blob(digest))])
+
+    def notifier(self) -> RedisNotifier:
+        """Aborts and steers reach the lease holder by pub/sub (core/notify.py)."""
+        with self._cv:
+            if self._notifier is None:
+                self._notifier = RedisNotifier(self._pool, self._keys.p)
+            return self._notifier
+
     def close(self) -> None:
         """Close every connection, after the transactions in flight (waits up to 30 s)."""
         with self._cv:
             self._closed = True
             self._cv.wait_for(lambda: self._in_flight == 0, timeout=30.0)
+        if self._notifier is not None:
+            self._notifier.stop()
         self._pool.disconnect()

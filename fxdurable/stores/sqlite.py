@@ -179,6 +179,7 @@ class _Table:
     insert_fields: tuple[str, ...]
     update: str | None  # None: an append-only kind
     update_fields: tuple[str, ...]
+    delete: str
     ranges: dict[tuple[str, bool, bool], str]  # (index, after given, limit given) -> SELECT
 
 
@@ -240,6 +241,7 @@ def _table(kind: Kind[Any]) -> _Table:
         name=name,
         key=kind.key,
         get=f"SELECT data FROM {name} WHERE {where_key}",
+        delete=f"DELETE FROM {name} WHERE {where_key}",
         insert=insert,
         insert_fields=inserted,
         update=update,
@@ -314,6 +316,11 @@ class _SqliteTx(DerivedTx):
         if table.update is not None:
             raise TypeError(f"{table.kind.name} records are versioned: use put()")
         self._insert(table, record)
+
+    def delete(self, kind: Kind[R], key: Key) -> None:
+        # secure_delete (set on every connection) zeroes the freed bytes in the page, so the
+        # record's text leaves the file, not only the table.
+        self._conn.execute(_BY_KIND[kind.name].delete, key)
 
     def _insert(self, table: _Table, record: object) -> None:
         args = (*(_value(record, f) for f in table.insert_fields), encode(record))
@@ -429,6 +436,9 @@ class SqliteStore:
                 conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(f"PRAGMA synchronous={self._synchronous}")
+                # Erasure (docs/erasure.md): freed cells and pages are overwritten with zeros,
+                # so a deleted or rewritten record's bytes do not linger in the file.
+                conn.execute("PRAGMA secure_delete=ON")
                 return conn
             except sqlite3.Error as exc:
                 if conn is not None:
@@ -559,6 +569,26 @@ class SqliteStore:
                     return None
                 raise
         return None if row is None else verified(digest, bytes(row[0]), str(self.path))
+
+    def delete_blob(self, digest: str) -> None:
+        if not is_digest(digest):
+            return
+        with self._using() as conn, self._faults("deleting a blob"):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("DELETE FROM blobs WHERE digest = ?", (digest,))
+                conn.execute("COMMIT")
+            except BaseException:
+                _roll_back(conn)
+                raise
+            self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the file and truncate it: what a delete removed is
+        then gone from the WAL too (the erase calls it last). Best effort: a reader holding
+        an old snapshot keeps the WAL until it ends, and the next checkpoint completes it."""
+        with self._using() as conn, self._faults("checkpointing"):
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
 
     def close(self) -> None:
         """Close every connection, waiting for each one's transaction in flight."""

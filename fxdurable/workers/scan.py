@@ -34,13 +34,19 @@ def scan_once(store_url: str, wake: Callable[[str], None], *, quiet_s: float = 0
 
 
 def scan_target(queue_url: str) -> tuple[Callable[[str], None], tuple[type[Exception], ...]]:
-    """How a scan sends a wake to the queue at ``queue_url`` (``rq://`` or ``sqs://``), and
-    the errors that mean the queue is away (a repeating scan rides those out)."""
+    """How a scan sends a wake to the queue at ``queue_url`` (``rq://``, ``sqs://`` or
+    ``postgresql://``), and the errors that mean the queue is away (a repeating scan rides
+    those out)."""
     if queue_url.startswith("sqs://"):
         from fxdurable.queues.sqs import SqsQueue
 
         sqs = SqsQueue(queue_url)
         return (lambda s: sqs.send_now(s, reason="reconcile")), (QueueUnavailableError,)
+    if queue_url.startswith(("postgresql://", "postgres://")):
+        from fxdurable.queues.postgres import PgQueue
+
+        pg = PgQueue(queue_url)
+        return (lambda s: pg.send_now(s, reason="reconcile")), (QueueUnavailableError,)
     from fxdurable.backends import open_rq_queue
     from fxdurable.workers.rq_worker_class import REDIS_DOWN
 

@@ -69,8 +69,10 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol
 
+from fxdurable.core.queue import WakeQueue
 from fxdurable.errors import ConfigurationError, ConflictError, FxDurableError, QueueError
 from fxdurable.queues.sqs import SqsQueue, decode_wake
 from fxdurable.runtime import tracing
@@ -80,11 +82,11 @@ from fxdurable.runtime.models.announce import announce_model_endpoints
 from fxdurable.runtime.reconcile import orphaned_sessions
 from fxdurable.runtime.wake_conflicts import CONFLICT_HAND_ONS, handed_on_reason, handle_wake
 from fxdurable.workers.config import WorkerConfig, job_budget
-from fxdurable.workers.sqs_consumer import SqsConsumer, SqsMessage
+from fxdurable.workers.sqs_consumer import SqsConsumer
 from fxdurable.workers.sqs_settings import SqsWorkerSettings
 from fxdurable.workers.warm import WarmContext
 
-__all__ = ["SqsWorker", "run_sqs_worker"]
+__all__ = ["Consumer", "SqsWorker", "run_sqs_worker"]
 
 log = logging.getLogger("fxdurable.sqs")
 
@@ -93,20 +95,47 @@ READY = "listening on SQS queue"
 RECEIVE_RETRY_S = (1.0, 30.0)
 
 
+class Message(Protocol):
+    @property
+    def message_id(self) -> str: ...
+    @property
+    def body(self) -> str: ...
+    @property
+    def receive_count(self) -> int: ...
+
+
+class Consumer(Protocol):
+    """The primitives a queue backend fills for this loop (SQS: :class:`SqsConsumer`;
+    PostgreSQL: :class:`fxdurable.queues.postgres.PgConsumer`)."""
+
+    @property
+    def where(self) -> str: ...
+    def receive(self, max_messages: int, *, visibility_s: int) -> Sequence[Any]: ...
+    def extend(self, message: Any, visibility_s: int) -> bool: ...
+    def delete(self, message: Any) -> bool: ...
+
+
 class SqsWorker:
-    """The receive loop of one worker process, on its warm context's event loop."""
+    """The receive loop of one worker process, on its warm context's event loop. Any
+    :class:`Consumer` fills its primitives; ``backend`` names it in log lines."""
 
     def __init__(
         self,
         context: WarmContext,
-        queue: SqsQueue,
-        consumer: SqsConsumer,
+        queue: WakeQueue,
+        consumer: Consumer,
         settings: SqsWorkerSettings,
         *,
         max_receives: int | None,
         burst: bool = False,
         scan_interval_s: float = 5.0,
+        backend: str = "SQS",
+        interrupt: Callable[[], None] | None = None,
     ) -> None:
+        self._backend = backend
+        # Ends a blocked receive at the first stop signal (Postgres's LISTEN); SQS's long
+        # poll has no such call and returns within FXD_SQS_WAIT_S.
+        self._interrupt = interrupt
         self._context = context
         self._queue = queue
         self._consumer = consumer
@@ -132,7 +161,7 @@ class SqsWorker:
                 scanner = asyncio.ensure_future(self._scan_forever())
             log.info(
                 "%s %s (concurrency %d, wait %ds, visibility %ds, job timeout %gs, %s)",
-                READY,
+                READY if self._backend == "SQS" else f"listening on {self._backend} queue",
                 self._consumer.where,
                 self._settings.concurrency,
                 self._settings.wait_s,
@@ -193,7 +222,7 @@ class SqsWorker:
 
     # -- one message -------------------------------------------------------------------------
 
-    async def _handle(self, message: SqsMessage) -> None:
+    async def _handle(self, message: Message) -> None:
         try:
             session_id, reason, trace_parent = decode_wake(message.body)
         except QueueError as exc:
@@ -232,7 +261,7 @@ class SqsWorker:
             "" if deleted else "; its receipt had lapsed (SQS delivers it again)",
         )
 
-    async def _keep_invisible(self, message: SqsMessage) -> None:
+    async def _keep_invisible(self, message: Message) -> None:
         """Extend the message's visibility every third of the timeout while its wake runs."""
         visibility = self._settings.visibility_s
         while True:
@@ -248,7 +277,7 @@ class SqsWorker:
                 log.warning("message %s was delivered again while its wake ran", message.message_id)
                 return
 
-    async def _delete(self, message: SqsMessage) -> bool:
+    async def _delete(self, message: Message) -> bool:
         try:
             return await asyncio.to_thread(self._consumer.delete, message)
         except FxDurableError as exc:
@@ -277,7 +306,7 @@ class SqsWorker:
             return False
         return True
 
-    async def _retry_later(self, message: SqsMessage, session_id: str, exc: Exception) -> None:
+    async def _retry_later(self, message: Message, session_id: str, exc: Exception) -> None:
         delay = min(2 ** min(message.receive_count, 16), self._settings.visibility_s)
         log.error(
             "wake %s failed on delivery %d (%s: %s); SQS delivers it again in %ds%s",
@@ -292,7 +321,7 @@ class SqsWorker:
         with contextlib.suppress(FxDurableError):
             await asyncio.to_thread(self._consumer.extend, message, delay)
 
-    async def _not_a_wake(self, message: SqsMessage, exc: QueueError) -> None:
+    async def _not_a_wake(self, message: Message, exc: QueueError) -> None:
         if self._max_receives is None:
             log.error(
                 "message %s is not a wake (%s); deleted (the queue has no dead-letter queue)",
@@ -308,7 +337,7 @@ class SqsWorker:
             self._dead_letter_note(message),
         )
 
-    def _dead_letter_note(self, message: SqsMessage) -> str:
+    def _dead_letter_note(self, message: Message) -> str:
         if self._max_receives is None:
             return ""
         return f" (delivery {message.receive_count} of {self._max_receives})"
@@ -353,6 +382,14 @@ class SqsWorker:
         for budget in self._budgets:
             budget.request_stop(name)
         self._stopped.set()
+        if self._interrupt is not None:
+            interrupt = self._interrupt
+
+            def quietly() -> None:
+                with contextlib.suppress(FxDurableError):  # the wait ends at its poll anyway
+                    interrupt()
+
+            asyncio.get_running_loop().run_in_executor(None, quietly)
 
 
 @contextlib.contextmanager

@@ -31,7 +31,7 @@ def build(framework: str, world: Path) -> fx.Agent:
 # Redis store, SQS on DynamoDB). pydantic-ai runs the whole matrix (pydai_checks.MATRIX) on
 # both; the others share fxdurable's turn loop and differ from it only at the framework
 # boundary (the model call, the tool call), so each meets each point once, half on each
-# queue: a Latin square, 8 worker runs instead of 16.
+# queue: a Latin square, 8 worker runs instead of 16; and one point each on RQ + SQLite.
 POINTS = (
     "model.mid-stream",
     "tool.after-intent:deploy",
@@ -43,6 +43,13 @@ SPREAD = {
         "openai-agents": POINTS[0::2],
         "langchain": POINTS[1::2],
         "langchain-graph": POINTS[1::2],
+    },
+    # RQ on the SQLite store (workers on one host sharing a file): one point each, the one
+    # that differs most per store (the settling commit, the unsafe call's intent and result).
+    "rq-sqlite": {
+        "openai-agents": POINTS[3:4],
+        "langchain": POINTS[2:3],
+        "langchain-graph": POINTS[1:2],
     },
     "sqs": {
         "openai-agents": POINTS[1::2],

@@ -61,3 +61,29 @@ def test_a_killed_agents_sdk_turn_resumes_and_never_repeats_the_deploy(
         world, spec, deploys=deploys, unknown=unknown, text=done["text"], crashed_pid=crashed_pid
     )
     assert_checked(store, world)
+
+
+def test_building_the_agent_builds_the_response_types_its_first_step_uses() -> None:
+    # A fresh process (openai builds its types' validators at their first use): after the
+    # agent is built, before any turn, each Responses type a model step makes is complete, so
+    # the first step under a lease does not spend ~0.3 s of CPU on the event loop building
+    # them (a lost lease, exit 75, under a 2 s TTL on a loaded machine).
+    code = (
+        "import sys, json\n"
+        "from pathlib import Path\n"
+        "from openai.types import responses\n"
+        "from fxdurable.adapters.openai_agents._model import _RESPONSE_TYPES\n"
+        "before = [n for n in _RESPONSE_TYPES if getattr(responses, n).__pydantic_complete__]\n"
+        f"sys.path.insert(0, {str(WORLD.parent)!r})\n"
+        "import test_openai_agents_world as w\n"
+        "w.build(Path('.'))\n"
+        "after = [n for n in _RESPONSE_TYPES if getattr(responses, n).__pydantic_complete__]\n"
+        "print(json.dumps([before, after, list(_RESPONSE_TYPES)]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    before, after, names = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "Response" not in before and "ResponseTextDeltaEvent" not in before, before
+    assert after == names

@@ -31,7 +31,7 @@ import pytest
 
 from fxdurable import Agent, Runtime, ScriptedModel, ToolContext, WorkerSettings, call, reply
 from fxdurable.core.store import ReadView, Store, Tx
-from fxdurable.runtime import batch, model_step, tool_calls, turn, worker
+from fxdurable.runtime import batch, model_step, progress, tool_calls, turn, worker
 from fxdurable.runtime.models.base import ModelRequest, ModelResponse
 from fxdurable.runtime.models.scripted import turn_messages
 from fxdurable.runtime.tools import define_tool
@@ -109,6 +109,9 @@ class MeteredStore:
     def get_blob(self, digest: str) -> bytes | None:
         return self._inner.get_blob(digest)
 
+    def delete_blob(self, digest: str) -> None:
+        self._inner.delete_blob(digest)
+
     def close(self) -> None:
         self._inner.close()
 
@@ -131,7 +134,7 @@ def meter(monkeypatch: pytest.MonkeyPatch) -> Meter:
 
         return await asyncio.to_thread(marked)
 
-    for module in (turn, tool_calls, model_step, worker, batch):
+    for module in (turn, tool_calls, model_step, worker, batch, progress):
         monkeypatch.setattr(module, "durable", durable)
     return meter
 
@@ -144,16 +147,32 @@ async def _lookup(inp: KeyInput, ctx: ToolContext) -> str:
     return f"{inp.key} = 42"
 
 
-def _agent(calls: int, *, parallel: bool = True) -> Agent:
+async def _reporting_lookup(inp: KeyInput, ctx: ToolContext) -> str:
+    """A lookup that reports progress once and waits (up to 10 s) until it is written."""
+    ctx.report(f"looking up {inp.key}")
+    assert ctx.records is not None
+    deadline = asyncio.get_running_loop().time() + 10
+    while not any(
+        t.execution_id == ctx.execution_id and t.progress
+        for t in ctx.records.tool_tasks(ctx.turn_id)  # on the loop: not the worker's reads
+    ):
+        assert asyncio.get_running_loop().time() < deadline, "the progress was never written"
+        await asyncio.sleep(0.005)
+    return f"{inp.key} = 42"
+
+
+def _agent(calls: int, *, parallel: bool = True, progress: bool = False) -> Agent:
     """Each turn: one response asking for ``calls`` lookups, then the answer; the lookups
-    run as parallel batches (at most 8 at a time) unless ``parallel`` is False."""
+    run as parallel batches (at most 8 at a time) unless ``parallel`` is False; with
+    ``progress``, each reports its progress once."""
 
     def policy(request: ModelRequest) -> ModelResponse:
         if any(m.role == "assistant" for m in turn_messages(request)):
             return reply("All are 42.")
         return reply("Looking.", *(call("lookup", key=f"k{n}") for n in range(calls)))
 
-    lookup = define_tool("lookup", description="Look up.", input_model=KeyInput, execute=_lookup)
+    execute = _reporting_lookup if progress else _lookup
+    lookup = define_tool("lookup", description="Look up.", input_model=KeyInput, execute=execute)
     return Agent("reader", ScriptedModel(policy), tools=[lookup], parallel_tools=parallel)
 
 
@@ -176,8 +195,10 @@ def _store(path: Path, meter: Meter) -> MeteredStore:
     return MeteredStore(store, meter)
 
 
-async def _turns(store: MeteredStore, calls: int, n: int, *, parallel: bool = True) -> None:
-    agents = [_agent(calls, parallel=parallel)]
+async def _turns(
+    store: MeteredStore, calls: int, n: int, *, parallel: bool = True, progress: bool = False
+) -> None:
+    agents = [_agent(calls, parallel=parallel, progress=progress)]
     async with Runtime(agents, store=store, settings=SETTINGS, concurrency=1) as rt:
         for i in range(n):
             assert await rt.session("s").run(f"turn {i}", timeout=30) == "All are 42."
@@ -235,8 +256,10 @@ def test_a_cold_turn_reads_the_conversation_once_then_only_what_is_new(
     assert meter.records["tool_tasks"] == 0, dict(meter.records)
 
 
-def _turn_cost(path: Path, meter: Meter, calls: int, *, parallel: bool) -> Counter[str]:
-    asyncio.run(_turns(_store(path, meter), calls=calls, n=1, parallel=parallel))
+def _turn_cost(
+    path: Path, meter: Meter, calls: int, *, parallel: bool, progress: bool = False
+) -> Counter[str]:
+    asyncio.run(_turns(_store(path, meter), calls=calls, n=1, parallel=parallel, progress=progress))
     return Counter(
         crossings=meter.crossings,
         transactions=meter.transactions,
@@ -248,12 +271,14 @@ def _turn_cost(path: Path, meter: Meter, calls: int, *, parallel: bool) -> Count
     )
 
 
-def _per_tool_step(tmp_path: Path, meter: Meter, *, parallel: bool) -> dict[str, float]:
+def _per_tool_step(
+    tmp_path: Path, meter: Meter, *, parallel: bool, progress: bool = False
+) -> dict[str, float]:
     """What one more call in the response costs, from 6 and 16 calls (in parallel: one batch,
     then two full batches of 8)."""
-    few = _turn_cost(tmp_path / "few.db", meter, calls=6, parallel=parallel)
+    few = _turn_cost(tmp_path / "few.db", meter, calls=6, parallel=parallel, progress=progress)
     meter.clear()
-    many = _turn_cost(tmp_path / "many.db", meter, calls=16, parallel=parallel)
+    many = _turn_cost(tmp_path / "many.db", meter, calls=16, parallel=parallel, progress=progress)
     return {name: (many[name] - few[name]) / 10 for name in many}
 
 
@@ -295,3 +320,25 @@ def test_a_tool_step_in_a_parallel_batch_is_its_result_and_a_share_of_one_intent
         "selects": 0.0,
         "commits": 1.1,
     }, f"per tool step in a batch: {per_step}"
+
+
+def test_a_progress_report_costs_its_own_write_and_leaves_the_step_unread(
+    tmp_path: Path, meter: Meter
+) -> None:
+    """A call that reports progress: the report's write is its own crossing and commit, and
+    the task it leaves is what the call's result is written from, so the step's commit still
+    reads nothing (a result written from the task as it was before the report would be
+    refused as stale and run again the ordinary way: 23 statements, 9 SELECTs and 3
+    transactions per step, as it was before the report handed its task back)."""
+    per_step = _per_tool_step(tmp_path, meter, parallel=False, progress=True)
+    # The sequential step's 8, and the report's BEGIN, session and task SELECTs (the fence
+    # read and the task's run), task UPDATE and COMMIT.
+    assert per_step == {
+        "statements": 13.0,
+        "crossings": 2.0,
+        "transactions": 2.0,
+        "reads": 0.0,
+        "records": 0.0,
+        "selects": 2.0,
+        "commits": 2.0,
+    }, f"per tool step with a progress report: {per_step}"

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from coding_support import BUGGY, FIXED, TEMPLATE_CART
-from web_support import CodingServer, edit_results, lines, until
+from web_support import CodingServer, Line, edit_results, lines, until
 
 from examples.coding_agent.task import CARRY_ON, EMPTY_CART_STEER, EMPTY_CART_TEST, TASK
 
@@ -37,6 +38,16 @@ def _cart(server: CodingServer, session: str) -> str:
     return (server.workspace(session) / CART).read_text()
 
 
+def _grant_shell_at_the_prompt(
+    c: httpx.Client, session: str, feed: Iterator[Line], seen: list[Line]
+) -> None:
+    """Read up to the first shell prompt and answer it "Yes, and don't ask again": the grant
+    is recorded in the session's state, and the waiting question answered with it."""
+    until(feed, seen, "input.requested", "shell")
+    granted = c.post(f"/coding/sessions/{session}/allowed-tools", json={"tool": "shell"}).json()
+    assert granted["answered"] is True and granted["allowedTools"] == ["shell"], granted
+
+
 def test_fix_the_failing_tests_in_the_sessions_own_copy_then_fork_before_the_first_edit(server):
     c = server.client
     kinds = {t["name"]: t["kind"] for a in c.get("/agents").json()["agents"] for t in a["tools"]}
@@ -45,13 +56,18 @@ def test_fix_the_failing_tests_in_the_sessions_own_copy_then_fork_before_the_fir
     # Before its first tool call a session's files panel is the project's, all unchanged.
     files = c.get("/coding/sessions/fix/files").json()["files"]
     assert {f["path"]: f["status"] for f in files}[CART] == "unchanged"
-    granted = c.post("/coding/sessions/fix/allowed-tools", json={"tool": "shell"}).json()
-    assert granted["allowedTools"] == ["shell"] and granted["answered"] is False
+    # No grant before the session's first turn: it has no record (and no state) yet.
+    assert c.get("/coding/sessions/fix/settings").json()["allowedTools"] == []
+    early = c.post("/coding/sessions/fix/allowed-tools", json={"tool": "shell"})
+    assert (early.status_code, early.json()["code"]) == (404, "session_not_found")
 
     with c.stream("POST", "/chat", json={"sessionId": "fix", "prompt": TASK}) as stream:
-        seen = list(lines(stream))
+        feed, seen = lines(stream), []
+        _grant_shell_at_the_prompt(c, "fix", feed, seen)
+        seen += list(feed)
     assert seen[-1]["type"] == "turn_end" and seen[-1]["data"]["outcome"] == "completed"
-    assert "input.requested" not in [s["type"] for s in seen]  # shell was granted
+    assert [s["type"] for s in seen].count("input.requested") == 1  # the grant answered the rest
+    assert c.get("/sessions/fix").json()["state"]["allowed_tools"] == ["shell"]
     done = server.project_tests("fix")
     assert done.returncode == 0 and "Ran 6 tests" in done.stderr, done.stderr
     # Each edit's result carries the diff made at the edit: one per fix.
@@ -85,11 +101,13 @@ def test_fix_the_failing_tests_in_the_sessions_own_copy_then_fork_before_the_fir
     )
     fork = c.post("/sessions/fix/fork", json={"newSessionId": "fix-fork", "after": first_edit - 1})
     assert fork.status_code == 201, fork.text
-    c.post("/coding/sessions/fix-fork/allowed-tools", json={"tool": "shell"})
+    # The grant was given before the first edit: it is in the state the fork copied.
+    assert c.get("/coding/sessions/fix-fork/settings").json()["allowedTools"] == ["shell"]
     source_cart = _cart(server, "fix")
     with c.stream("POST", "/chat", json={"sessionId": "fix-fork", "prompt": CARRY_ON}) as stream:
         forked = list(lines(stream))
     assert forked[-1]["data"]["outcome"] == "completed", [s["type"] for s in forked]
+    assert "input.requested" not in [s["type"] for s in forked]
     assert server.workspace("fix-fork") != server.workspace("fix")
     assert server.project_tests("fix-fork").returncode == 0
     assert [_cart(server, "fix-fork").count(f) for f in FIXED] == [1, 1]
@@ -131,13 +149,28 @@ def test_a_sigkill_mid_edit_is_recovered_each_fix_applied_and_its_diff_recorded_
     # Visible and revocable: the next shell call would ask again.
     revoked = c.delete("/coding/sessions/crash/allowed-tools/shell").json()
     assert revoked["allowedTools"] == []
+    assert c.get("/sessions/crash").json()["state"]["allowed_tools"] == []
+
+
+def test_the_grant_routes_refuse_what_they_cannot_record(server):
+    """422 for a body or a tool name that is not one, 404 for a session with no record."""
+    c = server.client
+    for body in ({"tool": "rm -rf"}, {"tool": ""}, {"tool": "shell", "also": 1}, {}):
+        bad = c.post("/coding/sessions/crash/allowed-tools", json=body)
+        assert (bad.status_code, bad.json()["code"]) == (422, "invalid_body"), (body, bad.text)
+    bad_name = c.delete("/coding/sessions/crash/allowed-tools/no%20such")
+    assert (bad_name.status_code, bad_name.json()["code"]) == (422, "invalid_tool")
+    for verb, path in (("POST", "allowed-tools"), ("DELETE", "allowed-tools/shell")):
+        body = {"tool": "shell"} if verb == "POST" else None
+        missing = c.request(verb, f"/coding/sessions/nobody-here/{path}", json=body)
+        assert (missing.status_code, missing.json()["code"]) == (404, "session_not_found")
+    assert c.get("/sessions/nobody-here").status_code == 404
 
 
 def test_plan_mode_refuses_a_change_until_the_plan_is_approved(server):
     c = server.client
     on = c.put("/coding/sessions/plan/plan-mode", json={"on": True}).json()
     assert on["planMode"] is True
-    c.post("/coding/sessions/plan/allowed-tools", json={"tool": "shell"})
     with c.stream("POST", "/chat", json={"sessionId": "plan", "prompt": TASK}) as stream:
         feed, seen = lines(stream), []
         first = until(feed, seen, "input.requested", "exit_plan_mode")
@@ -151,6 +184,7 @@ def test_plan_mode_refuses_a_change_until_the_plan_is_approved(server):
         assert "Revised after your feedback: add a step" in second["data"]["question"]
         assert _cart(server, "plan") == TEMPLATE_CART.read_text()
         assert c.post("/sessions/plan/answer", json={"answer": "allow"}).status_code == 200
+        _grant_shell_at_the_prompt(c, "plan", feed, seen)
         seen += list(feed)
     assert seen[-1]["data"]["outcome"] == "completed", [s["type"] for s in seen]
     assert c.get("/coding/sessions/plan/settings").json()["planMode"] is False
@@ -161,11 +195,11 @@ def test_plan_mode_refuses_a_change_until_the_plan_is_approved(server):
 
 def test_steering_mid_turn_adds_the_empty_cart_test(server):
     c = server.client
-    c.post("/coding/sessions/steer/allowed-tools", json={"tool": "shell"})
     server.close_gate()
     before = server.arrived()
     with c.stream("POST", "/chat", json={"sessionId": "steer", "prompt": TASK}) as stream:
         feed, seen = lines(stream), []
+        _grant_shell_at_the_prompt(c, "steer", feed, seen)
         until(feed, seen, "tool.started", "edit_file")
         server.wait_for_an_edit(before)
         steered = c.post("/steer", json={"sessionId": "steer", "text": EMPTY_CART_STEER})

@@ -153,3 +153,13 @@ test("a fallback switch says which models, why, and what reasoning is not sent",
   // The failed stream's text is no answer: kept, labelled as cut off.
   assert.match(textOf(renderItem(t, 1)), /cut off: half an ans/);
 });
+
+test("a state change with no task is a fork's copy right after the fork, else a person's write", () => {
+  const created = { type: "session.created", cursor: 1, turnId: null, data: { agent: "coder", forked_from: "src", after: 9, messages: 2 } };
+  const change = (cursor, set) => ({ type: "state.changed", cursor, turnId: null, data: { set, deleted: [], task: null, tool: null, step: null } });
+  const t = timelineOf([created, change(2, { todos: [] }), change(3, { allowed_tools: ["shell"] })]);
+  assert.match(textOf(renderItem(t, 2)), / State copied from the fork's source: set todos/);
+  assert.match(textOf(renderItem(t, 3)), / State set by you: set allowed_tools/);
+  const plain = timelineOf([{ ...created, data: { agent: "coder" } }, change(2, { allowed_tools: [] })]);
+  assert.match(textOf(renderItem(plain, 2)), / State set by you/);
+});

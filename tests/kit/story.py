@@ -546,15 +546,16 @@ def question_for(tool: str, arguments_json: str) -> str:
     return f"May I {tool} {arguments_json}?"
 
 
-def asking_hook(world: Path, ask_before: str) -> BeforeTool:
+def asking_hook(world: Path, ask_before: str, timeout_s: float | None = None) -> BeforeTool:
     """A ``before_tool`` hook that logs every call to ``hooks.log`` and asks a person before
-    the tool ``ask_before`` (``fx.ask``), allowing every other."""
+    the tool ``ask_before`` (``fx.ask``, expiring after ``timeout_s`` if set), allowing
+    every other."""
     hooks = world / "hooks.log"
 
     async def hook(tool_name: str, arguments_json: str) -> fx.Ask | None:
         append_line(hooks, tool_name)
         if tool_name == ask_before:
-            return fx.ask(question_for(tool_name, arguments_json))
+            return fx.ask(question_for(tool_name, arguments_json), timeout_s=timeout_s)
         return None
 
     return hook

@@ -127,7 +127,9 @@ def test_abort_signals_a_sync_tool_through_ctx_cancelled(tmp_path):
                 await asyncio.sleep(0.01)
             await s.abort()
             assert (await s.wait(sub.id, timeout=5)).status.value == "aborted"
-            assert tasks(rt, sub.id)[0].status.value == "cancelled"
+            # Its thread ran on past the abort: what it did may still happen, so even a safe
+            # sync call is unknown, never "cancelled" (docs/aborting.md).
+            assert tasks(rt, sub.id)[0].status.value == "outcome_unknown"
             for _ in range(100):
                 if seen:
                     break

@@ -236,7 +236,7 @@ def test_runtime_configuration_errors(tmp_path):
     with pytest.raises(fx.ConfigurationError, match="unique"):
         fx.Runtime([a, a], store=f"sqlite:///{tmp_path}/x.db")
     with pytest.raises(fx.ConfigurationError):
-        fx.Runtime([a], store="postgres://nowhere/db")
+        fx.Runtime([a], store="mysql://nowhere/db")  # postgres:// is a store now (issue 27)
     with pytest.raises(fx.ConfigurationError):
         fx.Runtime([a], store="redis://127.0.0.1:6379/0?no_such_option=1")
 

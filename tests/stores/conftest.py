@@ -41,11 +41,18 @@ def _dynamodb_s3(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     return dynamo_store(request.getfixturevalue("serial_moto_server"), offload_threshold=64)
 
 
+def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    from fxdurable.stores.postgres import PostgresStore
+
+    return PostgresStore(request.getfixturevalue("postgres_url"))  # a schema of this test's own
+
+
 FACTORIES: dict[str, Callable[[pytest.FixtureRequest, Path], Store]] = {
     "sqlite": _sqlite,
     "redis": _redis,
     "dynamodb": _dynamodb,
     "dynamodb-s3": _dynamodb_s3,
+    "postgres": _postgres,
 }
 MARKS: dict[str, pytest.MarkDecorator] = {
     "redis": pytest.mark.redis,

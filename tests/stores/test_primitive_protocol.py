@@ -1,4 +1,5 @@
-"""The store protocol is its primitives: 4 on a transaction and 5 on a store (issue 23 §1).
+"""The store protocol is its primitives: 5 on a transaction and 6 on a store (issue 23 §1;
+the deletes of erasure, issue 28 §3).
 
 The named reads and writes are derived once in core (``DerivedTx``); these tests fail when a
 backend grows one of its own again (a second derivation that could drift), when the
@@ -27,7 +28,7 @@ CORE = {DerivedReads, DerivedTx, ByKindTx, object}
 NAMED = {
     name
     for name in {*vars(ReadView), *vars(Tx)}
-    if not name.startswith("_") and name not in {"get", "range", "put", "append"}
+    if not name.startswith("_") and name not in {"get", "range", "put", "append", "delete"}
 }
 
 
@@ -35,9 +36,17 @@ def _protocol_methods(proto: type) -> set[str]:
     return {n for n, v in vars(proto).items() if callable(v) and not n.startswith("_")}
 
 
-def test_the_protocol_is_nine_primitives() -> None:
-    assert DerivedTx.__abstractmethods__ == {"get", "range", "put", "append"}
-    assert _protocol_methods(Store) == {"transact", "read", "put_blob", "get_blob", "close"}
+def test_the_protocol_is_eleven_primitives() -> None:
+    # Nine (issue 23 §1), then erasure's two deletes (issue 28 §3).
+    assert DerivedTx.__abstractmethods__ == {"get", "range", "put", "append", "delete"}
+    assert _protocol_methods(Store) == {
+        "transact",
+        "read",
+        "put_blob",
+        "get_blob",
+        "delete_blob",
+        "close",
+    }
     assert len(NAMED) == 24  # derived, every one, from the four
 
 

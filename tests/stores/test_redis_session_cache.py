@@ -1,7 +1,8 @@
 """The Redis store's session-versioned read cache and its one-script transitions.
 
 What a store holds of a session is good while the session's version stands: a read it can
-answer costs the one round trip that checks the version, a transition the one script that
+answer costs the one round trip that checks the version (none for the lease holder's first
+read after its own commit, which is that commit's state), a transition the one script that
 commits it. Another store's write moves the version, and what the first store held is read
 afresh, never served stale. Every test counts round trips on the store's own counter (the one
 tests/stores/test_redis_store.py checks the module docstrings against).
@@ -18,6 +19,7 @@ import pytest
 import redis
 
 from bench.redis_steps import measure_runtime_trips
+from fxdurable.core.clock import SystemClock
 from fxdurable.core.journal import Fence, Journal, WorkerIdentity
 from fxdurable.core.records import ToolCallRequest, Usage
 from fxdurable.core.states import SubmissionStatus, ToolTaskStatus
@@ -258,20 +260,22 @@ def test_a_store_wide_read_in_a_transaction_still_moves_the_version(
     held = mine.read(lambda v: v.get_session("s1"))
     assert held is not None
 
-    def body(tx: Tx) -> None:
-        (session,) = tx.list_sessions()
-        tx.put_session(
-            type(session)(**{**_fields(session), "steering": ("x",), "version": 99}),
-            expected_version=session.version,
-        )
-
-    theirs.transact(body)
+    theirs.transact(steer_every_session)
     seen = mine.read(lambda v: v.get_session("s1"))
     assert seen is not None and seen.steering == ("x",) and seen.version == 99
 
 
 def _fields(record: Any) -> dict[str, Any]:
     return {name: getattr(record, name) for name in record.__dataclass_fields__}
+
+
+def steer_every_session(tx: Tx) -> None:
+    """A body that reads every session (the WATCH/MULTI path) and writes the one there is."""
+    (session,) = tx.list_sessions()
+    tx.put_session(
+        type(session)(**{**_fields(session), "steering": ("x",), "version": 99}),
+        expected_version=session.version,
+    )
 
 
 def test_messages_past_a_cursor_come_from_what_the_store_holds(
@@ -313,8 +317,82 @@ def test_a_writer_that_does_not_bump_the_version_is_not_overwritten(
         journal.heartbeat(fence, ttl_s=TTL)
 
 
-def test_a_runtime_step_costs_four_round_trips(redis_url: str) -> None:
-    """A tool step plus its model call through the real Runtime (the bench's count): its
-    three transitions and the model request's read, one round trip each (33 on the WATCH
-    path with a snapshot read before each step)."""
-    assert measure_runtime_trips(redis_url) == 4
+def test_a_runtime_step_costs_two_round_trips(redis_url: str) -> None:
+    """A tool step plus its model call through the real Runtime (the bench's count): its two
+    commits (the result; the model response with the next call's intent), one round trip
+    each, and the model request's read served from the result's commit (4 when a held write
+    dropped the session's cache and each read checked the version; 33 on the WATCH path with
+    a snapshot read before each step)."""
+    assert measure_runtime_trips(redis_url) == 2
+
+
+def holding(stores: Callable[[], RedisStore]) -> tuple[RedisStore, Journal, Fence, str]:
+    """A store whose journal (on the wall clock: its lease is live) runs a turn of s1."""
+    store = stores()
+    journal = Journal(store, SystemClock(), CountingIds())
+    return (store, journal, *running_turn(journal))
+
+
+def test_the_holders_first_read_after_its_commit_is_that_commits_state(
+    stores: Callable[[], RedisStore],
+) -> None:
+    store, journal, fence, sub_id = holding(stores)
+    (task,) = model_call(journal, fence, sub_id, 0, 1)
+    journal.read(lambda v: snapshot(v, sub_id))  # what the commits did not write
+    journal.start_tool(fence, task.id)
+    first, cost = trips(store, lambda: journal.read(lambda v: snapshot(v, sub_id)))
+    assert cost == 0 and [t.status for t in first[3]] == [ToolTaskStatus.RUNNING]
+    again, cost = trips(store, lambda: journal.read(lambda v: snapshot(v, sub_id)))
+    assert (again, cost) == (first, 1)  # served once: any later read checks the version
+    # What it served is what the server holds.
+    assert stores().read(lambda v: snapshot(v, sub_id)) == first
+    # A write the commit did not see (another process's steer) is not in that first read;
+    # the next read sees it, and the holder's next commit reruns on it and keeps it.
+    journal.heartbeat(fence, ttl_s=TTL)
+    Journal(stores(), SystemClock(), CountingIds()).steer("s1", "make it blue")
+    stale, cost = trips(store, lambda: journal.read(lambda v: v.get_session("s1")))
+    assert cost == 0 and stale is not None and stale.steering == ()
+    seen, cost = trips(store, lambda: journal.read(lambda v: v.get_session("s1")))
+    # The version check finds the session moved, and the session is read afresh.
+    assert cost == 2 and seen is not None and seen.steering == ("make it blue",)
+    journal.heartbeat(fence, ttl_s=TTL)
+    kept = stores().read(lambda v: v.get_session("s1"))
+    assert kept is not None and kept.steering == ("make it blue",)
+    gap_free(journal, "s1")
+
+
+def test_a_store_that_does_not_hold_the_lease_checks_every_read(
+    stores: Callable[[], RedisStore],
+) -> None:
+    """An HTTP process steers (its own commit) while a worker holds the lease: its next read
+    still asks the server, and sees what the worker wrote since."""
+    _, journal, fence, sub_id = holding(stores)
+    other = stores()
+    other.read(lambda v: snapshot(v, sub_id))  # held: the snapshot a read would serve
+    Journal(other, SystemClock(), CountingIds()).steer("s1", "make it blue")
+    model_call(journal, fence, sub_id, 0, 1)  # the worker records the call and the steer
+    seen = other.read(lambda v: snapshot(v, sub_id))
+    assert seen[1].rounds == 1 and seen[4].steering == ("make it blue",)
+
+
+def test_a_lease_past_its_expiry_is_not_read_from_the_commit(
+    stores: Callable[[], RedisStore], clock: FakeClock
+) -> None:
+    """A lease the wall clock says is over may have been taken over: the read checks."""
+    store, journal, fence, sub_id = started(stores, clock)  # the fake clock: long expired
+    model_call(journal, fence, sub_id, 0, 1)
+    _, cost = trips(store, lambda: journal.read(lambda v: snapshot(v, sub_id)))
+    assert cost == 1
+
+
+def test_a_commit_on_the_watch_path_is_never_read_around(
+    stores: Callable[[], RedisStore],
+) -> None:
+    """The WATCH path's commit moves no cache, so what an earlier commit left is not served
+    unchecked: the store reads its own write."""
+    store, journal, fence, sub_id = holding(stores)
+    model_call(journal, fence, sub_id, 0, 1)
+
+    store.transact(steer_every_session)
+    seen = store.read(lambda v: v.get_session("s1"))
+    assert seen is not None and seen.steering == ("x",)

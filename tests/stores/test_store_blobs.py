@@ -117,6 +117,9 @@ def _corrupt(store: Store, digest: str, data: bytes) -> None:
     elif name == "RedisStore":
         key = store._keys.blob(digest)  # type: ignore[attr-defined]
         store._simple([("SET", key, bad)])  # type: ignore[attr-defined]
+    elif name == "PostgresStore":
+        with store._pool.connection() as conn:  # type: ignore[attr-defined]
+            conn.execute("UPDATE blobs SET data = %s WHERE digest = %s", (bad, digest))
     else:
         api = store._api  # type: ignore[attr-defined]
         if api.s3 is not None:

@@ -28,6 +28,7 @@ COMMITS = 40
         "sqlite",
         pytest.param("redis", marks=pytest.mark.redis),
         pytest.param("dynamodb", marks=pytest.mark.aws),
+        "postgres",
     ]
 )
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
@@ -35,6 +36,8 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path.resolve()}/race.db"
     if request.param == "redis":
         return str(request.getfixturevalue("redis_url"))
+    if request.param == "postgres":
+        return str(request.getfixturevalue("postgres_url"))  # a schema of this test's own
     from dynamo_support import dynamo_url
 
     # The serial server: the threaded one does not isolate TransactWriteItems from each

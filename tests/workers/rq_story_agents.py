@@ -16,6 +16,7 @@ Configuration comes from the environment of the worker:
 - ``FXD_TEST_MAX_ATTEMPTS``: the agent's attempt budget (``fx.Durability.max_attempts``);
 - ``FXD_TEST_ASK_BEFORE``: a tool the agent's ``before_tool`` hook asks a person about
   (``fx.ask``; every call is logged to ``hooks.log``: ``tests.kit.story.asking_hook``);
+  ``FXD_TEST_ASK_TIMEOUT_S``: the question expires after that long (denied);
 - ``FXD_TEST_SUBAGENTS=1``: the agent also declares the ``research`` subagent
   (``tests.kit.delegation``, prompts ``delegate <tag>`` and ``delegate2 <tag>``);
   ``FXD_TEST_CHILD_BARRIER=1``: its children meet at the researcher's barrier;
@@ -80,7 +81,9 @@ def agents() -> list[fx.Agent]:
     attempts = os.environ.get("FXD_TEST_MAX_ATTEMPTS")
     durability = fx.Durability(max_attempts=int(attempts)) if attempts else None
     ask_before = os.environ.get("FXD_TEST_ASK_BEFORE")
-    hook = asking_hook(world, ask_before) if ask_before else None
+    timeout = os.environ.get("FXD_TEST_ASK_TIMEOUT_S")
+    expires = float(timeout) if timeout else None
+    hook = asking_hook(world, ask_before, expires) if ask_before else None
     return [
         story_agent(
             world,

@@ -77,7 +77,11 @@ def test_a_worker_killed_after_an_edit_ran(
     print_measure(f"coding turn recovered by the pool ({workspace})", run.settled_at() - killed_at)
     world = run.check(tmp_path)
     assert sum(w.log().count(CRASH_MARK) for w in h.workers) == 1
-    assert world.submission(REQUEST).interruptions == 1
+    sub = world.submission(REQUEST)
+    # Once seen at 2 in CI, never reproduced here: say which attempts ran where, and how each
+    # ended, beside every worker's log, so the next occurrence names its cause.
+    ran = [(a.number, a.worker, a.status, a.reason) for a in world.attempts[sub.id]]
+    assert sub.interruptions == 1, (ran, h.diagnostics())
     edit_recovered(world, applied_before=workspace == DIRECTORY)
     assert run.answered == 2  # the two test runs
 

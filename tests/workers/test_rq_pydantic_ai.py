@@ -1,7 +1,8 @@
 """The adapters' crash matrix (``tests/adapters/pydai_checks.py``) in real ``fxdurable worker``
 processes on RQ: pydantic-ai's whole matrix on each worker store (SQLite, Redis), and the OpenAI
 Agents SDK and LangChain agents at the issue's crash points on the Redis store, spread with
-``test_sqs_pydantic_ai.py`` (``tests/adapters/frameworks.py``: ``SPREAD``). Each agent is an
+``test_sqs_pydantic_ai.py`` (``tests/adapters/frameworks.py``: ``SPREAD``), and at one point
+each on the SQLite store. Each agent is an
 ordinary framework agent served by the workers' agents module
 ``tests/adapters/pydai_rq_agents.py``. A horse SIGKILLs itself at the point once; the surviving
 RQ parent's reconciliation recovers the session in a new horse; then a fresh worker answers a
@@ -29,6 +30,7 @@ pytestmark = [pytest.mark.redis, pytest.mark.crash, pytest.mark.slow]
 SESSION = "s"
 LEASE_TTL_S = 30.0  # recovery must not wait for it: the dead horse's pid is gone
 OTHERS = spread("rq", MATRIX)
+ON_SQLITE = spread("rq-sqlite", MATRIX)
 
 
 def run_killed_horse(
@@ -73,6 +75,18 @@ def test_a_killed_horse_running_a_pydantic_ai_turn_is_recovered(
     ("framework", "spec", "deploys", "unknown"), OTHERS, ids=[f"{o[0]}-{o[1]}" for o in OTHERS]
 )
 def test_a_killed_horse_running_an_agents_sdk_or_langchain_turn_is_recovered(
+    make_harness: Callable[..., RqHarness], framework: str, spec: str, deploys: int, unknown: bool
+) -> None:
+    run_killed_horse(make_harness, framework, spec, deploys, unknown)
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize(
+    ("framework", "spec", "deploys", "unknown"),
+    ON_SQLITE,
+    ids=[f"{o[0]}-{o[1]}" for o in ON_SQLITE],
+)
+def test_a_killed_horse_on_the_sqlite_store_running_an_sdk_or_langchain_turn_is_recovered(
     make_harness: Callable[..., RqHarness], framework: str, spec: str, deploys: int, unknown: bool
 ) -> None:
     run_killed_horse(make_harness, framework, spec, deploys, unknown)

@@ -164,7 +164,9 @@ def test_warm_shutdown_stops_the_turn_at_a_step_boundary(rq_harness: RqHarness) 
             id="queue-and-agents-missing",
         ),
         pytest.param(
-            {"FXD_QUEUE": "local"}, "needs an rq://... or sqs://... --queue", id="queue-not-rq"
+            {"FXD_QUEUE": "local"},
+            "needs an rq://, sqs:// or postgresql:// --queue",
+            id="queue-not-rq",
         ),
         pytest.param(
             {"FXD_QUEUE": "rq://127.0.0.1:1/0?queue=q&job_timeout=5"},

@@ -4,8 +4,9 @@
 :class:`fxdurable.Runtime` or a worker: each model request and each function tool call of the
 SDK agent is then a journaled step of fxdurable's own turn loop (docs/frameworks/openai-agents.md
 says exactly what is and is not durable); ``DurableSession(rt.session(id))`` is a durable
-session's conversation as an SDK ``Session`` (read-only). Importing this module checks the
-installed openai-agents against the range it was tested with first
+session's conversation as an SDK ``Session`` (read-only), and ``StoreSession(rt, id)`` a
+writable SDK ``Session`` kept in the store for the SDK's own ``Runner``. Importing this module
+checks the installed openai-agents against the range it was tested with first
 (:class:`UnsupportedFrameworkError`).
 """
 
@@ -28,6 +29,7 @@ from fxdurable.adapters.openai_agents._model import FrameworkModel  # noqa: E402
 from fxdurable.adapters.openai_agents._session import (  # noqa: E402
     DurableSession,
     SessionReadOnlyError,
+    StoreSession,
 )
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "FrameworkModel",
     "FrameworkTool",
     "SessionReadOnlyError",
+    "StoreSession",
     "UnsupportedFrameworkError",
     "check_version",
     "durable_agent",

@@ -14,10 +14,12 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 import openai
+import pydantic
 from agents import FunctionTool, ModelSettings
 from agents.items import TResponseInputItem
 from agents.models.interface import Model as AgentsModel
 from agents.models.interface import ModelTracing
+from openai.types import responses
 from openai.types.responses import (
     Response,
     ResponseFunctionToolCall,
@@ -37,7 +39,41 @@ from fxdurable.runtime.models.base import (
     TextDelta,
 )
 
-__all__ = ["FrameworkModel", "to_input_items", "to_response"]
+__all__ = ["FrameworkModel", "to_input_items", "to_response", "warm_response_types"]
+
+# The Responses types a model step builds (a response, its output items, the stream's events):
+# openai defers building their pydantic validators to their first use, ~0.3 s of CPU on the
+# event loop in the first model step of a process (2026-12-03: a lost lease, exit 75, under a
+# 2 s TTL on a loaded machine). Built when an agent is, before any lease is held.
+_RESPONSE_TYPES = (
+    "Response",
+    "ResponseUsage",
+    "ResponseOutputMessage",
+    "ResponseOutputText",
+    "ResponseOutputRefusal",
+    "ResponseFunctionToolCall",
+    "ResponseCreatedEvent",
+    "ResponseInProgressEvent",
+    "ResponseCompletedEvent",
+    "ResponseOutputItemAddedEvent",
+    "ResponseOutputItemDoneEvent",
+    "ResponseContentPartAddedEvent",
+    "ResponseContentPartDoneEvent",
+    "ResponseTextDeltaEvent",
+    "ResponseTextDoneEvent",
+    "ResponseFunctionCallArgumentsDeltaEvent",
+    "ResponseFunctionCallArgumentsDoneEvent",
+)
+
+
+def warm_response_types() -> list[type[pydantic.BaseModel]]:
+    """Build the validators of the Responses types a model step uses now (once per process;
+    later calls cost nothing); returns the types."""
+    found: list[type[pydantic.BaseModel]] = [getattr(responses, n) for n in _RESPONSE_TYPES]
+    for cls in found:
+        if not cls.__pydantic_complete__:
+            cls.model_rebuild()
+    return found
 
 
 class FrameworkModel:
@@ -62,6 +98,7 @@ class FrameworkModel:
         self._settings = settings
         self._streamed = stream
         self._label = label or type(model).__name__
+        warm_response_types()  # not in the first step, on the loop, under a lease
 
     @property
     def name(self) -> str:

@@ -345,7 +345,10 @@ export function renderItem(timeline, cursor, actions) {
       return wrap(item, { class: "ev-dim" }, `Tool ${f(d.tool)} step ${f(d.step)} recorded (replayed, not re-run, if the call runs again)`);
     case "state.changed": {
       const parts = [keys(d.set) && `set ${keys(d.set)}`, (d.deleted || []).length && `deleted ${d.deleted.join(", ")}`].filter(Boolean);
-      const who = d.task == null ? "State copied from the fork's source" : `Tool ${f(d.tool)} state`;
+      // No task: a fork's copy of its source's state, or a person's write between calls (a
+      // "don't ask again" grant, its revocation).
+      const copied = timeline.forkedAt != null && item.cursor === timeline.forkedAt + 1;
+      const who = d.task != null ? `Tool ${f(d.tool)} state` : copied ? "State copied from the fork's source" : "State set by you";
       // A call's own commit shows in its card (a todo list's checklist): not a second line.
       const own = d.task != null && timeline.kinds.get(d.tool) && timeline.tools.has(d.task);
       return wrap(item, { class: "ev-dim", hidden: own || null }, `${who}: ${parts.join("; ") || "unchanged"}`);

@@ -44,6 +44,7 @@ export class Timeline {
     this.unsettled = new Set(); // submissions admitted and not settled
     this.lastCursor = 0;
     this.agent = null; // from session.created
+    this.forkedAt = null; // a fork's session.created cursor: the state.changed after it is the copy
     this.kinds = new Map(); // tool name -> its declared kind (GET /agents)
     this.inputs = new Map(); // task id -> {arguments, childSession} (GET /sessions/{id}/calls)
     this.state = {}; // the session's persisted state, folded from state.changed
@@ -154,6 +155,7 @@ export class Timeline {
     switch (line.type) {
       case "session.created":
         this.agent = data.agent ?? null;
+        if (data.forked_from != null) this.forkedAt = item.cursor; // its state copy comes next
         return [];
       case "turn_start":
         this.unsettled.add(data.submission);

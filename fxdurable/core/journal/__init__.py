@@ -32,9 +32,11 @@ from ._base import (
 from ._held import Held
 from ._scope import Written, _SessionScope
 from .admission import Admission, Admissions
+from .erase import EraseStart, Erasure
 from .leases import Leases
 from .questions import Questions
 from .rounds import Rounds
+from .session_items import SessionItems
 from .sessions import MAX_PENDING_STEERING, Fork, Sessions, Steering
 from .tools import MAX_PROGRESS_CHARS, Tools
 from .turns import Turns
@@ -44,6 +46,7 @@ __all__ = [
     "MAX_PROGRESS_CHARS",
     "Admission",
     "AttemptStart",
+    "EraseStart",
     "Exhausted",
     "Fence",
     "Fork",
@@ -62,21 +65,25 @@ __all__ = [
 T = TypeVar("T")
 
 
-class Journal(Admissions, Sessions, Leases, Turns, Rounds, Tools, Questions):
+class Journal(Admissions, Sessions, Leases, Turns, Rounds, Tools, Questions, Erasure, SessionItems):
     """Named durable transitions over a :class:`Store`. Synchronous; no I/O besides the store.
 
     Every durable write this system makes is one of these methods:
 
     - admission (:mod:`.admission`): ``admit``
-    - sessions (:mod:`.sessions`): ``steer``, ``request_abort``, ``fork``, ``admit_child``
+    - sessions (:mod:`.sessions`): ``steer``, ``update_state``, ``request_abort``, ``fork``,
+      ``admit_child``
     - leases (:mod:`.leases`): ``claim``, ``heartbeat``, ``release``
     - turns and attempts (:mod:`.turns`): ``begin_attempt``, ``suspend``, ``settle``
     - model rounds (:mod:`.rounds`): ``record_model_call``, ``record_model_error``,
-      ``record_partial``, ``record_compaction``, ``record_model_switch``,
+      ``record_partial``, ``interrupt_stream``, ``record_compaction``, ``record_model_switch``,
       ``reject_output``
     - tool tasks (:mod:`.tools`): ``start_tool``, ``start_tools``, ``record_step``,
       ``finish_tool``, ``record_progress``
-    - questions (:mod:`.questions`): ``request_input``, ``answer_input``
+    - questions (:mod:`.questions`): ``request_input``, ``answer_input``, ``expire_input``
+    - erasure (:mod:`.erase`): ``begin_erase``, ``erase_records``, ``unlink_fork``,
+      ``finish_erase``
+    - framework session items (:mod:`.session_items`): ``write_items``
 
     A test pins this list against the methods (``tests/core/test_journal_package.py``).
 

@@ -62,6 +62,11 @@ _HELD_MISSES = (
 Exhausted = Literal["attempts_exhausted", "time_exhausted", "budget_exhausted"]
 
 
+# The erase marker (journal/erase.py): a state key of the session, set by the erase's first
+# step (with the blobs it names) and gone with the session. A session holding it is going.
+ERASE_KEY = "fx.erase"
+
+
 @dataclass(frozen=True, slots=True)
 class WorkerIdentity:
     """Where a lease holder runs: lets a restarted process take over from its dead self."""
@@ -290,8 +295,11 @@ class Transitions:
 
 
 def _visible(session: SessionRecord | None, session_id: str, owner: str | None) -> SessionRecord:
-    """The session as ``owner`` may see it: a foreign one is as absent as a missing one."""
-    if session is None or (owner is not None and session.owner != owner):
+    """The session as ``owner`` may see it: a foreign one is as absent as a missing one, and
+    so is one being erased (journal/erase.py: its erase has begun, it is going)."""
+    if session is None or ERASE_KEY in session.state:
+        raise SessionNotFoundError(session_id)
+    if owner is not None and session.owner != owner:
         raise SessionNotFoundError(session_id)
     return session
 

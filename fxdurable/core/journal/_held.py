@@ -113,6 +113,9 @@ class Overlay:
     def append(self, record: object) -> None:
         self._tx.append(record)
 
+    def delete(self, kind: Kind[R], key: Key) -> None:
+        self._tx.delete(kind, key)
+
     # -- reads that go to the store ---------------------------------------------------------------
 
     def list_sessions(self) -> Sequence[SessionRecord]:

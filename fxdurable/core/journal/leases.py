@@ -9,7 +9,7 @@ from fxdurable.core.asking import waits_for_input
 from fxdurable.core.records import Lease
 from fxdurable.core.store import Tx
 
-from ._base import Fence, Named, Transitions, WorkerIdentity
+from ._base import ERASE_KEY, Fence, Named, Transitions, WorkerIdentity
 from ._scope import _SessionScope
 
 
@@ -32,6 +32,8 @@ class Leases(Transitions):
         def body(tx: Tx, scope: _SessionScope) -> Fence | None:
             now = scope.now
             lease = scope.session.lease
+            if ERASE_KEY in scope.session.state:
+                return None  # being erased (journal/erase.py): no worker runs it again
             if lease.owner is not None and lease.expires_at > now:
                 abandoned = (
                     lease.host == worker.host

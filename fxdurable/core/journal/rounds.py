@@ -36,6 +36,7 @@ from ._base import Fence, ModelRound, StartNext, ToolStep
 from ._held import Held
 from ._scope import Written, _SessionScope
 from .tools import Tools
+from .turns import _close_out_partial
 
 # What ``record_model_call``'s body made: the pending tasks, the turn and the call as written,
 # and the first call's task if its intent joined the commit.
@@ -283,6 +284,28 @@ class Rounds(Tools):  # a response's first intent joins its commit (Tools._start
                 expected_version=turn.version,
             )
             scope.emit(EventType.MODEL_PARTIAL, ModelText(round=round_, text=text), turn_id=turn_id)
+
+        self._transition(fence, body)
+
+    def interrupt_stream(self, fence: Fence, turn_id: str, *, round_: int, text: str) -> None:
+        """A streaming reply cut short by a steer or an abort (runtime/interrupts.py): its
+        unwritten ``text`` joins the partial, and the partial becomes an interrupted
+        assistant entry of the round (``model.interrupted``), exactly as recovery closes out
+        the stream of a dead attempt. The round stays open: the next call answers it."""
+
+        def body(tx: Tx, scope: _SessionScope) -> None:
+            turn = self._running_turn(tx, fence, turn_id)
+            if round_ != turn.rounds:
+                raise IllegalTransitionError(
+                    "model_call", f"round {turn.rounds}", f"round {round_}"
+                )
+            if text:
+                scope.emit(
+                    EventType.MODEL_PARTIAL, ModelText(round=round_, text=text), turn_id=turn_id
+                )
+                turn = replace(turn, partial_text=turn.partial_text + text)
+            if turn.partial_text:
+                _close_out_partial(tx, scope, turn)
 
         self._transition(fence, body)
 

@@ -3,8 +3,10 @@ call's child session."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from fxdurable.core.codec import JsonObject
 from fxdurable.core.crash import crash_point
 from fxdurable.core.events import (
     AbortRequested,
@@ -14,6 +16,7 @@ from fxdurable.core.events import (
     SteerRecorded,
 )
 from fxdurable.core.fork import ForkPoint, fork_copy, fork_point
+from fxdurable.core.notify import publish
 from fxdurable.core.records import SessionRecord, SubmissionRecord
 from fxdurable.core.session_state import StateWrites
 from fxdurable.core.states import SessionStatus, ToolTaskStatus
@@ -79,7 +82,27 @@ class Sessions(Transitions):
 
         steering = self._transition(Named(session_id, owner), body)
         crash_point("steer.after-record")
+        if steering.steered:  # the holder cuts a streaming reply short (core/notify.py)
+            publish(self._store, session_id)
         return steering
+
+    def update_state(
+        self,
+        session_id: str,
+        update: Callable[[JsonObject], StateWrites],
+        *,
+        owner: str | None = None,
+    ) -> JsonObject:
+        """A write to the session's state (``ctx.state``) made by a person between calls, not
+        by a tool: ``update`` is shown the state as read in this transaction and returns what
+        to write (read-modify-write under the session's version, re-run whole on a conflict).
+        Announced by ``state.changed`` (no task, no turn); returns the state as committed."""
+
+        def body(tx: Tx, scope: _SessionScope) -> JsonObject:
+            scope.change_state(update(scope.session.state))
+            return scope.session.state
+
+        return self._transition(Named(session_id, owner), body)
 
     def request_abort(self, session_id: str) -> list[str]:
         """Record an abort intent on every unsettled submission; returns their ids."""
@@ -105,6 +128,8 @@ class Sessions(Transitions):
 
         marked = self._transition(Named(session_id, visible=False), body)
         crash_point("abort.after-intent")
+        if marked:  # the holder cancels the running call now (core/notify.py)
+            publish(self._store, session_id)
         return marked
 
     def fork(

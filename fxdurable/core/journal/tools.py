@@ -233,28 +233,28 @@ class Tools(Transitions):
 
         return self._transition(fence, body, then=_finished_step, held=held)
 
-    def record_progress(self, fence: Fence, task_id: str, *, run: int, text: str) -> None:
-        """Set a running tool task's ``progress`` to ``text`` (its last ``MAX_PROGRESS_CHARS``).
+    def record_progress(self, fence: Fence, task_id: str, *, run: int, text: str) -> ToolTaskRecord:
+        """Set a running tool task's ``progress`` to ``text`` (its last ``MAX_PROGRESS_CHARS``);
+        the task as written (its new version: what the holder's next held write carries).
 
         State, not history: no event, no message, the session record untouched (the commit
         still holds only under the session version the fence was read at). Refused
         (:class:`IllegalTransitionError`) once the task is no longer in run ``run``: a late
         report never lands on a settled task or on a later run's record."""
 
-        def body(tx: Tx, scope: _SessionScope) -> None:
+        def body(tx: Tx, scope: _SessionScope) -> ToolTaskRecord:
             task = _owned(fence, _task(tx, task_id))
             if task.status != ToolTaskStatus.RUNNING or task.runs != run:
                 raise IllegalTransitionError(
                     "tool_task", f"{task.status} (run {task.runs})", f"progress of run {run}"
                 )
-            tx.put_tool_task(
-                replace(
-                    task,
-                    progress=text[-MAX_PROGRESS_CHARS:],
-                    progress_at=scope.now,
-                    version=task.version + 1,
-                ),
-                expected_version=task.version,
+            written = replace(
+                task,
+                progress=text[-MAX_PROGRESS_CHARS:],
+                progress_at=scope.now,
+                version=task.version + 1,
             )
+            tx.put_tool_task(written, expected_version=task.version)
+            return written
 
-        self._transition(fence, body)
+        return self._transition(fence, body)

@@ -15,7 +15,8 @@ fresh, empty store (and closes it)::
             store.close()
 
 Every test uses only the ``Store`` protocol and the journal on top of it: the four record
-primitives called directly (:class:`PrimitiveContract`: run it first), conditional writes
+primitives called directly (:class:`PrimitiveContract`: run it first), the deletes erasure
+uses (:class:`DeleteContract`), conditional writes
 and version checks, transactions and rollback, queries and exact round trips, and the journal's
 flows (steering, durable steps, questions, state, forks, subagents). Racing writers in real
 processes are :mod:`fxdurable.testing.store_race`. Needs pytest (``pip install pytest``).
@@ -23,13 +24,21 @@ processes are :mod:`fxdurable.testing.store_race`. Needs pytest (``pip install p
 
 from __future__ import annotations
 
+from fxdurable.testing.store_contract.deletes import DeleteContract
 from fxdurable.testing.store_contract.flows import FlowContract
 from fxdurable.testing.store_contract.primitives import PrimitiveContract
 from fxdurable.testing.store_contract.reads import ReadContract
 from fxdurable.testing.store_contract.writes import WriteContract
 
-__all__ = ["FlowContract", "PrimitiveContract", "ReadContract", "StoreContract", "WriteContract"]
+__all__ = [
+    "DeleteContract",
+    "FlowContract",
+    "PrimitiveContract",
+    "ReadContract",
+    "StoreContract",
+    "WriteContract",
+]
 
 
-class StoreContract(PrimitiveContract, WriteContract, ReadContract, FlowContract):
+class StoreContract(PrimitiveContract, WriteContract, ReadContract, FlowContract, DeleteContract):
     """Every contract test; a subclass supplies the ``store`` fixture (see the module)."""

@@ -1,0 +1,443 @@
+"""The PostgreSQL store: ``postgresql://user@host:port/db?schema=fxdurable``.
+
+Tables and statements come from the kinds (:mod:`fxdurable.stores._pg_sql`), connections
+from a pool (:mod:`fxdurable.stores._pg_connect`, where the URL's parameters are listed).
+
+Isolation. Each ``transact(body)`` is one ``SERIALIZABLE`` transaction, re-run on a
+serialization failure (SQLSTATE 40001) through :func:`fxdurable.core.optimistic.optimistic`.
+Why not READ COMMITTED with version-checked UPDATEs only: a body reads more than it writes
+(the unsettled submissions of a session, a turn's tool tasks) and decides from those reads;
+under READ COMMITTED a read of rows it does not write is not protected, and the two reads of
+one body need not even see the same state. SERIALIZABLE gives every body what SQLite's one
+serialised writer gives it, so the journal's reasoning holds unchanged; a body that lost a
+race is simply run again on fresh reads, as on Redis and DynamoDB. The version check stays
+in the UPDATE (``WHERE version = %s``, rowcount 0 is :class:`~fxdurable.errors.ConflictError`)
+for a caller whose expected version came from an earlier transaction.
+
+Driver. psycopg's sync API, called in the journal's worker thread as SQLite's is: the durable
+core is synchronous, and an async driver would need an event loop of its own per thread.
+
+A lost COMMIT. When the connection breaks during ``COMMIT`` the outcome is unknown. Every
+transaction learns its transaction id in its first round trip (``pg_current_xact_id()``,
+sent with the ``BEGIN``), so after a lost COMMIT the store asks the server
+(``pg_xact_status``) on a new connection: committed means done (the body's result is
+returned), aborted means run it again; it never guesses.
+
+Schema. Numbered forward-only migrations with a version row (``schema_version``). Opening an
+empty schema creates it; opening one older than this code refuses with
+:class:`SchemaOutdatedError`, which names ``fxdurable migrate URL``: a migration on a shared
+database is an operator's decision, not a side effect of a worker's start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar, cast
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg_pool import PoolTimeout
+
+from fxdurable.core.blobs import blob_digest, is_digest, verified
+from fxdurable.core.kinds import Key, Kind, kind_of
+from fxdurable.core.optimistic import Rerun, contention_backoff, optimistic
+from fxdurable.core.recordcodec import decode, encode
+from fxdurable.core.store import DerivedTx, ReadView, Tx
+from fxdurable.errors import ConflictError, StoreError, StoreUnavailableError
+from fxdurable.stores._body import refuse_awaitable
+from fxdurable.stores._pg_connect import (
+    PgSettings,
+    open_pool,
+    parse_pg_url,
+    pool_exhausted,
+    quote_ident,
+)
+from fxdurable.stores._pg_sql import BY_KIND, MIGRATIONS, PgTable, col
+
+__all__ = ["PostgresStore", "SchemaOutdatedError", "migrate"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+Conn = psycopg.Connection[tuple[Any, ...]]
+
+_ATTEMPTS = 50  # serialization failures in a row before a transaction gives up
+_RECONNECTS = 5  # lost connections in a row before a transaction gives up
+_XACT_WAIT_S = 5.0  # how long a lost COMMIT's status may stay "in progress"
+
+
+class SchemaOutdatedError(StoreError):
+    """The database's fxdurable schema is older than this code: run ``fxdurable migrate
+    STORE_URL`` (docs/postgres.md), then open the store again."""
+
+
+class _PgTx(DerivedTx):
+    """The four primitives on one connection, inside the caller's transaction."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+
+    def get(self, kind: Kind[R], key: Key) -> R | None:
+        row = self._conn.execute(BY_KIND[kind.name].get, key).fetchone()
+        return None if row is None else decode(kind.cls, row[0])
+
+    def range(
+        self,
+        kind: Kind[R],
+        index: str,
+        value: Key = (),
+        *,
+        after: int = 0,
+        limit: int | None = None,
+    ) -> Sequence[R]:
+        table = BY_KIND[kind.name]
+        sql = table.ranges.get((index, bool(after), limit is not None))
+        if sql is None:
+            kind.index(index)  # an unknown index: its error
+            raise ValueError(f"{kind.name} index {index!r} has no order to read after")
+        args: tuple[object, ...] = value
+        if after:
+            args += (after,)
+        if limit is not None:
+            args += (limit,)
+        return [decode(kind.cls, row[0]) for row in self._conn.execute(sql, args)]
+
+    def put(self, record: object, *, expected_version: int | None) -> None:
+        table = BY_KIND[kind_of(record).name]
+        if table.update is None:
+            raise TypeError(f"{table.kind.name} records are append-only: use append()")
+        if expected_version is None:
+            self._insert(table, record)
+            return
+        args = (
+            *(_value(record, f) for f in table.update_fields),
+            encode(record),
+            *table.kind.key_of(record),
+            expected_version,
+        )
+        if self._conn.execute(table.update, args).rowcount != 1:
+            raise ConflictError(
+                f"{table.name} record {_key_text(table, record)} changed since it was read "
+                f"(expected version {expected_version})"
+            )
+
+    def append(self, record: object) -> None:
+        table = BY_KIND[kind_of(record).name]
+        if table.update is not None:
+            raise TypeError(f"{table.kind.name} records are versioned: use put()")
+        self._insert(table, record)
+
+    def delete(self, kind: Kind[R], key: Key) -> None:
+        # Unconditional and idempotent (core/store.py): a resumed erase deletes again.
+        self._conn.execute(BY_KIND[kind.name].delete, key)
+
+    def _insert(self, table: PgTable, record: object) -> None:
+        args = (*(_value(record, f) for f in table.insert_fields), encode(record))
+        if self._conn.execute(table.insert, args).rowcount != 1:
+            raise ConflictError(f"{table.name} record {_key_text(table, record)} already exists")
+
+
+def _value(record: object, field: str) -> object:
+    value = getattr(record, field)
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+def _key_text(table: PgTable, record: object) -> str:
+    return str({col(f): getattr(record, f) for f in table.kind.key})
+
+
+class _LostCommit(Exception):
+    """The connection broke during COMMIT of transaction ``xid``."""
+
+    def __init__(self, xid: str, cause: BaseException, result: object) -> None:
+        super().__init__(xid)
+        self.xid = xid
+        self.cause = cause
+        self.result = result
+
+
+def _schema_version(conn: Conn) -> int | None:
+    """The version the schema records, or None when it has no version table."""
+    row = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
+    if not row or not row[0]:
+        return None
+    found = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    return int(found[0] or 0) if found else 0
+
+
+def migrate(url: str) -> tuple[int, int]:
+    """Apply the migrations ``url``'s schema lacks; returns (version before, version after).
+    Concurrent runs are serialised by an advisory lock, so each migration runs once."""
+    settings = parse_pg_url(url)
+    with psycopg.connect(settings.conninfo, autocommit=True) as conn:
+        return _migrate_on(conn, settings)
+
+
+def _migrate_on(conn: Conn, settings: PgSettings) -> tuple[int, int]:
+    schema = quote_ident(settings.schema)
+    with conn.transaction():
+        # One migrator at a time per schema (a transaction-scoped lock: freed at COMMIT).
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (settings.schema,))
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+        conn.execute(f"SET LOCAL search_path TO {schema}")
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        before = _schema_version(conn) or 0
+        if before > len(MIGRATIONS):
+            raise StoreError(
+                f"PostgreSQL schema {settings.schema} at {settings.where} has fxdurable schema "
+                f"version {before}, newer than this fxdurable understands ({len(MIGRATIONS)}): "
+                "upgrade fxdurable"
+            )
+        for number, script in enumerate(MIGRATIONS[before:], start=before + 1):
+            conn.execute(script.encode())
+            conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (number,))
+    return before, len(MIGRATIONS)
+
+
+class PostgresStore:
+    """``postgresql://user@host:port/db?schema=fxdurable`` (parameters: _pg_connect.py)."""
+
+    def __init__(self, url: str, *, create: bool = True) -> None:
+        self._settings = parse_pg_url(url)
+        self.url = url
+        self.where = f"{self._settings.where} schema {self._settings.schema}"
+        self._rand = random.Random()
+        self._backoff = contention_backoff(self._rand.random)
+        self._pool = open_pool(self._settings, name=f"fxdurable-store-{self._settings.schema}")
+        try:
+            self._check_schema(create=create)
+        except BaseException:
+            self._pool.close()
+            raise
+
+    # -- connections and errors ---------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[Conn]:
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except PoolTimeout as exc:
+            raise pool_exhausted(self._settings, exc) from exc
+
+    def _unavailable(self, exc: BaseException, doing: str) -> StoreUnavailableError:
+        if isinstance(exc, pg_errors.LockNotAvailable):
+            return StoreUnavailableError(
+                f"PostgreSQL store {self.where}: a lock stayed held by another session past "
+                f"lock_timeout_ms={self._settings.lock_timeout_ms} while {doing} ({exc}): "
+                "nothing was written; retry, or raise ?lock_timeout_ms= in the URL",
+                where=self.where,
+                cause=exc,
+            )
+        if isinstance(exc, pg_errors.QueryCanceled):
+            return StoreUnavailableError(
+                f"PostgreSQL store {self.where}: a statement ran past statement_timeout_ms="
+                f"{self._settings.statement_timeout_ms} while {doing} ({exc}): nothing was "
+                "written; retry, or raise ?statement_timeout_ms= in the URL",
+                where=self.where,
+                cause=exc,
+            )
+        return StoreUnavailableError(
+            f"PostgreSQL store {self.where} failed while {doing} ({exc}): nothing was "
+            "written; check the server, then retry",
+            where=self.where,
+            cause=exc,
+        )
+
+    def _check_schema(self, *, create: bool) -> None:
+        with self._connection() as conn:
+            version = _schema_version(conn)
+            conn.rollback()
+            if version is None and create:
+                _migrate_on(conn, self._settings)
+                return
+        if version is None:
+            raise StoreError(f"no fxdurable store in PostgreSQL {self.where}")
+        if version < len(MIGRATIONS):
+            raise SchemaOutdatedError(
+                f"PostgreSQL {self.where} has fxdurable schema version {version}, this "
+                f"fxdurable needs {len(MIGRATIONS)}: run `fxdurable migrate {self.url}`"
+            )
+        if version > len(MIGRATIONS):
+            raise StoreError(
+                f"PostgreSQL {self.where} has fxdurable schema version {version}, newer than "
+                f"this fxdurable understands ({len(MIGRATIONS)}): upgrade fxdurable"
+            )
+
+    # -- transactions -------------------------------------------------------------------
+
+    def transact(self, body: Callable[[Tx], T]) -> T:
+        lost = 0
+
+        def run(attempt: int) -> T:
+            nonlocal lost
+            try:
+                return self._run_once(body)
+            except pg_errors.SerializationFailure:
+                raise Rerun() from None
+            except pg_errors.DeadlockDetected:
+                raise Rerun() from None
+            except _LostCommit as exc:
+                if self._committed(exc):
+                    raise _Done(exc.result) from None
+                lost += 1
+                if lost > _RECONNECTS:
+                    raise self._unavailable(exc.cause, "writing") from exc.cause
+                raise Rerun(delay=0.05 * lost) from None
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if isinstance(exc, (pg_errors.LockNotAvailable, pg_errors.QueryCanceled)):
+                    raise self._unavailable(exc, "writing") from exc
+                lost += 1  # the connection broke before COMMIT: nothing was written
+                if lost > _RECONNECTS:
+                    raise self._unavailable(exc, "writing") from exc
+                raise Rerun(delay=0.05 * lost) from None
+
+        try:
+            return optimistic(
+                run, attempts=_ATTEMPTS, backoff=self._backoff, what=f"PostgreSQL {self.where}"
+            )
+        except _Done as done:
+            return cast(T, done.result)  # what this call's body returned
+
+    def _run_once(self, body: Callable[[Tx], T]) -> T:
+        with self._connection() as conn:
+            # BEGIN and the transaction id in one round trip (simple protocol, two statements).
+            cur = conn.execute(
+                b"BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT pg_current_xact_id()::text"
+            )
+            cur.nextset()
+            row = cur.fetchone()
+            xid = str(row[0]) if row else ""
+            try:
+                result = body(_PgTx(conn))
+                refuse_awaitable(result)
+            except BaseException:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("ROLLBACK")
+                raise
+            try:
+                conn.execute("COMMIT")
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if conn.broken or conn.closed:
+                    raise _LostCommit(xid, exc, result) from exc
+                raise
+            return result
+
+    def _committed(self, lost: _LostCommit) -> bool:
+        """Whether the transaction whose COMMIT response was lost committed: asked of the
+        server on another connection, waiting while it is still in progress."""
+        deadline = time.monotonic() + _XACT_WAIT_S + self._settings.pool_timeout_s
+        while True:
+            try:
+                with self._connection() as conn:
+                    row = conn.execute("SELECT pg_xact_status(%s::xid8)", (lost.xid,)).fetchone()
+                    conn.rollback()
+            except (psycopg.OperationalError, psycopg.InterfaceError):
+                status = "unreachable"
+            else:
+                status = str(row[0]) if row and row[0] is not None else "aborted"
+            if status == "committed":
+                return True
+            if status == "aborted":
+                return False
+            if time.monotonic() >= deadline:
+                raise StoreUnavailableError(
+                    f"PostgreSQL store {self.where}: the connection broke during COMMIT and "
+                    f"the transaction's outcome ({status}) could not be learnt: it may or may "
+                    "not have been applied; read before retrying",
+                    where=self.where,
+                    cause=lost.cause,
+                )
+            time.sleep(0.05)  # a server restarting, or a backend still committing
+
+    def read(self, body: Callable[[ReadView], T]) -> T:
+        for attempt in range(_RECONNECTS + 1):
+            try:
+                with self._connection() as conn:
+                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    try:
+                        return body(_PgTx(conn))
+                    finally:
+                        with contextlib.suppress(psycopg.Error):
+                            conn.execute("ROLLBACK")
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if attempt == _RECONNECTS or isinstance(
+                    exc, (pg_errors.LockNotAvailable, pg_errors.QueryCanceled)
+                ):
+                    raise self._unavailable(exc, "reading") from exc
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    # -- blobs --------------------------------------------------------------------------
+
+    def put_blob(self, data: bytes) -> str:
+        digest = blob_digest(data)
+
+        def body(conn: Conn) -> None:
+            conn.execute(
+                "INSERT INTO blobs (digest, data) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                (digest, bytes(data)),
+            )
+
+        self._short(body, "storing a blob")  # idempotent: a retry after a lost COMMIT is safe
+        return digest
+
+    def get_blob(self, digest: str) -> bytes | None:
+        if not is_digest(digest):
+            return None
+        found: list[bytes] = []
+
+        def body(conn: Conn) -> None:
+            row = conn.execute("SELECT data FROM blobs WHERE digest = %s", (digest,)).fetchone()
+            if row is not None:
+                found.append(bytes(row[0]))
+
+        self._short(body, "reading a blob")
+        return verified(digest, found[0], self.where) if found else None
+
+    def delete_blob(self, digest: str) -> None:
+        if not is_digest(digest):
+            return
+
+        def body(conn: Conn) -> None:
+            conn.execute("DELETE FROM blobs WHERE digest = %s", (digest,))
+
+        self._short(body, "deleting a blob")  # idempotent: a retry deletes nothing more
+
+    def _short(self, body: Callable[[Conn], None], doing: str) -> None:
+        """One short autocommit-style transaction, retried on a lost connection (each use
+        here is idempotent)."""
+        for attempt in range(_RECONNECTS + 1):
+            try:
+                with self._connection() as conn:
+                    try:
+                        body(conn)
+                        conn.commit()
+                        return
+                    except BaseException:
+                        with contextlib.suppress(psycopg.Error):
+                            conn.rollback()
+                        raise
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if attempt == _RECONNECTS or isinstance(
+                    exc, (pg_errors.LockNotAvailable, pg_errors.QueryCanceled)
+                ):
+                    raise self._unavailable(exc, doing) from exc
+                time.sleep(0.05 * (attempt + 1))
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+class _Done(BaseException):
+    """A lost COMMIT that did commit: carries the body's result out of the retry loop."""
+
+    def __init__(self, result: object) -> None:
+        super().__init__()
+        self.result = result

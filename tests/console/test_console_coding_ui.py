@@ -1,0 +1,205 @@
+"""The coding agent's page as ``make coding-ui`` serves it, in a browser: a real
+``fxdurable serve --dev --demo --agents examples.coding_agent.web:agents`` and its worker
+process, the scripted model. Each state the issue lists, with a screenshot of it:
+
+- each edit's diff shown once, in its own card; the terminal panel with the shell's output
+  and exit status (the tests fail first, pass after the fixes); the files panel marking the
+  changed file;
+- plan mode switched on in the page refuses the shell until the plan is approved, then edits;
+- "Yes, don't ask again" chosen at the first prompt survives the crash button (a SIGKILL of
+  the worker) pressed while an edit is held at the test gate (``FXD_CODING_GATE``), and is
+  revocable in the grants panel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from console_pages import open_session, send, tool_call, turn_end
+from console_server import ConsoleServer
+from playwright.sync_api import Page, expect
+from shots import Shots
+
+from examples.coding_agent.task import TASK, run_project_tests
+from fxdurable.tools.directory_workspace import safe_name
+
+WEB_AGENTS = "examples.coding_agent.web:agents"
+CART = "shop/cart.py"
+NO_MODEL = {"OPENAI_API_KEY": "", "ANTHROPIC_API_KEY": "", "OPENAI_BASE_URL": ""}
+
+
+def coding_ui(serve: Callable[..., ConsoleServer], gate: Path | None = None) -> ConsoleServer:
+    env = dict(NO_MODEL)
+    if gate is not None:
+        gate.mkdir(parents=True, exist_ok=True)
+        env["FXD_CODING_GATE"] = str(gate)
+    return serve(demo=True, agents=WEB_AGENTS, env=env)
+
+
+def workspace(server: ConsoleServer, session: str) -> Path:
+    # web.py's coding_dir(): .fxd-coding under the server's working directory.
+    return server.workdir / ".fxd-coding" / "workspace" / safe_name(f"dev/{session}")
+
+
+def answer(page: Page, button: str) -> None:
+    """Press ``button`` in the waiting question and wait for its answer's line in the log (not
+    for the box to go: the next question may take its place at once)."""
+    answered = page.locator('[data-testid="event"][data-kind="input.answered"]')
+    before = answered.count()
+    page.get_by_test_id("question").get_by_test_id(button).click()
+    expect(answered).to_have_count(before + 1)
+
+
+def allow_until_done(page: Page) -> int:
+    """Answer Yes to each shell prompt until the turn completed; how many were asked."""
+    question = page.get_by_test_id("question")
+    done = turn_end(page, "completed")
+    for asked in range(12):
+        expect(question.or_(done)).to_be_visible()
+        if done.count():
+            return asked
+        answer(page, "answer-allow")
+    raise AssertionError("more than 12 prompts")
+
+
+def test_diffs_terminal_and_files_panel(
+    page: Page, serve: Callable[..., ConsoleServer], shots: Shots
+) -> None:
+    server = coding_ui(serve)
+    open_session(page, server, "ui-fix")
+    expect(page.get_by_test_id("files-panel")).to_be_visible()
+    expect(page.locator(f'[data-testid="file"][data-path="{CART}"]')).to_have_attribute(
+        "data-status", "unchanged"
+    )
+    send(page, TASK)
+    assert allow_until_done(page) == 2  # the tests before and after the fixes
+
+    edits = tool_call(page, "edit_file")
+    expect(edits).to_have_count(2)
+    for n in range(2):  # each edit's diff once, in its own card
+        expect(edits.nth(n).get_by_test_id("diff")).to_have_count(1)
+    expect(page.get_by_test_id("diff")).to_have_count(2)
+    shots.take("diffs")
+
+    shells = tool_call(page, "shell")
+    expect(shells).to_have_count(2)
+    first, last = shells.nth(0), shells.nth(1)
+    expect(first.get_by_test_id("terminal")).to_contain_text("$ python3 -m unittest -q")
+    expect(first.get_by_test_id("exit-status")).to_contain_text("exit 1")
+    expect(first.get_by_test_id("terminal-output")).to_contain_text("FAILED")
+    expect(last.get_by_test_id("exit-status")).to_contain_text("exit 0")
+    expect(last.get_by_test_id("terminal-output")).to_contain_text("OK")
+    shots.take("terminal")
+
+    cart = page.locator(f'[data-testid="file"][data-path="{CART}"]')
+    expect(cart).to_have_attribute("data-status", "modified")
+    expect(cart).to_contain_text("(modified)")
+    expect(page.locator('[data-testid="file"][data-path="tests/test_cart.py"]')).to_have_attribute(
+        "data-status", "unchanged"
+    )
+    expect(page.get_by_test_id("files-summary")).to_contain_text("1 changed")
+    page.get_by_test_id("files-panel").scroll_into_view_if_needed()
+    shots.take("files-panel")
+    assert run_project_tests(workspace(server, "ui-fix")).returncode == 0
+
+
+def test_plan_mode_refuses_the_shell_until_the_plan_is_approved(
+    page: Page, serve: Callable[..., ConsoleServer], shots: Shots
+) -> None:
+    server = coding_ui(serve)
+    open_session(page, server, "ui-plan")
+    toggle = page.get_by_test_id("plan-toggle")
+    toggle.check()
+    expect(page.get_by_test_id("plan-panel")).to_contain_text("On: the agent can only read")
+    assert server.api("GET", "/coding/sessions/ui-plan/settings").json()["planMode"] is True
+    send(page, TASK)
+    question = page.get_by_test_id("question")
+    expect(question).to_contain_text("1. Run the tests")
+    refused = tool_call(page, "shell")
+    expect(refused.first).to_contain_text("denied: plan mode is on")
+    expect(tool_call(page, "edit_file")).to_have_count(0)
+    template = Path(__file__).resolve().parents[2] / "examples/coding_agent/project" / CART
+    assert (workspace(server, "ui-plan") / CART).read_text() == template.read_text()
+    shots.take("plan-waiting-for-approval")
+
+    answer(page, "answer-allow")  # approve the plan
+    allow_until_done(page)
+    expect(tool_call(page, "edit_file")).to_have_count(2)
+    expect(toggle).not_to_be_checked()  # approval turned plan mode off
+    shots.take("plan-approved-then-edited")
+    assert run_project_tests(workspace(server, "ui-plan")).returncode == 0
+
+
+def test_dont_ask_again_survives_the_crash_button_and_is_revocable(
+    page: Page, serve: Callable[..., ConsoleServer], shots: Shots, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    server = coding_ui(serve, gate)  # the gate closed: each edit waits for edit_file.open
+    open_session(page, server, "ui-grant")
+    send(page, TASK)
+    question = page.get_by_test_id("question")
+    expect(question).to_contain_text("Run `python3 -m unittest -q`")
+    question.get_by_test_id("answer-allow-always").click()
+    grant = page.locator('[data-testid="grant"][data-tool="shell"]')
+    expect(grant).to_be_visible()
+    expect(tool_call(page, "edit_file", "running")).to_have_count(1)  # held at the gate
+    shots.take("edit-held-shell-granted")
+
+    crash = page.get_by_test_id("crash-button")
+    crash.click()
+    expect(page.get_by_test_id("interruption").first).to_contain_text("INTERRUPTED")
+    (gate / "edit_file.open").touch()
+    done = turn_end(page, "completed")
+    expect(question.or_(done)).to_be_visible()
+    expect(done).to_have_count(1)  # no prompt: the grant held for the new worker
+    expect(question).to_have_count(0)
+    expect(grant).to_be_visible()
+    # Shown from the session's own state in the store, where the grant was recorded.
+    state = server.api("GET", "/sessions/ui-grant").json()["state"]
+    assert state["allowed_tools"] == ["shell"]
+    shots.take("completed-after-the-crash-without-asking")
+    cart = (workspace(server, "ui-grant") / CART).read_text()
+    assert cart.count("unit_price * qty") == 1
+
+    grant.get_by_test_id("revoke").click()
+    expect(page.get_by_test_id("no-grants")).to_be_visible()
+    settings = server.api("GET", "/coding/sessions/ui-grant/settings").json()
+    assert settings["allowedTools"] == []
+    assert server.api("GET", "/sessions/ui-grant").json()["state"]["allowed_tools"] == []
+    shots.take("grant-revoked")
+
+
+def tab_to(page: Page, testid: str, limit: int = 80) -> None:
+    """Press Tab until the element ``testid`` has the focus (the keyboard's way there)."""
+    for _ in range(limit):
+        if page.evaluate(f"document.activeElement?.dataset?.testid === {testid!r}"):
+            return
+        page.keyboard.press("Tab")
+    raise AssertionError(f"{limit} Tabs never reached {testid}")
+
+
+def test_keyboard_only_at_360_px(
+    page: Page, serve: Callable[..., ConsoleServer], shots: Shots
+) -> None:
+    """A phone-wide window, no mouse: the task asked, "don't ask again" chosen and the turn
+    completed with the keyboard alone; nothing wider than the window."""
+    page.set_viewport_size({"width": 360, "height": 780})
+    server = coding_ui(serve)
+    open_session(page, server, "ui-keys")
+    tab_to(page, "prompt-input")
+    page.keyboard.type(TASK)
+    page.keyboard.press("Enter")
+    question = page.get_by_test_id("question")
+    expect(question).to_contain_text("Run `python3 -m unittest -q`")
+    tab_to(page, "answer-allow-always")
+    shots.take("question-focused-at-360")
+    page.keyboard.press("Enter")
+    expect(turn_end(page, "completed")).to_be_visible()
+    expect(question).to_have_count(0)  # the grant answered the second prompt too
+    expect(page.locator('[data-testid="grant"][data-tool="shell"]')).to_be_attached()
+    expect(tool_call(page, "edit_file")).to_have_count(2)
+    wide = page.evaluate("document.documentElement.scrollWidth")
+    assert wide <= 360, f"the page is {wide} px wide at 360"
+    expect(page.get_by_test_id("crash-button")).to_be_in_viewport()
+    shots.take("completed-at-360")

@@ -1,0 +1,134 @@
+"""``fxdurable worker --queue postgresql://`` end to end: real worker processes on the test
+run's PostgreSQL, a SQLite store file shared by them.
+
+A turn with tools and a next message, then SIGTERM (exit 0); 3 workers and 30 turns, each
+settling exactly once (SKIP LOCKED: no wake handled twice at once); a worker SIGKILLed mid-tool
+whose wake is delivered again; ``fxdurable scan`` finding a session whose wake was lost; and
+PostgreSQL itself SIGKILLed and restarted under running turns.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from crash_cases import REQUEST, SESSION, STORY, assert_unknown_deploy
+from postgres_queue_support import PgHarness
+from worker_support import print_measure, wait_until
+
+from tests.kit.story import done_text
+from tests.kit.world import assert_invariants
+
+
+@pytest.fixture
+def make_pg_harness(tmp_path: Path, postgres_url: str) -> Iterator[Callable[..., PgHarness]]:
+    made: list[PgHarness] = []
+
+    def make(pg_url: str = postgres_url, **kwargs: Any) -> PgHarness:
+        root = tmp_path / f"h{len(made)}"
+        root.mkdir()
+        h = PgHarness(root, store_url=f"sqlite:///{root}/fxd.db", pg_url=pg_url, **kwargs)
+        made.append(h)
+        return h
+
+    yield make
+    for h in made:
+        h.cleanup()
+
+
+def test_a_turn_with_tools_a_next_message_and_sigterm(
+    make_pg_harness: Callable[..., PgHarness],
+) -> None:
+    h = make_pg_harness()
+    h.start_worker()
+    sub_id = h.submit_one("s", "story pg", "r1")
+    (sub,) = h.wait_settled([sub_id], timeout=30)
+    assert sub.status == "completed" and sub.result_text == done_text("pg"), sub
+    next_id = h.submit_one("s", "status?", "r2")
+    (sub,) = h.wait_settled([next_id], timeout=30)
+    assert sub.status == "completed", sub
+    # An idle worker blocked on LISTEN (20 s safety poll) stops at SIGTERM at once: the
+    # stop interrupts its wait with a NOTIFY on its own channel.
+    stopping = time.monotonic()
+    assert h.stop_workers(timeout=30) == [0], h.diagnostics()
+    assert time.monotonic() - stopping < 10, "the stop waited for the safety poll"
+    wait_until(lambda: h.depth() == 0, 10, "every wake deleted")
+
+
+def test_three_workers_thirty_turns_each_settles_exactly_once(
+    make_pg_harness: Callable[..., PgHarness],
+) -> None:
+    h = make_pg_harness()
+    h.start_workers(3)
+    items = [(f"s{i}", f"story t{i}", f"r{i}") for i in range(30)]
+    started = time.monotonic()
+    ids = h.submit(items, extra_wakes=[1] * 30)  # every wake twice: duplicates are harmless
+    subs = h.wait_settled(ids, timeout=120)
+    print_measure("30 turns on 3 Postgres-queue workers", time.monotonic() - started)
+    assert [s.status for s in subs] == ["completed"] * 30, subs
+    # A submission settles a moment before its worker lets the lease go: the invariants (no
+    # lease left at rest) are read once every wake is deleted and the workers have stopped.
+    wait_until(lambda: h.depth() == 0, 30, "every wake deleted")
+    logs = "".join(w.log() for w in h.workers)
+    assert all(f"wake s{i} (" in logs for i in range(30))
+    assert h.stop_workers(timeout=30) == [0, 0, 0], h.diagnostics()
+    assert_invariants(h.world(), [r for _, _, r in items])
+
+
+def test_a_worker_sigkilled_mid_tool_is_recovered_by_redelivery(
+    make_pg_harness: Callable[..., PgHarness],
+) -> None:
+    h = make_pg_harness(lease_ttl_s=30.0)
+    first = h.start_worker(env={"FXD_TEST_DEPLOY_S": "5"}, scan_interval_s=0)
+    sub_id = h.submit_one(SESSION, STORY, REQUEST)
+    h.wait_event(SESSION, lambda e: e.type == "tool.started" and e.data.get("tool") == "deploy")
+    first.kill()
+    killed_at = time.time()
+    survivor = h.start_worker(scan_interval_s=0)
+    (sub,) = h.wait_settled([sub_id], timeout=30)
+    print_measure(
+        "Postgres-queue recovery after SIGKILL mid-tool", (sub.settled_at or 0) - killed_at
+    )
+    wait_until(lambda: ", delivery 2" in survivor.log(), 30, "the redelivery")
+    world = h.world()
+    assert_invariants(world, [REQUEST])
+    assert_unknown_deploy(world, deploys=0, calls=1)
+    assert world.attempt_pids(REQUEST) == [first.pid, survivor.pid]
+
+
+def test_fxdurable_scan_wakes_a_session_whose_wake_was_lost(
+    make_pg_harness: Callable[..., PgHarness],
+) -> None:
+    h = make_pg_harness()
+    sub_id = h.submit_one("s", "story scan", "r1")
+    assert h.depth() == 1
+    h.sql("DELETE FROM {s}.fxd_wakes")  # the wake is lost; the store still has the work
+    code, out, err = h.run_cli("scan")
+    assert code == 0 and "woke 1 session(s)" in out, (out, err)
+    assert h.sql("SELECT session_id, reason FROM {s}.fxd_wakes") == [("s", "reconcile")]
+    h.start_worker(scan_interval_s=0)
+    (sub,) = h.wait_settled([sub_id], timeout=30)
+    assert sub.status == "completed", sub
+
+
+def test_postgres_sigkilled_and_restarted_mid_run_loses_and_duplicates_nothing(
+    make_pg_harness: Callable[..., PgHarness], postgres_factory: Callable[..., Any]
+) -> None:
+    server = postgres_factory()
+    h = make_pg_harness(pg_url=f"{server.url}?schema=fxq")
+    workers = h.start_workers(3, env={"FXD_TEST_DEPLOY_S": "0.3"})
+    items = [(f"s{i}", f"story t{i}", f"r{i}") for i in range(30)]
+    ids = h.submit(items)
+    h.wait_event("s0", lambda e: e.type == "tool.started")
+    server.kill()
+    server.start()  # WAL recovery; the workers' connections are gone
+    subs = h.wait_settled(ids, timeout=180)
+    assert [s.status for s in subs] == ["completed"] * 30, h.diagnostics()
+    assert_invariants(h.world(), [r for _, _, r in items])
+    logs = "".join(w.log() for w in workers)
+    assert "Postgres queue" in logs and "unavailable" in logs, logs[-3000:]
+    wait_until(lambda: h.depth() == 0, 60, "every wake deleted")
+    assert h.stop_workers(timeout=30) == [0, 0, 0], h.diagnostics()
