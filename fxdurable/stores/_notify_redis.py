@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 import redis
 
@@ -27,8 +28,14 @@ log = logging.getLogger("fxdurable.store")
 class RedisNotifier(Notifier):
     pushes = True
 
-    def __init__(self, pool: redis.ConnectionPool, prefix: str) -> None:
+    def __init__(
+        self, pool: redis.ConnectionPool, prefix: str, written: Callable[[str], None]
+    ) -> None:
         self._pool = pool
+        # Told first of each push: the store stops trusting what it holds of that session
+        # unchecked (a holder's read after its own commit), so the woken watcher's read is
+        # checked against the server and sees the write the push announces.
+        self._written = written
         self.channel = f"{prefix}:interrupts"
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -68,7 +75,9 @@ class RedisNotifier(Notifier):
                         message = pubsub.get_message(timeout=0.5)
                         if message is not None and message.get("type") == "message":
                             data = message["data"]
-                            wake_watchers(data.decode() if isinstance(data, bytes) else str(data))
+                            sid = data.decode() if isinstance(data, bytes) else str(data)
+                            self._written(sid)
+                            wake_watchers(sid)
                 finally:
                     self._subscribed.clear()
                     pubsub.close()

@@ -173,6 +173,14 @@ class Caches(VersionedCache[SessionCache]):
             elif self.holding.get(session.id) != owner or owner is None:
                 self.holding.pop(session.id, None)
 
+    def written_elsewhere(self, sid: str) -> None:
+        """Another process says it wrote ``sid`` (an abort or a steer, by pub/sub): what this
+        store holds may be behind, so no read of it stands unchecked any more."""
+        with self.lock:
+            cache = self.get(sid)
+            if cache is not None:
+                cache.own = None
+
     def own_snapshot(self, sid: str, version: int, now: float) -> bool:
         """Whether a read of ``sid`` at ``version`` may stand without checking the version
         (:meth:`CachedTx.still_current`): what this store holds came from its own commit, no

@@ -395,7 +395,9 @@ class RedisStore:
         """Aborts and steers reach the lease holder by pub/sub (core/notify.py)."""
         with self._cv:
             if self._notifier is None:
-                self._notifier = RedisNotifier(self._pool, self._keys.p)
+                self._notifier = RedisNotifier(
+                    self._pool, self._keys.p, self._caches.written_elsewhere
+                )
             return self._notifier
 
     def close(self) -> None:

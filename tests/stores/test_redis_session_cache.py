@@ -21,6 +21,7 @@ import redis
 from bench.redis_steps import measure_runtime_trips
 from fxdurable.core.clock import SystemClock
 from fxdurable.core.journal import Fence, Journal, WorkerIdentity
+from fxdurable.core.notify import watching
 from fxdurable.core.records import ToolCallRequest, Usage
 from fxdurable.core.states import SubmissionStatus, ToolTaskStatus
 from fxdurable.core.store import ReadView, Tx
@@ -396,3 +397,27 @@ def test_a_commit_on_the_watch_path_is_never_read_around(
     store.transact(steer_every_session)
     seen = store.read(lambda v: v.get_session("s1"))
     assert seen is not None and seen.steering == ("x",)
+
+
+def test_a_push_makes_the_holders_next_read_check_the_version(
+    stores: Callable[[], RedisStore],
+) -> None:
+    """The holder's first read after its own commit stands unchecked, unless a push (another
+    process's steer or abort, by pub/sub) said the session moved since: the read the push
+    wakes is the one that must see it (tests/runtime/test_abort_latency.py's pub/sub case)."""
+    store, journal, fence, _ = holding(stores)
+    notifier = store.notifier()
+    woken = threading.Event()
+
+    def pushed() -> None:  # the steering journal also wakes this process's watchers itself
+        if threading.current_thread().name == "fxd-redis-interrupts":
+            woken.set()
+
+    with watching("s1", pushed):
+        notifier.opened("s1")
+        assert notifier._subscribed.wait(5)
+        journal.heartbeat(fence, ttl_s=TTL)  # the holder's own commit: its next read is free
+        Journal(stores(), SystemClock(), CountingIds()).steer("s1", "make it blue")
+        assert woken.wait(5)
+        seen, cost = trips(store, lambda: journal.read(lambda v: v.get_session("s1")))
+    assert cost == 2 and seen is not None and seen.steering == ("make it blue",)
