@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar, cast
@@ -49,6 +50,7 @@ from fxdurable.core.recordcodec import decode, encode
 from fxdurable.core.store import DerivedTx, ReadView, Tx
 from fxdurable.errors import ConflictError, StoreError, StoreUnavailableError
 from fxdurable.stores._body import refuse_awaitable
+from fxdurable.stores._notify_pg import PgNotifier
 from fxdurable.stores._pg_connect import (
     PgSettings,
     open_pool,
@@ -210,6 +212,8 @@ class PostgresStore:
         self._rand = random.Random()
         self._backoff = contention_backoff(self._rand.random)
         self._pool = open_pool(self._settings, name=f"fxdurable-store-{self._settings.schema}")
+        self._notifier: PgNotifier | None = None  # made on first use (notifier())
+        self._notifier_lock = threading.Lock()
         try:
             self._check_schema(create=create)
         except BaseException:
@@ -431,7 +435,16 @@ class PostgresStore:
                     raise self._unavailable(exc, doing) from exc
                 time.sleep(0.05 * (attempt + 1))
 
+    def notifier(self) -> PgNotifier:
+        """Aborts and steers reach the lease holder by LISTEN/NOTIFY (core/notify.py)."""
+        with self._notifier_lock:
+            if self._notifier is None:
+                self._notifier = PgNotifier(self._settings, self._pool)
+            return self._notifier
+
     def close(self) -> None:
+        if self._notifier is not None:
+            self._notifier.stop()  # before the pool: its stop push takes a connection
         self._pool.close()
 
 

@@ -244,3 +244,50 @@ def test_an_abort_from_another_process_reaches_a_redis_holder_by_pubsub(redis_ur
         store.close()
 
     run(main())
+
+
+def _pg_listener_pids(url: str) -> list[int]:
+    import psycopg
+
+    with psycopg.connect(url.split("?", 1)[0], autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'fxdurable-interrupts'"
+        ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+@pytest.mark.parametrize("reconnect", [False, True], ids=["listening", "after-a-reconnect"])
+def test_an_abort_from_another_process_reaches_a_postgres_holder_by_notify(postgres_url, reconnect):
+    """Postgres pushes (LISTEN/NOTIFY): with the fallback read a minute away, only the
+    notification can land it; also after the subscriber's connection was terminated."""
+    from fxdurable.stores.postgres import PostgresStore
+
+    started = asyncio.Event()
+    seen: list[str] = []
+    agent = _holding_agent(seen, started)
+
+    async def main() -> None:
+        store = PostgresStore(postgres_url)
+        notifier = store.notifier()
+        notifier.fallback_s = 60.0
+        async with fx.Runtime([agent], store=store, settings=SLOW_BEAT) as rt:
+            s = rt.session("s1")
+            sub = await s.submit("job")
+            await asyncio.wait_for(started.wait(), 5)
+            assert await asyncio.to_thread(notifier._subscribed.wait, 5)
+            if reconnect:
+                import psycopg
+
+                (pid,) = _pg_listener_pids(postgres_url)
+                with psycopg.connect(postgres_url.split("?", 1)[0], autocommit=True) as conn:
+                    conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                while notifier.subscriptions < 2 or not notifier._subscribed.is_set():
+                    await asyncio.sleep(0.02)  # waiting for a condition: the resubscription
+            assert sub.id in await _abort_from_another_process(postgres_url, "s1")
+            settled = await s.wait(sub.id, timeout=5)
+            assert settled.status.value == "aborted" and seen == ["cancelled"]
+            await check_invariants(rt, "s1")
+        store.close()
+        assert _pg_listener_pids(postgres_url) == [], "the subscriber outlived the store"
+
+    run(main())
