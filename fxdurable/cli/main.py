@@ -98,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=5.0,
         metavar="SECONDS",
-        help="reconciliation scan period (default 5; an SQS worker takes 0 to scan never)",
+        help="reconciliation scan period (default 5; 0: never scan)",
     )
     worker.add_argument(
         "--concurrency",

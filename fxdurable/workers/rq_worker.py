@@ -51,10 +51,16 @@ _WAITING_RETRY_MAX_S = 1.0
 
 
 def _startup_scan(
-    config: WorkerConfig, queue: RqQueue, quiet_s: float, connect_timeout_s: float | None
+    config: WorkerConfig,
+    queue: RqQueue,
+    quiet_s: float,
+    connect_timeout_s: float | None,
+    *,
+    scans: bool = True,
 ) -> int | None:
-    """The startup reconciliation once Redis answers: how many sessions it woke, or None if
-    the worker was stopped (SIGINT, SIGTERM) while waiting.
+    """The startup reconciliation once Redis answers: how many sessions it woke (0 without
+    ``scans``: only Redis is waited for), or None if the worker was stopped (SIGINT, SIGTERM)
+    while waiting.
 
     A worker started while Redis is down (a host booting its services in any order, Redis
     restarting) waits for it, as a running worker rides out the same outage, with a line every
@@ -73,7 +79,7 @@ def _startup_scan(
         while True:
             try:
                 queue.check()
-                return scan_once(config, queue, quiet_s=quiet_s)
+                return scan_once(config, queue, quiet_s=quiet_s) if scans else 0
             except (QueueUnavailableError, StoreUnavailableError, *REDIS_DOWN) as exc:
                 waited = time.monotonic() - started
                 if connect_timeout_s is not None and waited >= connect_timeout_s:
@@ -140,7 +146,10 @@ def run_worker(
     ``fork=False`` runs each job in this process (``--no-fork``), in one warm context
     (:mod:`fxdurable.workers.warm`) closed when the worker exits. A Redis (the queue's, or a
     Redis store) that does not answer at start is waited for, ``connect_timeout_s`` at most
-    (None: until it answers or the worker is stopped)."""
+    (None: until it answers or the worker is stopped). ``scan_interval_s=0`` turns the
+    reconciliation scan off, at start and after, as on the SQS and Postgres workers."""
+    if scan_interval_s < 0:
+        raise ConfigurationError("--scan-interval must be 0 (off) or a number of seconds")
     # Fail fast, before any job, on a bad FXD_AGENTS, lease setting or Redis URL.
     agents = load_agents(config.agents_spec)
     settings = WorkerSettings.from_env()
@@ -148,7 +157,8 @@ def run_worker(
     queue = open_rq_queue(config.queue_url)
     # After every check: a bad setting is the first line a user reads, not an INFO line.
     announce_model_endpoints(agents, process="fxdurable worker")
-    found = _startup_scan(config, queue, settings.scan_quiet_s, connect_timeout_s)
+    scans = scan_interval_s > 0
+    found = _startup_scan(config, queue, settings.scan_quiet_s, connect_timeout_s, scans=scans)
     if found is None:
         return 0  # stopped while waiting for Redis: nothing was taken, nothing to hand back
     if found:
@@ -160,13 +170,13 @@ def run_worker(
     # first store call until RQ kills it, job timeout + 60 s later. Every store call of the scan
     # is bounded (busy_timeout, socket timeouts), so a fork waits at most that long.
     no_fork = threading.Lock()
-    scanner = threading.Thread(
-        target=_scan_forever,
-        args=(config, queue, scan_interval_s, settings.scan_quiet_s, stop, no_fork),
-        daemon=True,
-        name="fxd-scan",
-    )
-    scanner.start()
+    if scans:  # 0 once scanned without a pause: a busy loop waking every orphan at once
+        threading.Thread(
+            target=_scan_forever,
+            args=(config, queue, scan_interval_s, settings.scan_quiet_s, stop, no_fork),
+            daemon=True,
+            name="fxd-scan",
+        ).start()
     # needs the redis extra
     from fxdurable.workers.rq_worker_class import FxdSimpleWorker, FxdWorker
 

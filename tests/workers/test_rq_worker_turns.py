@@ -8,6 +8,7 @@ shutdown stopping the turn at a step boundary, and clear errors for a bad config
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -23,6 +24,9 @@ from tests.kit.story import done_text
 from tests.kit.world import assert_invariants, assert_model_requests
 
 pytestmark = pytest.mark.redis
+
+SESSION = "s-off"
+AFTER_ADMIT = "submission.after-admit"
 
 
 def test_a_turn_submitted_from_a_runtime_is_run_by_a_worker(rq_harness: RqHarness) -> None:
@@ -264,3 +268,30 @@ def test_stock_rq_worker_runs_fxdurable_wakes(rq_harness: RqHarness) -> None:
     (sub,) = h.wait_settled([sub_id], timeout=10)
     assert sub.status == "completed", (sub.status, sub.error, done.stderr)
     assert_invariants(h.world(), ["req-stock"])
+
+
+def test_scan_interval_0_turns_the_reconciliation_scan_off(rq_harness: RqHarness) -> None:
+    """``--scan-interval 0`` means no scan, as on the SQS and Postgres workers. It used to
+    scan without a pause: a pool started so (tests/workers/test_rq_coding_agent.py) woke a
+    session the moment its horse was SIGKILLed, and the dead horse's parent could take that
+    wake in the moment before the test killed it too, an interruption the test never made.
+
+    An orphan (admitted, its wake never sent) is there before the worker starts, with no quiet
+    period: a startup scan (before the worker listens) or a periodic one would wake it. Only
+    ``fxdurable scan``'s wake may reach the worker. A negative interval is refused."""
+    h = rq_harness
+    code, out, err = h.run_submitter(SESSION, "story quiet", "req-off", crash_at=AFTER_ADMIT)
+    assert code == -signal.SIGKILL, (code, out, err)
+    worker = h.start_worker(scan_interval_s=0, env={"FXD_SCAN_QUIET_S": "0"})
+    code, out, err = h.run_cli("scan")
+    assert (code, out.strip()) == (0, "woke 1 session(s)"), (code, out, err)
+    (sub_id,) = h.read(lambda v: [s.id for s in v.submissions(SESSION)])
+    (sub,) = h.wait_settled([sub_id])
+    assert sub.status == "completed" and sub.interruptions == 0, sub
+    assert h.stop_workers() == [0]
+    log = worker.log()
+    assert re.findall(r": fxdurable wake \S+ \((\w+)\) \(", log) == ["reconcile"], log
+    assert "reconciliation" not in log, log
+
+    code, out, err = h.run_cli("worker", "--burst", "--scan-interval", "-1", timeout=20)
+    assert code != 0 and "--scan-interval must be 0 (off) or a number of seconds" in err, err
