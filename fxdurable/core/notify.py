@@ -26,7 +26,15 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Notifier", "NotifyingStore", "notifier_of", "publish", "wake_watchers", "watching"]
+__all__ = [
+    "Notifier",
+    "NotifyingStore",
+    "notifier_of",
+    "publish",
+    "wake_all_watchers",
+    "wake_watchers",
+    "watching",
+]
 
 # session id -> the wake-up callbacks of every watcher of it in this process.
 _watchers: dict[str, set[Callable[[], None]]] = {}
@@ -40,6 +48,16 @@ def wake_watchers(session_id: str) -> None:
         targets = list(_watchers.get(session_id, ()))
     for wake in targets:
         with contextlib.suppress(Exception):  # a watcher whose loop closed: it is gone
+            wake()
+
+
+def wake_all_watchers() -> None:
+    """Wake every watcher in this process: a pushing backend's subscriber that may have
+    missed pushes (it was not listening) makes each watcher read once."""
+    with _lock:
+        targets = [wake for wakes in _watchers.values() for wake in wakes]
+    for wake in targets:
+        with contextlib.suppress(Exception):
             wake()
 
 

@@ -10,22 +10,21 @@ commit for every backend alike). Each process that watches a session runs one su
 thread on a connection of its own (LISTEN needs a session: not a pooled one, and not through
 pgbouncer in transaction mode) that wakes its watchers of the named session.
 
-A notification is a hint: one sent while the subscriber reconnects is lost, which costs
-latency only, since the watcher also reads every ``fallback_s`` while a call runs, and the
-heartbeat and the step boundary read the same records. The Postgres store caches nothing, so
-unlike Redis's there is no cached read to invalidate before waking a watcher.
+A notification is a hint: one sent while the subscriber reconnects is lost, so each
+subscription wakes every watcher to read once (the loop: :mod:`fxdurable.core.notify_push`).
+The Postgres store caches nothing, so unlike Redis's there is no cached read to invalidate
+before waking a watcher.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
-import threading
 import uuid
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from fxdurable.core.notify import Notifier, wake_watchers
+from fxdurable.core.notify_push import PushingNotifier, Receive
 from fxdurable.stores._pg_connect import PgSettings
 
 if TYPE_CHECKING:
@@ -34,11 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PgNotifier", "interrupt_channel"]
 
-log = logging.getLogger("fxdurable.store")
-
 _MAX_IDENT = 63  # NAMEDATALEN - 1: a longer channel name is refused by pg_notify
-_RESUBSCRIBE_S = (0.1, 2.0)  # backoff after a lost subscriber connection: first, at most
-_POLL_S = 5.0  # the subscriber's longest wait between looks at its stop flag (stop() wakes it)
 
 
 def interrupt_channel(schema: str) -> str:
@@ -50,22 +45,19 @@ def interrupt_channel(schema: str) -> str:
     return "fxd_interrupts_" + hashlib.sha256(schema.encode()).hexdigest()[:32]
 
 
-class PgNotifier(Notifier):
-    pushes = True
+class PgNotifier(PushingNotifier):
+    thread_name = "fxd-pg-interrupts"
+    receive_s = 5.0  # stop() ends a wait at once (_interrupt): a long one costs nothing
 
     def __init__(
         self,
         settings: PgSettings,
         pool: ConnectionPool[psycopg.Connection[tuple[object, ...]]],
     ) -> None:
+        super().__init__()  # the store caches nothing: nothing to tell before a wake
         self._settings = settings
         self._pool = pool
         self.channel = interrupt_channel(settings.schema)
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._stopped = threading.Event()
-        self._subscribed = threading.Event()  # the subscriber listens (tests wait on it)
-        self.subscriptions = 0  # how many times it (re)subscribed: reconnect tests read it
         # A channel of this notifier's own, for stop(): the subscriber's wait ends at once
         # without waking every other process's subscriber of the schema.
         self._own_channel = f"fxd_stop_{uuid.uuid4().hex}"
@@ -76,50 +68,24 @@ class PgNotifier(Notifier):
         with self._pool.connection(timeout=2) as conn:
             conn.execute("SELECT pg_notify(%s, %s)", (self.channel, session_id))
 
-    def opened(self, session_id: str) -> None:
-        with self._lock:
-            if self._thread is None and not self._stopped.is_set():
-                self._thread = threading.Thread(
-                    target=self._listen, name="fxd-pg-interrupts", daemon=True
-                )
-                self._thread.start()
-
-    def stop(self) -> None:
-        """End the subscriber thread and its connection (the store closes)."""
-        self._stopped.set()
-        with self._lock:
-            thread = self._thread
-        if thread is None:
-            return
-        # Without this push the subscriber still sees the flag within _POLL_S.
-        with contextlib.suppress(Exception), self._pool.connection(timeout=1) as conn:
+    def _interrupt(self) -> None:
+        with self._pool.connection(timeout=1) as conn:
             conn.execute("SELECT pg_notify(%s, '')", (self._own_channel,))
-        thread.join(timeout=_POLL_S + 1)
 
-    def _listen(self) -> None:
+    @contextlib.contextmanager
+    def _subscribe(self) -> Iterator[Receive]:
         import psycopg
 
-        pause = _RESUBSCRIBE_S[0]
-        while not self._stopped.is_set():
-            try:
-                with psycopg.connect(
-                    self._settings.conninfo,
-                    autocommit=True,
-                    application_name="fxdurable-interrupts",
-                ) as conn:
-                    conn.execute(f'LISTEN "{self.channel}"; LISTEN "{self._own_channel}"')
-                    self.subscriptions += 1
-                    self._subscribed.set()
-                    pause = _RESUBSCRIBE_S[0]
-                    while not self._stopped.is_set():
-                        for note in conn.notifies(timeout=_POLL_S):
-                            if self._stopped.is_set():
-                                break  # stop()'s push: notifies() would wait out its timeout
-                            if note.channel == self.channel:
-                                wake_watchers(note.payload)
-            except Exception as exc:  # a dropped connection: resubscribe, with backoff
-                log.debug("postgres interrupt subscriber: %s; resubscribing", exc)
-                self._stopped.wait(pause)
-                pause = min(pause * 2, _RESUBSCRIBE_S[1])
-            finally:
-                self._subscribed.clear()
+        with psycopg.connect(
+            self._settings.conninfo, autocommit=True, application_name="fxdurable-interrupts"
+        ) as conn:
+            # In autocommit LISTEN holds once it returns: no push after this is missed.
+            conn.execute(f'LISTEN "{self.channel}"; LISTEN "{self._own_channel}"')
+
+            def receive(timeout: float) -> Iterator[str]:
+                for note in conn.notifies(timeout=timeout):
+                    if note.channel != self.channel:
+                        return  # stop()'s push: notifies() would wait out its timeout
+                    yield note.payload
+
+            yield receive

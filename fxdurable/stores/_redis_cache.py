@@ -173,10 +173,14 @@ class Caches(VersionedCache[SessionCache]):
             elif self.holding.get(session.id) != owner or owner is None:
                 self.holding.pop(session.id, None)
 
-    def written_elsewhere(self, sid: str) -> None:
+    def written_elsewhere(self, sid: str | None) -> None:
         """Another process says it wrote ``sid`` (an abort or a steer, by pub/sub): what this
-        store holds may be behind, so no read of it stands unchecked any more."""
+        store holds may be behind, so no read of it stands unchecked any more. ``None``: any
+        session may have been (pushes were missed while unsubscribed): none stands."""
         with self.lock:
+            if sid is None:
+                self.epoch += 1  # no cache moved by an own commit before now is served
+                return
             cache = self.get(sid)
             if cache is not None:
                 cache.own = None

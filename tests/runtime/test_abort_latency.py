@@ -8,6 +8,7 @@ being cancelled, which the tool itself observes.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import subprocess
 import sys
 import threading
@@ -15,6 +16,7 @@ from collections.abc import Awaitable, Callable
 
 import pydantic
 import pytest
+import redis
 from fxrt_support import check_invariants, db_url, event_types, events, fresh_store, run, tasks
 
 import fxdurable as fx
@@ -164,13 +166,18 @@ def test_a_steer_cuts_a_streaming_reply_and_the_turn_answers_it(tmp_path):
         run(main())
 
 
+# Records an abort from a process of its own. ``silent``: its push is lost (the store's
+# notifier swapped for the polling one, which tells no other process).
 ABORT_FROM_ANOTHER_PROCESS = """
 import sys
 from fxdurable.backends import open_store
 from fxdurable.core.clock import SystemClock
 from fxdurable.core.journal import Journal
 from fxdurable.core.clock import RandomIds
+from fxdurable.core.notify import Notifier
 store = open_store(sys.argv[1])
+if sys.argv[3:] == ["silent"]:
+    type(store).notifier = lambda self: Notifier()
 print(Journal(store, SystemClock(), RandomIds()).request_abort(sys.argv[2]))
 """
 
@@ -189,10 +196,11 @@ def _holding_agent(seen: list[str], started: asyncio.Event) -> fx.Agent:
     return fx.Agent("eng", _calling(tool), tools=[tool])
 
 
-async def _abort_from_another_process(url: str, session_id: str) -> str:
+async def _abort_from_another_process(url: str, session_id: str, *, silent: bool = False) -> str:
     done = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-c", ABORT_FROM_ANOTHER_PROCESS, url, session_id],
+        [sys.executable, "-c", ABORT_FROM_ANOTHER_PROCESS, url, session_id]
+        + (["silent"] if silent else []),
         capture_output=True,
         text=True,
         timeout=30,
@@ -222,30 +230,6 @@ def test_an_abort_from_another_process_lands_within_the_poll(tmp_path):
     run(main())
 
 
-def test_an_abort_from_another_process_reaches_a_redis_holder_by_pubsub(redis_url):
-    """Redis pushes: with its fallback read a minute away, only the message can land it."""
-    started = asyncio.Event()
-    seen: list[str] = []
-    agent = _holding_agent(seen, started)
-
-    async def main() -> None:
-        store = RedisStore(redis_url)
-        notifier = store.notifier()
-        notifier.fallback_s = 60.0
-        async with fx.Runtime([agent], store=store, settings=SLOW_BEAT) as rt:
-            s = rt.session("s1")
-            sub = await s.submit("job")
-            await asyncio.wait_for(started.wait(), 5)
-            assert await asyncio.to_thread(notifier._subscribed.wait, 5)
-            assert sub.id in await _abort_from_another_process(redis_url, "s1")
-            settled = await s.wait(sub.id, timeout=5)
-            assert settled.status.value == "aborted" and seen == ["cancelled"]
-            await check_invariants(rt, "s1")
-        store.close()
-
-    run(main())
-
-
 def _pg_listener_pids(url: str) -> list[int]:
     import psycopg
 
@@ -256,38 +240,82 @@ def _pg_listener_pids(url: str) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-@pytest.mark.parametrize("reconnect", [False, True], ids=["listening", "after-a-reconnect"])
-def test_an_abort_from_another_process_reaches_a_postgres_holder_by_notify(postgres_url, reconnect):
-    """Postgres pushes (LISTEN/NOTIFY): with the fallback read a minute away, only the
-    notification can land it; also after the subscriber's connection was terminated."""
+@dataclasses.dataclass(frozen=True)
+class Pushing:
+    """A store that pushes, and how to cut its subscriber's connection from outside."""
+
+    open: Callable[[str], fx.Store]
+    sever: Callable[[str], None]
+    subscribers: Callable[[str, str], int]  # (url, channel) -> how many listen
+
+
+def _redis(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url.split("?", 1)[0])
+
+
+def _redis_sever(url: str) -> None:
+    # Every pub/sub client of this test's own server (one per pytest worker): the subscriber.
+    _redis(url).client_kill_filter(_type="pubsub")
+
+
+def _redis_subscribers(url: str, channel: str) -> int:
+    ((_, count),) = _redis(url).pubsub_numsub(channel)
+    return int(count)
+
+
+def _pg_sever(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url.split("?", 1)[0], autocommit=True) as conn:
+        for pid in _pg_listener_pids(url):
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+def _postgres(url: str) -> fx.Store:
     from fxdurable.stores.postgres import PostgresStore
 
+    return PostgresStore(url)
+
+
+PUSHING = {
+    "redis": Pushing(RedisStore, _redis_sever, _redis_subscribers),
+    "postgres": Pushing(_postgres, _pg_sever, lambda url, _channel: len(_pg_listener_pids(url))),
+}
+
+
+@pytest.mark.parametrize("case", ["listening", "after-a-reconnect", "pushed-while-away"])
+@pytest.mark.parametrize("backend", list(PUSHING))
+def test_an_abort_from_another_process_reaches_a_pushing_holder(backend, case, request):
+    """Redis pub/sub and Postgres LISTEN/NOTIFY: with the watcher's fallback read a minute
+    away, only the push can land the abort — also after the subscriber's connection was cut,
+    and when the push itself was lost while it was cut (the resubscription reads for it)."""
+    pushing = PUSHING[backend]
+    url = request.getfixturevalue(f"{backend}_url")
     started = asyncio.Event()
     seen: list[str] = []
     agent = _holding_agent(seen, started)
 
     async def main() -> None:
-        store = PostgresStore(postgres_url)
+        store = pushing.open(url)
         notifier = store.notifier()
         notifier.fallback_s = 60.0
         async with fx.Runtime([agent], store=store, settings=SLOW_BEAT) as rt:
             s = rt.session("s1")
             sub = await s.submit("job")
             await asyncio.wait_for(started.wait(), 5)
-            assert await asyncio.to_thread(notifier._subscribed.wait, 5)
-            if reconnect:
-                import psycopg
-
-                (pid,) = _pg_listener_pids(postgres_url)
-                with psycopg.connect(postgres_url.split("?", 1)[0], autocommit=True) as conn:
-                    conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
-                while notifier.subscriptions < 2 or not notifier._subscribed.is_set():
+            assert await asyncio.to_thread(notifier.subscribed.wait, 5)
+            if case == "after-a-reconnect":
+                pushing.sever(url)
+                while notifier.subscriptions < 2 or not notifier.subscribed.is_set():
                     await asyncio.sleep(0.02)  # waiting for a condition: the resubscription
-            assert sub.id in await _abort_from_another_process(postgres_url, "s1")
+            silent = case == "pushed-while-away"
+            assert sub.id in await _abort_from_another_process(url, "s1", silent=silent)
+            if silent:
+                pushing.sever(url)  # the push was lost; only the resubscription reads for it
             settled = await s.wait(sub.id, timeout=5)
             assert settled.status.value == "aborted" and seen == ["cancelled"]
             await check_invariants(rt, "s1")
         store.close()
-        assert _pg_listener_pids(postgres_url) == [], "the subscriber outlived the store"
+        assert pushing.subscribers(url, notifier.channel) == 0, "the subscriber outlived the store"
 
     run(main())

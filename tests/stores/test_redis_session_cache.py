@@ -415,7 +415,7 @@ def test_a_push_makes_the_holders_next_read_check_the_version(
 
     with watching("s1", pushed):
         notifier.opened("s1")
-        assert notifier._subscribed.wait(5)
+        assert notifier.subscribed.wait(5)
         journal.heartbeat(fence, ttl_s=TTL)  # the holder's own commit: its next read is free
         Journal(stores(), SystemClock(), CountingIds()).steer("s1", "make it blue")
         assert woken.wait(5)
