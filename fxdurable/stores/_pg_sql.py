@@ -1,7 +1,5 @@
 """The Postgres store's SQL, generated once at import from the kinds (core/kinds.py), as the
-SQLite store's is: one table per kind, key and index columns beside the record's JSON text
-(``data``, the same bytes every store writes: core/recordcodec.py), and a numbered,
-forward-only list of migrations.
+SQLite store's is (stores/_sql_tables.py), and a numbered, forward-only list of migrations.
 
 ``data`` is ``TEXT``, not ``JSONB``: the store never queries inside a record (every index is a
 column), and TEXT keeps the encoder's bytes as written, where JSONB would re-order keys and
@@ -10,12 +8,10 @@ cost a parse on every write.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from fxdurable.core.kinds import Index
+from fxdurable.stores._sql_tables import col, sql_tables
 
-from fxdurable.core.kinds import KINDS, Index, Kind
-
-__all__ = ["BY_KIND", "MIGRATIONS", "PgTable"]
+__all__ = ["BY_KIND", "MIGRATIONS"]
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: the records. ``ord`` (an identity column) is insertion order for the index that has
@@ -63,91 +59,15 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 
-_TABLES = {
-    "session": "sessions",
-    "submission": "submissions",
-    "attempt": "attempts",
-    "turn": "turns",
-    "model_call": "model_calls",
-    "tool_task": "tool_tasks",
-    "message": "messages",
-    "event": "events",
-}
-_COLUMN = {"index": "idx"}  # field -> column, where the two differ
+
+def _insertion_order(table: str, index: Index) -> str:
+    # No order of its own: insertion order, the identity column's where a table has one
+    # (tool tasks); elsewhere the match columns (such an index has one row per match).
+    return "ord" if table == "tool_tasks" else ", ".join(col(f) for f in index.match)
 
 
-def col(field: str) -> str:
-    return _COLUMN.get(field, field)
-
-
-@dataclass(frozen=True, slots=True)
-class PgTable:
-    """The SQL of one kind."""
-
-    kind: Kind[Any]
-    name: str
-    get: str
-    delete: str
-    insert: str
-    insert_fields: tuple[str, ...]
-    update: str | None  # None: an append-only kind
-    update_fields: tuple[str, ...]
-    ranges: dict[tuple[str, bool, bool], str]  # (index, after given, limit given) -> SELECT
-
-
-def _range_sql(table: str, index: Index, *, after: bool, limit: bool) -> str:
-    terms = [f"{col(f)} = %s" for f in index.match]
-    terms += [
-        f"{col(f)} IN ({', '.join(repr(v) for v in sorted(values))})"
-        for f, values in index.where.items()
-    ]
-    if after:
-        terms.append(f"{col(index.order[-1])} > %s")
-    sql = f"SELECT data FROM {table}"
-    if terms:
-        sql += " WHERE " + " AND ".join(terms)
-    # No order: insertion order, the identity column's where a table has one (tool tasks).
-    default = "ord" if table == "tool_tasks" else ", ".join(col(f) for f in index.match)
-    sql += " ORDER BY " + (", ".join(col(f) for f in index.order) or default)
-    return sql + (" LIMIT %s" if limit else "")
-
-
-def _table(kind: Kind[Any]) -> PgTable:
-    name = _TABLES[kind.name]
-    where_key = " AND ".join(f"{col(f)} = %s" for f in kind.key)
-    extra = tuple(c for c in kind.columns if c not in kind.key)
-    inserted = (*kind.key, *extra, *(("version",) if kind.versioned else ()))
-    cols = [*(col(f) for f in inserted), "data"]
-    # ON CONFLICT DO NOTHING: an existing key is a rowcount of 0, not an error that would
-    # abort the whole transaction (the body may catch the ConflictError and go on).
-    insert = (
-        f"INSERT INTO {name} ({', '.join(cols)}) VALUES ({', '.join('%s' for _ in cols)}) "
-        "ON CONFLICT DO NOTHING"
-    )
-    update = None
-    updated: tuple[str, ...] = ()
-    if kind.versioned:
-        updated = (*(c for c in extra if c not in kind.fixed), "version")
-        sets = ", ".join(f"{col(f)} = %s" for f in (*updated, "data"))
-        update = f"UPDATE {name} SET {sets} WHERE {where_key} AND version = %s"
-    ranges = {
-        (index_name, after, limit): _range_sql(name, index, after=after, limit=limit)
-        for index_name, index in kind.indexes.items()
-        for after in (False, True)
-        for limit in (False, True)
-        if not after or index.order
-    }
-    return PgTable(
-        kind=kind,
-        name=name,
-        get=f"SELECT data FROM {name} WHERE {where_key}",
-        delete=f"DELETE FROM {name} WHERE {where_key}",
-        insert=insert,
-        insert_fields=inserted,
-        update=update,
-        update_fields=updated,
-        ranges=ranges,
-    )
-
-
-BY_KIND = {kind.name: _table(kind) for kind in KINDS}
+# ON CONFLICT DO NOTHING: an existing key is a rowcount of 0, not an error that would abort
+# the whole transaction (the body may catch the ConflictError and go on).
+BY_KIND = sql_tables(
+    "%s", insert_suffix=" ON CONFLICT DO NOTHING", insertion_order=_insertion_order
+)

@@ -32,11 +32,10 @@ database is an operator's decision, not a side effect of a worker's start.
 from __future__ import annotations
 
 import contextlib
-import enum
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
 import psycopg
@@ -44,11 +43,9 @@ from psycopg import errors as pg_errors
 from psycopg_pool import PoolTimeout
 
 from fxdurable.core.blobs import blob_digest, is_digest, verified
-from fxdurable.core.kinds import Key, Kind, kind_of
 from fxdurable.core.optimistic import Rerun, contention_backoff, optimistic
-from fxdurable.core.recordcodec import decode, encode
-from fxdurable.core.store import DerivedTx, ReadView, Tx
-from fxdurable.errors import ConflictError, StoreError, StoreUnavailableError
+from fxdurable.core.store import ReadView, Tx
+from fxdurable.errors import StoreError, StoreUnavailableError
 from fxdurable.stores._body import refuse_awaitable
 from fxdurable.stores._notify_pg import PgNotifier
 from fxdurable.stores._pg_connect import (
@@ -58,7 +55,8 @@ from fxdurable.stores._pg_connect import (
     pool_exhausted,
     quote_ident,
 )
-from fxdurable.stores._pg_sql import BY_KIND, MIGRATIONS, PgTable, col
+from fxdurable.stores._pg_sql import BY_KIND, MIGRATIONS
+from fxdurable.stores._sql_tables import SqlTable, SqlTx
 
 __all__ = ["PostgresStore", "SchemaOutdatedError", "migrate"]
 
@@ -77,81 +75,14 @@ class SchemaOutdatedError(StoreError):
     STORE_URL`` (docs/postgres.md), then open the store again."""
 
 
-class _PgTx(DerivedTx):
+class _PgTx(SqlTx):
     """The four primitives on one connection, inside the caller's transaction."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ()
+    tables = BY_KIND
 
-    def __init__(self, conn: Conn) -> None:
-        self._conn = conn
-
-    def get(self, kind: Kind[R], key: Key) -> R | None:
-        row = self._conn.execute(BY_KIND[kind.name].get, key).fetchone()
-        return None if row is None else decode(kind.cls, row[0])
-
-    def range(
-        self,
-        kind: Kind[R],
-        index: str,
-        value: Key = (),
-        *,
-        after: int = 0,
-        limit: int | None = None,
-    ) -> Sequence[R]:
-        table = BY_KIND[kind.name]
-        sql = table.ranges.get((index, bool(after), limit is not None))
-        if sql is None:
-            kind.index(index)  # an unknown index: its error
-            raise ValueError(f"{kind.name} index {index!r} has no order to read after")
-        args: tuple[object, ...] = value
-        if after:
-            args += (after,)
-        if limit is not None:
-            args += (limit,)
-        return [decode(kind.cls, row[0]) for row in self._conn.execute(sql, args)]
-
-    def put(self, record: object, *, expected_version: int | None) -> None:
-        table = BY_KIND[kind_of(record).name]
-        if table.update is None:
-            raise TypeError(f"{table.kind.name} records are append-only: use append()")
-        if expected_version is None:
-            self._insert(table, record)
-            return
-        args = (
-            *(_value(record, f) for f in table.update_fields),
-            encode(record),
-            *table.kind.key_of(record),
-            expected_version,
-        )
-        if self._conn.execute(table.update, args).rowcount != 1:
-            raise ConflictError(
-                f"{table.name} record {_key_text(table, record)} changed since it was read "
-                f"(expected version {expected_version})"
-            )
-
-    def append(self, record: object) -> None:
-        table = BY_KIND[kind_of(record).name]
-        if table.update is not None:
-            raise TypeError(f"{table.kind.name} records are versioned: use put()")
-        self._insert(table, record)
-
-    def delete(self, kind: Kind[R], key: Key) -> None:
-        # Unconditional and idempotent (core/store.py): a resumed erase deletes again.
-        self._conn.execute(BY_KIND[kind.name].delete, key)
-
-    def _insert(self, table: PgTable, record: object) -> None:
-        args = (*(_value(record, f) for f in table.insert_fields), encode(record))
-        if self._conn.execute(table.insert, args).rowcount != 1:
-            raise ConflictError(f"{table.name} record {_key_text(table, record)} already exists")
-
-
-def _value(record: object, field: str) -> object:
-    value = getattr(record, field)
-    return value.value if isinstance(value, enum.Enum) else value
-
-
-def _key_text(table: PgTable, record: object) -> str:
-    return str({col(f): getattr(record, f) for f in table.kind.key})
+    def _insert_row(self, table: SqlTable, args: tuple[object, ...]) -> bool:
+        return bool(self._conn.execute(table.insert, args).rowcount == 1)
 
 
 class _LostCommit(Exception):

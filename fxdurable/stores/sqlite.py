@@ -23,28 +23,25 @@ Blobs (``put_blob``) are rows of their own table, each put its own short transac
 from __future__ import annotations
 
 import contextlib
-import enum
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 from urllib.parse import parse_qs, unquote, urlparse
 
 from fxdurable.core.blobs import blob_digest, is_digest, verified
-from fxdurable.core.kinds import KINDS, Index, Key, Kind, kind_of
-from fxdurable.core.recordcodec import decode, encode
-from fxdurable.core.store import DerivedTx, ReadView, Tx
+from fxdurable.core.store import ReadView, Tx
 from fxdurable.errors import (
     ConfigurationError,
-    ConflictError,
     StoreError,
     StoreFullError,
     StoreUnavailableError,
 )
 from fxdurable.stores._body import refuse_awaitable
+from fxdurable.stores._sql_tables import SqlTable, SqlTx, sql_tables
 
 __all__ = ["SqliteStore"]
 
@@ -167,173 +164,24 @@ def _roll_back(conn: sqlite3.Connection) -> None:
             conn.execute("ROLLBACK")
 
 
-@dataclass(frozen=True, slots=True)
-class _Table:
-    """The SQL of one kind, built once at import from its declaration (core/kinds.py)."""
-
-    kind: Kind[Any]
-    name: str
-    key: tuple[str, ...]  # the record's field names
-    get: str
-    insert: str
-    insert_fields: tuple[str, ...]
-    update: str | None  # None: an append-only kind
-    update_fields: tuple[str, ...]
-    delete: str
-    ranges: dict[tuple[str, bool, bool], str]  # (index, after given, limit given) -> SELECT
+# No order of its own: insertion order, which is the rowid's (rows are never re-inserted).
+_BY_KIND = sql_tables("?", insertion_order=lambda table, index: "rowid")
 
 
-_TABLES = {
-    "session": "sessions",
-    "submission": "submissions",
-    "attempt": "attempts",
-    "turn": "turns",
-    "model_call": "model_calls",
-    "tool_task": "tool_tasks",
-    "message": "messages",
-    "event": "events",
-}
-_COLUMN = {"index": "idx"}  # field -> column, where the two differ
+class _SqliteTx(SqlTx):
+    """The four primitives on one connection, inside the caller's transaction. ``delete``:
+    secure_delete (set on every connection) zeroes the freed bytes in the page, so the
+    record's text leaves the file, not only the table."""
 
+    __slots__ = ()
+    tables = _BY_KIND
 
-def _col(field: str) -> str:
-    return _COLUMN.get(field, field)
-
-
-def _range_sql(table: str, index: Index, *, after: bool, limit: bool) -> str:
-    terms = [f"{_col(f)} = ?" for f in index.match]
-    terms += [
-        f"{_col(f)} IN ({', '.join(repr(v) for v in sorted(values))})"
-        for f, values in index.where.items()
-    ]
-    if after:
-        terms.append(f"{_col(index.order[-1])} > ?")
-    sql = f"SELECT data FROM {table}"
-    if terms:
-        sql += " WHERE " + " AND ".join(terms)
-    # No order: insertion order, which is the rowid's (rows are never re-inserted).
-    sql += " ORDER BY " + (", ".join(_col(f) for f in index.order) or "rowid")
-    return sql + (" LIMIT ?" if limit else "")
-
-
-def _table(kind: Kind[Any]) -> _Table:
-    name = _TABLES[kind.name]
-    where_key = " AND ".join(f"{_col(f)} = ?" for f in kind.key)
-    extra = tuple(c for c in kind.columns if c not in kind.key)
-    inserted = (*kind.key, *extra, *(("version",) if kind.versioned else ()))
-    cols = [*(_col(f) for f in inserted), "data"]
-    insert = f"INSERT INTO {name} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
-    update = None
-    updated: tuple[str, ...] = ()
-    if kind.versioned:
-        updated = (*(c for c in extra if c not in kind.fixed), "version")
-        sets = ", ".join(f"{_col(f)} = ?" for f in (*updated, "data"))
-        update = f"UPDATE {name} SET {sets} WHERE {where_key} AND version = ?"
-    ranges = {
-        (index_name, after, limit): _range_sql(name, index, after=after, limit=limit)
-        for index_name, index in kind.indexes.items()
-        for after in (False, True)
-        for limit in (False, True)
-        if not after or index.order
-    }
-    return _Table(
-        kind=kind,
-        name=name,
-        key=kind.key,
-        get=f"SELECT data FROM {name} WHERE {where_key}",
-        delete=f"DELETE FROM {name} WHERE {where_key}",
-        insert=insert,
-        insert_fields=inserted,
-        update=update,
-        update_fields=updated,
-        ranges=ranges,
-    )
-
-
-_BY_KIND = {kind.name: _table(kind) for kind in KINDS}
-
-
-def _value(record: object, field: str) -> object:
-    value = getattr(record, field)
-    return value.value if isinstance(value, enum.Enum) else value
-
-
-class _SqliteTx(DerivedTx):
-    """The four primitives on one connection, inside the caller's transaction: each one
-    statement, built at import (``_BY_KIND``)."""
-
-    __slots__ = ("_conn",)
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-
-    def get(self, kind: Kind[R], key: Key) -> R | None:
-        row = self._conn.execute(_BY_KIND[kind.name].get, key).fetchone()
-        return None if row is None else decode(kind.cls, row[0])
-
-    def range(
-        self,
-        kind: Kind[R],
-        index: str,
-        value: Key = (),
-        *,
-        after: int = 0,
-        limit: int | None = None,
-    ) -> Sequence[R]:
-        table = _BY_KIND[kind.name]
-        sql = table.ranges.get((index, bool(after), limit is not None))
-        if sql is None:
-            kind.index(index)  # an unknown index: its error
-            raise ValueError(f"{kind.name} index {index!r} has no order to read after")
-        args: tuple[object, ...] = value
-        if after:
-            args += (after,)
-        if limit is not None:
-            args += (limit,)
-        return [decode(kind.cls, row[0]) for row in self._conn.execute(sql, args)]
-
-    def put(self, record: object, *, expected_version: int | None) -> None:
-        table = _BY_KIND[kind_of(record).name]
-        if table.update is None:
-            raise TypeError(f"{table.kind.name} records are append-only: use append()")
-        if expected_version is None:
-            self._insert(table, record)
-            return
-        args = (
-            *(_value(record, f) for f in table.update_fields),
-            encode(record),
-            *table.kind.key_of(record),
-            expected_version,
-        )
-        if self._conn.execute(table.update, args).rowcount != 1:
-            raise ConflictError(
-                f"{table.name} record {_key_text(table, record)} changed since it was read "
-                f"(expected version {expected_version})"
-            )
-
-    def append(self, record: object) -> None:
-        table = _BY_KIND[kind_of(record).name]
-        if table.update is not None:
-            raise TypeError(f"{table.kind.name} records are versioned: use put()")
-        self._insert(table, record)
-
-    def delete(self, kind: Kind[R], key: Key) -> None:
-        # secure_delete (set on every connection) zeroes the freed bytes in the page, so the
-        # record's text leaves the file, not only the table.
-        self._conn.execute(_BY_KIND[kind.name].delete, key)
-
-    def _insert(self, table: _Table, record: object) -> None:
-        args = (*(_value(record, f) for f in table.insert_fields), encode(record))
+    def _insert_row(self, table: SqlTable, args: tuple[object, ...]) -> bool:
         try:
             self._conn.execute(table.insert, args)
-        except sqlite3.IntegrityError as exc:
-            raise ConflictError(
-                f"{table.name} record {_key_text(table, record)} already exists"
-            ) from exc
-
-
-def _key_text(table: _Table, record: object) -> str:
-    return str({_col(f): getattr(record, f) for f in table.key})
+        except sqlite3.IntegrityError:
+            return False
+        return True
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,11 @@ def _agent(
     return fx.Agent("eng", script, tools=[_deploy_tool(executed)], before_tool=before_tool)
 
 
+def _clocked(tmp_path, agent: fx.Agent, clock: FakeClock) -> fx.Runtime:
+    """A runtime on a fresh store whose time (the scan's included) is ``clock``'s."""
+    return fx.Runtime([agent], store=fresh_store(tmp_path), settings=FAST, clock=clock)
+
+
 def _expired(
     tmp_path, timeout_s: float, on_timeout: str, wait_s: float
 ) -> tuple[list[str], fx.Submission]:
@@ -59,9 +64,7 @@ def _expired(
 
     async def main() -> fx.Submission:
         agent = _agent(executed, timeout_s=timeout_s, on_timeout=on_timeout)
-        async with fx.Runtime(
-            [agent], store=fresh_store(tmp_path), settings=FAST, clock=clock
-        ) as rt:
+        async with _clocked(tmp_path, agent, clock) as rt:
             s = rt.session(SESSION)
             sub = await s.submit("ship")
             await _asked(rt, sub.id)
@@ -79,9 +82,7 @@ def test_an_unanswered_question_is_denied_at_its_timeout_and_the_model_reads_so(
 
     async def main():
         agent = _agent(executed, timeout_s=30)
-        async with fx.Runtime(
-            [agent], store=fresh_store(tmp_path), settings=FAST, clock=clock
-        ) as rt:
+        async with _clocked(tmp_path, agent, clock) as rt:
             s = rt.session(SESSION)
             sub = await s.submit("ship")
             await _asked(rt, sub.id)
@@ -133,9 +134,7 @@ def test_a_later_message_runs_once_the_question_before_it_expires(tmp_path):
 
     async def main():
         agent = _agent(executed, timeout_s=60, model=fx.ScriptedModel(policy))
-        async with fx.Runtime(
-            [agent], store=fresh_store(tmp_path), settings=FAST, clock=clock
-        ) as rt:
+        async with _clocked(tmp_path, agent, clock) as rt:
             s = rt.session(SESSION)
             first = await s.submit("ship")
             await _asked(rt, first.id)
@@ -314,8 +313,7 @@ def test_a_spent_budgets_question_expires_and_the_turn_fails(tmp_path, on_timeou
     agent, model = _spending_agent(on_timeout)
 
     async def main():
-        store = fresh_store(tmp_path)
-        async with fx.Runtime([agent], store=store, settings=FAST, clock=clock) as rt:
+        async with _clocked(tmp_path, agent, clock) as rt:
             sub = await rt.session(SESSION).submit("loop")
             await _budget_question(rt, sub.id, asked=1)
             request = submission(rt, sub.id).input_request
@@ -340,8 +338,7 @@ def test_a_spent_budgets_question_that_expires_allowed_grants_one_more_budget(tm
     agent, model = _spending_agent("allow")
 
     async def main():
-        store = fresh_store(tmp_path)
-        async with fx.Runtime([agent], store=store, settings=FAST, clock=clock) as rt:
+        async with _clocked(tmp_path, agent, clock) as rt:
             s = rt.session(SESSION)
             sub = await s.submit("loop")
             await _budget_question(rt, sub.id, asked=1)
