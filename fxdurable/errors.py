@@ -91,6 +91,7 @@ __all__ = [
     "QueueError",
     "QueueUnavailableError",
     "RecordNotFoundError",
+    "RecordedStepError",
     "RequestConflictError",
     "SessionBusyError",
     "SessionExistsError",
@@ -139,6 +140,20 @@ class StepError(FxDurableError):
     """A durable tool step (``ctx.step``) was misused: its name repeated within one call, its
     value not JSON, or ``ctx.step`` called by a tool not declared ``durable=True``. Raised
     inside the tool, so the call fails and the model reads why."""
+
+
+class RecordedStepError(FxDurableError):
+    """A durable tool step (``ctx.step``) raised on an earlier run of this call, and its error
+    could not be raised again as its own class on replay (the class is not loaded in this
+    process, or does not take back the arguments it was made with). ``error_type`` names the
+    original class (``module.QualName``), ``step`` the step. A step's error that can be
+    rebuilt is re-raised as its own class instead, so ``except`` clauses take the same branch
+    on replay as on the first run."""
+
+    def __init__(self, message: str, *, step: str, error_type: str) -> None:
+        super().__init__(message)
+        self.step = step
+        self.error_type = error_type
 
 
 class SubagentError(FxDurableError):

@@ -39,6 +39,7 @@ PUBLIC_API = [
     "PathRefusedError",
     "Pricing",
     "Question",
+    "RecordedStepError",
     "ReplayPolicy",
     "RequestConflictError",
     "Runtime",

@@ -305,13 +305,16 @@ class ModelCallRecord:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepRecord:
-    """One completed step of a durable tool call (``ctx.step``): its value, recorded once and
-    served from here when the call re-executes after a crash."""
+    """One completed step of a durable tool call (``ctx.step``): its value or the error it
+    raised, recorded once and served from here when the call re-executes after a crash."""
 
     name: str
-    value: str  # the step's return value as canonical JSON text
+    value: str  # the step's return value as canonical JSON text ("null" when it raised)
     run: int  # the task's run that recorded it
     at: float
+    # The step raised (runtime/steps.py): its exception as JSON text ({"type", "message",
+    # "args"}), re-raised on replay so the branch taken after it is the branch replayed.
+    error: str | None = field(default=None, metadata=OMIT_DEFAULT)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

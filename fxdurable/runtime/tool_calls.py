@@ -327,23 +327,29 @@ class ToolCalls(TurnBase):
         state = self._state
         assert state is not None
 
-        def commit(name: str, value: str, writes: StateWrites) -> None:
+        def commit(name: str, value: str, error: str | None, writes: StateWrites) -> None:
             state.noted(
                 self._journal.record_step(
-                    self._fence, task.id, name=name, value=value, writes=writes, held=state.held()
+                    self._fence,
+                    task.id,
+                    name=name,
+                    value=value,
+                    error=error,
+                    writes=writes,
+                    held=state.held(),
                 )
             )
             crash_point("tool.step.after-record", tool.name)
 
-        async def record(name: str, value: str) -> None:
-            # The step's function has returned: its effect happened, its record is not yet
-            # durable. A crash here runs the step again on recovery (at least once).
+        async def record(name: str, value: str, error: str | None) -> None:
+            # The step's function has returned (or raised): its effect happened, its record
+            # is not yet durable. A crash here runs the step again on recovery (at least once).
             crash_point("tool.step.before-record", tool.name)
             writes = tool_state.pending()
-            await self._cross(commit, name, value, writes)
+            await self._cross(commit, name, value, error, writes)
             tool_state.committed(writes)
 
-        recorded = {step.name: step.value for step in task.steps}
+        recorded = {step.name: (step.value, step.error) for step in task.steps}
         return StepLog(tool.name, recorded, record, on_replay=tool_state.drop_pending)
 
     @staticmethod

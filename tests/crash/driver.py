@@ -22,6 +22,8 @@ once it has started); ``abort-deploy`` (the same with the unsafe deploy); ``hook
 allow-all ``before_tool`` hook); ``continuation`` (tools take a little time so a small
 ``--invocation-budget`` expires and the turn spans several invocations); ``provision`` (the
 story request is ``provision crash``: one call of the durable, two-step ``provision`` tool);
+``provision-flaky`` (``provision flaky``: its first step raises once, the tool takes a
+fallback step);
 ``batch`` (the story request is ``batch crash``: three calls of one response, run as a
 parallel batch).
 ``ask`` (the hook asks a person before ``deploy``, allows the rest: the run rests once the
@@ -100,6 +102,7 @@ SCENARIOS = (
     "ask",
     "continuation",
     "provision",
+    "provision-flaky",
     "delegate",
     "delegate2",
     "delegate2-batch",
@@ -119,6 +122,7 @@ DELEGATE = {
 # The request (and the follow-up) of the other scenarios whose prompt is not the story's.
 PROMPTS = {
     "provision": PROVISION,
+    "provision-flaky": "provision flaky",  # its tenant step fails once: the fallback branch
     "welcome": "welcome crash",
     "upgrade": "welcome and upgrade crash",
     "batch": "batch crash",  # a parallel tool batch

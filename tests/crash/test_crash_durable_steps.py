@@ -7,6 +7,12 @@ step (``tool.step.before-record``: its function ran, its record is not committed
 the two steps (``tool.step.after-record``), restarted, run to rest; the shared invariants are
 checked, then a next message completes. Either way the call is re-executed, never
 ``outcome_unknown``, and each step's effect happened exactly once.
+
+The ``provision-flaky`` scenario's ``tenant`` step raises once (the quota frees up after), and
+the tool takes its ``fallback`` step instead: killed once the failure is recorded, recovery
+raises it again and takes the fallback (the tenant step does not run again, though it would
+now succeed); killed before, the tenant step runs again and succeeds, and no fallback runs.
+One branch's effects, never both (AWS durable conformance scenario 1-10).
 """
 
 from __future__ import annotations
@@ -58,3 +64,40 @@ def test_a_crash_inside_a_step_runs_that_step_again(crash: CrashHarness) -> None
     assert_provisioned_once(world, crash.workdir, tenant_runs=2)
     # At least once: the step ran again, and its own check kept the effect single.
     assert [run for _, run in world.calls_of("provision.tenant")] == [1, 2]
+
+
+def _provision_effects(world: World) -> list[str]:
+    task = world.task("provision")
+    return [
+        e.step
+        for e in world.effects
+        if e.tool == "provision" and e.execution_id == task.execution_id
+    ]
+
+
+def test_a_crash_after_a_failed_step_was_recorded_takes_the_fallback_again(
+    crash: CrashHarness,
+) -> None:
+    world = crash.crash_and_recover("tool.step.after-record:provision", scenario="provision-flaky")
+    assert world.submission().status == "completed"
+    task = world.task("provision")
+    assert task.status == "completed" and task.runs == 2, task
+    assert task.result == "tenant shared-flaky at flaky.example.com"
+    assert [(s.name, s.run, s.error is not None) for s in task.steps] == [
+        ("tenant", 1, True),
+        ("fallback", 2, False),
+        ("dns", 2, False),
+    ]
+    assert _provision_effects(world) == ["fallback", "dns"]
+    assert [run for _, run in world.calls_of("provision.tenant")] == [1], "replayed, not re-run"
+    assert read_lines(crash.workdir / "tenants.txt") == []
+
+
+def test_a_crash_before_a_failed_step_was_recorded_runs_it_again(crash: CrashHarness) -> None:
+    world = crash.crash_and_recover("tool.step.before-record:provision", scenario="provision-flaky")
+    task = world.task("provision")
+    assert task.result == "tenant t-flaky at flaky.example.com"
+    assert [(s.name, s.error) for s in task.steps] == [("tenant", None), ("dns", None)]
+    assert _provision_effects(world) == ["tenant", "dns"]
+    assert [run for _, run in world.calls_of("provision.tenant")] == [1, 2]
+    assert not world.calls_of("provision.fallback")

@@ -7,7 +7,9 @@ outcome is unknown, the scripted model inspects with ``check_deploy`` and never 
 ``tick`` tool ``n`` times, one per round (a long turn, for the deadline tests).
 ``provision <tag>`` calls the durable ``provision`` tool once (two steps: ``tenant``, which
 looks the tenant up before creating it, then ``dns``, which does not look) and ends with
-:func:`provisioned_text`.
+:func:`provisioned_text`. For a tenant named ``flaky...`` the ``tenant`` step raises
+:class:`QuotaExceeded` the first time it runs in this world (``quota.txt``) and the tool
+takes the step ``fallback`` instead (a shared tenant), then ``dns``.
 ``welcome <tag>`` calls ``send_welcome`` (idempotent, guarded by the persisted state
 ``welcomed``: it sends only if the session has not welcomed anyone yet, then sets it) and ends
 with :func:`welcomed_text`; ``welcome and upgrade <tag>`` then calls the unsafe
@@ -26,7 +28,8 @@ The outside world lives in one directory, every line written with ``O_APPEND`` a
   this one append: the ledger is the only record of the charges;
 - ``effects.log``: ``deploy <execution_id>`` every time deploy takes effect,
   ``reserve <execution_id>`` every time reserve does (it dedupes on the key), and
-  ``provision <execution_id> <step>`` every time a step of provision does;
+  ``provision <execution_id> <step>`` every time a step of provision does (``tenant``,
+  ``fallback``, ``dns``);
 - ``tenants.txt``: the tenants provision's ``tenant`` step created (one name a line);
 - ``effects.log`` also has ``send_welcome <execution_id>`` for every welcome the mail service
   sent (it dedupes on the execution id, as its idempotency key), ``send_welcome
@@ -128,6 +131,10 @@ def is_story(prompt: str) -> bool:
 def is_delegation(prompt: str) -> bool:
     """``delegate <tag>`` / ``delegate2 <tag>``: a turn of the research subagent."""
     return _DELEGATE.fullmatch(prompt) is not None
+
+
+class QuotaExceeded(Exception):
+    """What provision's ``tenant`` step raises for a ``flaky...`` tenant, the first time."""
 
 
 def provisioned_text(tag: str) -> str:
@@ -262,6 +269,7 @@ def story_tools(world: Path, timings: Timings) -> list[fx.Tool]:
         return f"tick {inp.n} done"
 
     tenants = world / "tenants.txt"
+    quota = world / "quota.txt"
 
     async def provision(inp: ProvisionInput, ctx: fx.ToolContext) -> str:
         # A durable tool: its effects are its steps', each recorded once and replayed after a
@@ -271,6 +279,9 @@ def story_tools(world: Path, timings: Timings) -> list[fx.Tool]:
 
         def create_tenant() -> str:
             log_call("provision.tenant", ctx)
+            if inp.tenant.startswith("flaky") and not quota.exists():
+                append_line(quota, inp.tenant)  # the quota frees up after this refusal
+                raise QuotaExceeded(f"no tenant quota left for {inp.tenant}")
             if inp.tenant not in read_lines(tenants):
                 append_line(tenants, inp.tenant)
                 append_line(effects, f"provision {ctx.execution_id} tenant")
@@ -281,7 +292,15 @@ def story_tools(world: Path, timings: Timings) -> list[fx.Tool]:
             append_line(effects, f"provision {ctx.execution_id} dns")
             return f"{inp.tenant}.example.com"
 
-        tenant = await ctx.step("tenant", create_tenant)
+        def share_tenant() -> str:
+            log_call("provision.fallback", ctx)
+            append_line(effects, f"provision {ctx.execution_id} fallback")
+            return f"shared-{inp.tenant}"
+
+        try:
+            tenant = await ctx.step("tenant", create_tenant)
+        except QuotaExceeded:  # the fallback branch: recorded, it is the branch replayed
+            tenant = await ctx.step("fallback", share_tenant)
         host = await ctx.step("dns", create_dns)
         return f"tenant {tenant} at {host}"
 

@@ -138,11 +138,13 @@ class Tools(Transitions):
         *,
         name: str,
         value: str,
+        error: str | None = None,
         writes: StateWrites | None = None,
         held: Held | None = None,
     ) -> ToolStep:
         """Record a completed step of a running durable tool call: ``value`` is its result as
-        JSON text. Each step name is recorded once per call (IllegalTransitionError).
+        JSON text, or ``error`` the exception it raised (runtime/steps.py). Each step name is
+        recorded once per call (IllegalTransitionError).
         ``writes``: the call's ``ctx.state`` writes made before the step returned, committed
         with it (the step's value and its writes are one step)."""
 
@@ -155,7 +157,7 @@ class Tools(Transitions):
                 raise IllegalTransitionError("tool_task", "not durable", "a step of a call")
             if any(step.name == name for step in task.steps):
                 raise IllegalTransitionError("tool_step", name, "recorded twice")
-            step = StepRecord(name=name, value=value, run=task.runs, at=scope.now)
+            step = StepRecord(name=name, value=value, run=task.runs, at=scope.now, error=error)
             updated = replace(
                 task, steps=(*task.steps, step), updated_at=scope.now, version=task.version + 1
             )
