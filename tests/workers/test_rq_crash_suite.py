@@ -278,6 +278,31 @@ def test_a_durable_tool_killed_inside_or_between_its_steps(
     follow_up(h)
 
 
+def test_a_horse_killed_after_a_failed_step_was_recorded_takes_the_fallback_again(
+    make_harness: Callable[..., RqHarness],
+) -> None:
+    """``provision flaky``: its tenant step raises once and the tool takes its fallback step.
+    The horse is SIGKILLed once the failure is recorded: the new horse raises it again from
+    the record and takes the fallback, and the tenant step (which would now succeed) never
+    runs a second time. One branch's effects only."""
+    h = make_harness(lease_ttl_s=LEASE_TTL_S)
+    crashed = crash_and_recover(h, ["tool.step.after-record:provision"], prompt="provision flaky")
+    world = crashed.world
+    sub = world.submission(REQUEST)
+    assert sub.status == "completed" and sub.result_text == provisioned_text("flaky"), sub
+    task = world.task("provision", REQUEST)
+    assert task.result == "tenant shared-flaky at flaky.example.com"
+    assert [(s.name, s.run, s.error is not None) for s in task.steps] == [
+        ("tenant", 1, True),
+        ("fallback", 2, False),
+        ("dns", 2, False),
+    ]
+    effects = [(e.execution_id, e.step) for e in world.effects if e.tool == "provision"]
+    assert effects == [(task.execution_id, "fallback"), (task.execution_id, "dns")]
+    assert len(world.calls_of("provision.tenant")) == 1
+    follow_up(h)
+
+
 @pytest.mark.parametrize(
     ("point", "read_recorded"),
     [("tool.after-record:read_state", True), ("tool.batch.running", False)],
