@@ -61,6 +61,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what ru
     from fxdurable.runtime.subagent import subagent
     from fxdurable.runtime.submission import Submission
     from fxdurable.runtime.task_view import ToolTask
+    from fxdurable.runtime.tool_retry import Retry
     from fxdurable.runtime.tools import ReplayPolicy, Tool, ToolContext, define_tool, tool
     from fxdurable.runtime.worker import WorkerSettings
     from fxdurable.tools.mcp import MCPServer, mcp_tools
@@ -101,6 +102,7 @@ __all__ = [
     "RecordedStepError",
     "ReplayPolicy",
     "RequestConflictError",
+    "Retry",
     "Runtime",
     "ScriptedModel",
     "SessionExistsError",
@@ -203,6 +205,7 @@ if not TYPE_CHECKING:
             "fxdurable.runtime.subagent": ("subagent",),
             "fxdurable.runtime.submission": ("Submission",),
             "fxdurable.runtime.task_view": ("ToolTask",),
+            "fxdurable.runtime.tool_retry": ("Retry",),
             "fxdurable.runtime.tools": (
                 "ReplayPolicy",
                 "Tool",

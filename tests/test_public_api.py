@@ -42,6 +42,7 @@ PUBLIC_API = [
     "RecordedStepError",
     "ReplayPolicy",
     "RequestConflictError",
+    "Retry",
     "Runtime",
     "ScriptedModel",
     "SessionExistsError",

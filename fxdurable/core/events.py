@@ -63,6 +63,7 @@ __all__ = [
     "SubmissionInterrupted",
     "SubmissionSettled",
     "TaskRef",
+    "ToolRetrying",
     "ToolSettled",
     "ToolStarted",
     "ToolStepRecorded",
@@ -74,7 +75,8 @@ __all__ = [
 ]
 
 # major.minor: the major part changes with any rename or removal (see the module docstring).
-WIRE_VERSION = "1.6"  # 1.6: model.fallback, output.rejected; cache and reasoning token counts
+# 1.7: tool.retrying. 1.6: model.fallback, output.rejected; cache and reasoning token counts.
+WIRE_VERSION = "1.7"
 
 
 class EventType(StrEnum):
@@ -107,6 +109,7 @@ class EventType(StrEnum):
     TOOL_OUTCOME_UNKNOWN = "tool.outcome_unknown"
     TOOL_REFUSED = "tool.refused"
     TOOL_STEP = "tool.step"
+    TOOL_RETRYING = "tool.retrying"
     INPUT_REQUESTED = "input.requested"
     INPUT_ANSWERED = "input.answered"
     STATE_CHANGED = "state.changed"
@@ -317,6 +320,20 @@ class ToolStepRecorded:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ToolRetrying:
+    """A run of a call with a ``Retry`` failed with a retryable error: the call runs again
+    after ``delay_s`` (runtime/tool_retry.py)."""
+
+    task: str
+    tool: str
+    round: int
+    index: int
+    failed_runs: int  # how many runs of this execution failed so far
+    error: str  # "Type: message"
+    delay_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolSettled:
     task: str
     tool: str
@@ -398,6 +415,7 @@ Payload: TypeAlias = (
     | ToolStarted
     | ToolSettled
     | ToolStepRecorded
+    | ToolRetrying
     | InputRequested
     | InputAnswered
     | StateChanged
@@ -434,6 +452,7 @@ PAYLOADS: Mapping[EventType, type[Payload]] = {
     _E.TOOL_OUTCOME_UNKNOWN: ToolSettled,
     _E.TOOL_REFUSED: ToolSettled,
     _E.TOOL_STEP: ToolStepRecorded,
+    _E.TOOL_RETRYING: ToolRetrying,
     _E.INPUT_REQUESTED: InputRequested,
     _E.INPUT_ANSWERED: InputAnswered,
     _E.STATE_CHANGED: StateChanged,
@@ -479,6 +498,8 @@ WHEN: Mapping[EventType, str] = {
     _E.TOOL_REFUSED: "a blind repeat of an unknown call was refused once",
     _E.TOOL_STEP: "a durable tool's step returned and its value was recorded (replayed, not "
     "re-run, if the call re-executes)",
+    _E.TOOL_RETRYING: "a run of a call with `retry=fx.Retry(...)` failed with a retryable "
+    "error; the same execution runs again after `delay_s`",
     _E.INPUT_REQUESTED: "the turn asks a person (`before_tool` returned `ask`, or its attempts "
     'ran out with `on_exhausted="ask"`); it waits, holding no lease, until answered',
     _E.INPUT_ANSWERED: "the pending question was answered (`allow`, `deny`, `rewrite`); the "

@@ -179,6 +179,11 @@ def describe(event: EventRecord, style: Style) -> str | None:
         )
     if kind == EventType.TOOL_STEP:
         return style.dim(f"tool {d.get('tool')} {task} step {d.get('step')} recorded")
+    if kind == EventType.TOOL_RETRYING:
+        return style.yellow(
+            f"tool {d.get('tool')} {task} failed ({_short(d.get('error'))}); retrying in "
+            f"{float(str(d.get('delay_s') or 0)):.1f}s ({d.get('failed_runs')} failed so far)"
+        )
     if kind == EventType.STATE_CHANGED:
         return style.cyan(_state_change(d))
     if kind == EventType.TOOL_COMPLETED:

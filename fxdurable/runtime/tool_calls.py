@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 
 import pydantic
 
@@ -47,6 +47,7 @@ from fxdurable.runtime.state import ToolState
 from fxdurable.runtime.steps import StepLog
 from fxdurable.runtime.subagent import SubagentTool
 from fxdurable.runtime.tool_records import BlobWriter, ToolRecords
+from fxdurable.runtime.tool_retry import run_retrying
 from fxdurable.runtime.tools import Tool, ToolContext
 from fxdurable.runtime.turn_base import TurnBase
 from fxdurable.runtime.turn_state import ReadyTool
@@ -231,7 +232,7 @@ class ToolCalls(TurnBase):
             sleeper=self._sleep,
         )
         progress.start()
-        running = asyncio.ensure_future(tool.run_with_attachments(arguments, ctx))
+        running = asyncio.ensure_future(self._runs(task, tool, arguments, ctx, state))
         self._running_tools[running] = time.monotonic()
         if self._abort_seen:  # a batch's call whose intent was recorded after the abort
             running.cancel()
@@ -291,6 +292,45 @@ class ToolCalls(TurnBase):
             merge=merge,
             writes=writes if status == ToolTaskStatus.COMPLETED else None,
             attachments=attached if status == ToolTaskStatus.COMPLETED else (),
+        )
+
+    def _runs(
+        self,
+        task: ToolTaskRecord,
+        tool: Tool,
+        arguments: pydantic.BaseModel,
+        ctx: ToolContext,
+        tool_state: ToolState,
+    ) -> Awaitable[tuple[str, tuple[AttachmentRef, ...]]]:
+        """The call's run, or with ``tool.retry`` its runs (runtime/tool_retry.py): each
+        failed one recorded, its ``ctx.state`` writes dropped, before the backoff."""
+        if tool.retry is None:
+            return tool.run_with_attachments(arguments, ctx)
+        state = self._state
+        assert state is not None
+
+        def commit(failed_runs: int, error: str, delay_s: float) -> None:
+            state.noted(
+                self._journal.record_tool_retry(
+                    self._fence,
+                    task.id,
+                    failed_runs=failed_runs,
+                    error=error,
+                    delay_s=delay_s,
+                    held=state.held(),
+                )
+            )
+
+        async def on_retry(failed_runs: int, exc: BaseException, delay_s: float) -> None:
+            tool_state.drop_pending()  # a failed run's writes go with it
+            await self._cross(commit, failed_runs, f"{type(exc).__name__}: {exc}", delay_s)
+
+        return run_retrying(
+            lambda: tool.run_with_attachments(arguments, ctx),
+            tool.retry,
+            on_retry=on_retry,
+            sleep=self._sleep,
+            rng=self._rng,
         )
 
     def _child_sessions(self, task: ToolTaskRecord) -> ChildSessions | None:

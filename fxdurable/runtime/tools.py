@@ -48,6 +48,7 @@ from fxdurable.runtime.leases import LeaseView, run_sync
 from fxdurable.runtime.models.wire import decode_arguments
 from fxdurable.runtime.state import ToolState
 from fxdurable.runtime.steps import StepFn, StepLog
+from fxdurable.runtime.tool_retry import Retry
 
 if TYPE_CHECKING:
     from fxdurable.runtime.children import ChildSessions
@@ -175,6 +176,8 @@ class Tool:
     timeout_s: float = 300.0
     # Records its ctx.step sub-steps; recovery re-executes it with them replayed.
     durable: bool = False
+    # Runs again on transient errors, in the same execution (runtime/tool_retry.py).
+    retry: Retry | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.replay, str) or self.replay not in REPLAY_POLICIES:
@@ -197,6 +200,18 @@ class Tool:
                 f"tool {self.name!r}: reuse=False re-runs a call fresh, while a durable tool "
                 "replays its recorded steps; choose one"
             )
+        if self.retry is not None:
+            if not isinstance(self.retry, Retry):
+                raise ConfigurationError(
+                    f"tool {self.name!r}: retry takes fx.Retry(...), not {self.retry!r}"
+                )
+            if self.durable:
+                raise ConfigurationError(
+                    f"tool {self.name!r}: a durable tool replays its recorded steps, so a "
+                    "second run would replay a failed step, not retry it; retry inside the "
+                    "step's function instead"
+                )
+            self.retry.check_for(self.name, self.replay)
         if not self.name.replace("_", "").replace("-", "").isalnum():
             raise ConfigurationError(f"tool name {self.name!r} must be letters, digits, _ or -")
 
@@ -286,9 +301,11 @@ def define_tool(
     reuse: bool = True,
     timeout_s: float = 300.0,
     durable: bool = False,
+    retry: Retry | None = None,
 ) -> Tool:
     """``replay`` defaults to ``"unsafe"`` for a durable tool (what recovery falls back to if
-    a later deploy drops ``durable``), ``"safe"`` otherwise."""
+    a later deploy drops ``durable``), ``"safe"`` otherwise. ``retry``: run the call again on
+    transient errors (:mod:`fxdurable.runtime.tool_retry`)."""
     return Tool(
         name=name,
         description=description,
@@ -298,6 +315,7 @@ def define_tool(
         reuse=reuse,
         timeout_s=timeout_s,
         durable=durable,
+        retry=retry,
     )
 
 
@@ -311,6 +329,7 @@ def tool(
     reuse: bool = True,
     timeout_s: float = 300.0,
     durable: bool = False,
+    retry: Retry | None = None,
 ) -> Callable[[ToolFn], Tool]: ...
 def tool(
     fn: ToolFn | None = None,
@@ -321,6 +340,7 @@ def tool(
     reuse: bool = True,
     timeout_s: float = 300.0,
     durable: bool = False,
+    retry: Retry | None = None,
 ) -> Tool | Callable[[ToolFn], Tool]:
     """Make a tool of ``def f(input: SomeModel, ctx: ToolContext)`` (sync or async), or of
     ``def f(input: SomeModel)`` when it needs no context.
@@ -346,6 +366,7 @@ def tool(
             reuse=reuse,
             timeout_s=timeout_s,
             durable=durable,
+            retry=retry,
         )
 
     return wrap(fn) if fn is not None else wrap

@@ -79,13 +79,14 @@ class TurnBase:
         self._budget = budget
         self._worker = worker
         self._clock = clock
+        self._rng = rng or random.Random()  # backoff jitter: models' and tools' retries
         self._model_step = ModelStep(
             journal,
             agent,
             fence,
             budget,
             sleep=sleep,
-            rng=rng or random.Random(),
+            rng=self._rng,
             conversations=self._conversations,
         )
         self._attempt = 0

@@ -154,6 +154,13 @@ test("a fallback switch says which models, why, and what reasoning is not sent",
   assert.match(textOf(renderItem(t, 1)), /cut off: half an ans/);
 });
 
+test("a retried tool run says what failed and how long until the next run", () => {
+  const line = { cursor: 1, type: "tool.retrying", sessionId: "s", turnId: "sub-1", at: 1_700_000_000, data: { task: "t1", tool: "fetch", round: 0, index: 0, failed_runs: 2, error: "ConnectionError: reset", delay_s: 1.25 } };
+  const item = renderItem(timelineOf([line]), 1);
+  assert.equal(item.attrs.class.includes("ev-warn"), true);
+  assert.match(textOf(item), /Tool fetch failed \(ConnectionError: reset\); retrying in 1\.3 s \(2 failed so far\)/);
+});
+
 test("a state change with no task is a fork's copy right after the fork, else a person's write", () => {
   const created = { type: "session.created", cursor: 1, turnId: null, data: { agent: "coder", forked_from: "src", after: 9, messages: 2 } };
   const change = (cursor, set) => ({ type: "state.changed", cursor, turnId: null, data: { set, deleted: [], task: null, tool: null, step: null } });

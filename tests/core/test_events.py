@@ -64,6 +64,7 @@ WIRE_1 = {
     "input.answered",  # 1.3
     "state.changed",  # 1.5
     "model.fallback",  # 1.6
+    "tool.retrying",  # 1.7
 }
 
 

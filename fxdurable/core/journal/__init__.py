@@ -79,7 +79,7 @@ class Journal(Admissions, Sessions, Leases, Turns, Rounds, Tools, Questions, Era
       ``record_partial``, ``interrupt_stream``, ``record_compaction``, ``record_model_switch``,
       ``reject_output``
     - tool tasks (:mod:`.tools`): ``start_tool``, ``start_tools``, ``record_step``,
-      ``finish_tool``, ``record_progress``
+      ``record_tool_retry``, ``finish_tool``, ``record_progress``
     - questions (:mod:`.questions`): ``request_input``, ``answer_input``, ``expire_input``
     - erasure (:mod:`.erase`): ``begin_erase``, ``erase_records``, ``unlink_fork``,
       ``finish_erase``

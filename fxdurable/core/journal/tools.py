@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from fxdurable.core.events import (
     EventType,
+    ToolRetrying,
     ToolSettled,
     ToolStarted,
     ToolStepRecorded,
@@ -171,6 +172,36 @@ class Tools(Transitions):
             )
             scope.report(task.turn_id)
             return updated
+
+        return self._transition(fence, body, then=ToolStep, held=held)
+
+    def record_tool_retry(
+        self,
+        fence: Fence,
+        task_id: str,
+        *,
+        failed_runs: int,
+        error: str,
+        delay_s: float,
+        held: Held | None = None,
+    ) -> ToolStep:
+        """Record that a run of a running call failed with a retryable error and the call
+        runs again after ``delay_s`` (runtime/tool_retry.py): an event, the task unchanged."""
+
+        def body(tx: Tx, scope: _SessionScope) -> ToolTaskRecord:
+            task = _owned(fence, _task(tx, task_id))
+            self._running_turn(tx, fence, task.turn_id)
+            if task.status != ToolTaskStatus.RUNNING:
+                raise IllegalTransitionError("tool_task", task.status, "a retry of a call")
+            scope.emit(
+                EventType.TOOL_RETRYING,
+                ToolRetrying(
+                    **_task_ref(task), failed_runs=failed_runs, error=error, delay_s=delay_s
+                ),
+                turn_id=task.turn_id,
+            )
+            scope.report(task.turn_id)
+            return task
 
         return self._transition(fence, body, then=ToolStep, held=held)
 
