@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bench.peers import PeerRun
+from bench.peers import POSTGRES, PeerRun
 from bench.report import RedisSection
 from bench.rss_turns import RssFigures
 from bench.runtime_growth import GrowthRuns
@@ -25,10 +25,14 @@ __all__ = ["Figure", "Headline", "Row", "peer_mode", "redis_rows", "startup_rows
 
 # The peer mode compared at each SQLite setting: DBOS on WAL, LangGraph with durability "sync"
 # (a superstep's checkpoint written before the next starts), like fxdurable's journal.
+# On PostgreSQL (issue 27): fxdurable's Postgres store against DBOS with its system database on
+# the same server; no LangGraph Postgres checkpointer is installed, so its cell is empty.
 _COMPARED = {
     "FULL": {"fxdurable": "WAL+FULL", "DBOS": "WAL+FULL", "LangGraph": "WAL+FULL sync"},
     "NORMAL": {"fxdurable": "WAL+NORMAL", "DBOS": "WAL+NORMAL", "LangGraph": "WAL+NORMAL sync"},
+    "Postgres": {"fxdurable": POSTGRES, "DBOS": POSTGRES, "LangGraph": POSTGRES},
 }
+_WHERE = {"FULL": "WAL+FULL", "NORMAL": "WAL+NORMAL", "Postgres": "PostgreSQL"}
 SYSTEMS = ("fxdurable", "DBOS", "LangGraph")
 
 
@@ -127,13 +131,13 @@ class Headline:
     def step_rows(self) -> list[Row]:
         rows = []
         fxd = self.peers["fxdurable"]
-        for sync in ("FULL", "NORMAL"):
+        for sync in _COMPARED:
             for n in self.ns:
                 cells = {s: _cell(self.peers[s], peer_mode(s, sync), n) for s in SYSTEMS}
                 ratio = self._cheaper_peer_ratio(sync, n)
                 rows.append(
                     Row(
-                        f"ms per step, {n} steps per unit, WAL+{sync}",
+                        f"ms per step, {n} steps per unit, {_WHERE[sync]}",
                         cells,
                         ratio,
                         "≥ 2",
@@ -147,7 +151,7 @@ class Headline:
                 flat = Figure.of([y / x for x, y in zip(a.samples, b.samples, strict=True)])
                 rows.append(
                     Row(
-                        f"fxdurable ms per step at {last} ÷ at {first} steps, WAL+{sync}",
+                        f"fxdurable ms per step at {last} ÷ at {first} steps, {_WHERE[sync]}",
                         {"fxdurable": flat.show()},
                         flat,
                         "≤ 1.2",

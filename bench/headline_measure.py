@@ -3,12 +3,14 @@ with session length, RSS over a long session. :mod:`bench.headline` turns it int
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench.headline import SYSTEMS, Headline
 from bench.peers import PeerRun, run_peer
+from bench.postgres_server import ENV, postgres_server
 from bench.rss_turns import measure_rss
 from bench.runtime_growth import measure_runtime_growth
 
@@ -37,10 +39,16 @@ def measure_headline(
     tmp: Path, plan: HeadlinePlan, mode: str, progress: Callable[[str], None]
 ) -> Headline:
     peers = {system: PeerRun(system) for system in SYSTEMS}
-    for rep in range(plan.reps):
-        for run in peers.values():
-            run_peer(run, tmp / "peers", ns=plan.ns, steps=plan.steps)
-        progress(f"peers: repetition {rep + 1} of {plan.reps} done")
+    # One PostgreSQL server for the run's Postgres mode (each measurement a database of its
+    # own); without one that mode's cells say "not measured".
+    with postgres_server() as pg:
+        env = None if pg is None else {**os.environ, ENV: pg}
+        if pg is None:
+            progress("no PostgreSQL server: the Postgres step rows are not measured")
+        for rep in range(plan.reps):
+            for run in peers.values():
+                run_peer(run, tmp / "peers", ns=plan.ns, steps=plan.steps, env=env)
+            progress(f"peers: repetition {rep + 1} of {plan.reps} done")
     for run in peers.values():
         if run.note is not None:
             progress(f"{run.system}: {run.note}")

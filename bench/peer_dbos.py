@@ -1,11 +1,14 @@
-"""DBOS Transact: a workflow of N sequential no-op ``@DBOS.step`` steps, SQLite system database.
+"""DBOS Transact: a workflow of N sequential no-op ``@DBOS.step`` steps, SQLite system database,
+and PostgreSQL (its first-class system database) on the bench's server.
 
 Modes: DBOS's own SQLite defaults (it sets no journal mode, so SQLite's rollback journal with
 ``synchronous=FULL``), then WAL with ``synchronous=FULL`` and ``NORMAL``. For the WAL modes the
 bench passes DBOS a ``system_database_engine`` (its documented hook for a custom engine) built
 the way DBOS builds its own SQLite engine (``IMMEDIATE`` transactions, the same busy timeout
 and foreign keys), plus the two pragmas. DBOS checkpoints each step's output in one
-transaction, and the workflow's status at its start and end.
+transaction, and the workflow's status at its start and end. On PostgreSQL (mode
+``Postgres``) the system database is a fresh database of the bench's server
+(``FXD_BENCH_POSTGRES_URL``); the mode measures nothing without one.
 
 Run by :mod:`bench.peers` as ``python -m bench.peer_dbos``; needs ``make bench-venv``.
 """
@@ -17,9 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.peers import peer_main, seconds_per_step
+from bench.peers import POSTGRES, peer_main, postgres_url, seconds_per_step
 
-MODES = ("default (rollback journal, FULL)", "WAL+FULL", "WAL+NORMAL")
+MODES = ("default (rollback journal, FULL)", "WAL+FULL", "WAL+NORMAL", POSTGRES)
 
 
 def _engine(url: str, synchronous: str) -> Any:
@@ -53,9 +56,14 @@ def measure(directory: Path, mode: str, ns: Sequence[int], steps: int) -> dict[s
         return n
 
     url = f"sqlite:///{(directory / 'dbos.sqlite').resolve()}"
+    if mode == POSTGRES:
+        server = postgres_url("dbos")
+        if server is None:
+            return {}
+        url = server
     config: DBOSConfig = {"name": "fxd-bench", "system_database_url": url, "log_level": "ERROR"}
     engine = None
-    if mode != MODES[0]:
+    if mode.startswith("WAL+"):
         engine = _engine(url, mode.removeprefix("WAL+"))
         config["system_database_engine"] = engine
     DBOS(config=config)

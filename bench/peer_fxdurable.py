@@ -5,8 +5,9 @@ The :class:`~fxdurable.ScriptedModel` answers each model call with one call of t
 and N tool steps (intent committed, tool run, result committed), plus admission, the wake, the
 claim, settling and the release. A step here is a model response with one call and that
 call's tool step: more than a DBOS step or a LangGraph superstep records, since the model's
-response is journaled too. SQLite store (WAL) at ``synchronous=FULL`` and ``NORMAL``; one
-runtime per mode, each turn in a session of its own.
+response is journaled too. SQLite store (WAL) at ``synchronous=FULL`` and ``NORMAL``, and the
+PostgreSQL store on the bench's server (``FXD_BENCH_POSTGRES_URL``, a database of its own; the
+mode measures nothing without one); one runtime per mode, each turn in a session of its own.
 
 Run by :mod:`bench.peers` as ``python -m bench.peer_fxdurable``.
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pydantic
 
-from bench.peers import peer_main, seconds_per_step
+from bench.peers import POSTGRES, peer_main, postgres_url, seconds_per_step
 from bench.runtime_turns import SETTINGS
 from bench.sqlite_steps import sqlite_url
 from fxdurable import (
@@ -40,7 +41,7 @@ from fxdurable.runtime.tools import define_tool
 
 __all__ = ["DONE", "MODES", "noop_agent", "run_turn"]
 
-MODES = ("WAL+FULL", "WAL+NORMAL")
+MODES = ("WAL+FULL", "WAL+NORMAL", POSTGRES)
 DONE = "done"
 
 
@@ -77,7 +78,13 @@ async def run_turn(rt: Runtime, session_id: str, agent: str) -> None:
 
 
 def measure(directory: Path, mode: str, ns: Sequence[int], steps: int) -> dict[str, float]:
-    url = sqlite_url(directory / "fxd.db", mode.removeprefix("WAL+"))
+    if mode == POSTGRES:
+        server = postgres_url("fxd")
+        if server is None:
+            return {}
+        url = f"{server}?schema=fxdurable"
+    else:
+        url = sqlite_url(directory / "fxd.db", mode.removeprefix("WAL+"))
     sessions = itertools.count()
     with asyncio.Runner() as runner:
         rt = Runtime([noop_agent(n) for n in ns], store=url, settings=SETTINGS)

@@ -17,19 +17,22 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
+import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = [
     "NOT_INSTALLED_EXIT",
     "PEERS",
+    "POSTGRES",
     "PeerRun",
     "package_version",
     "peer_main",
+    "postgres_url",
     "run_peer",
     "seconds_per_step",
 ]
@@ -41,6 +44,9 @@ PEERS = {
     "DBOS": ("bench.peer_dbos", "dbos"),
     "LangGraph": ("bench.peer_langgraph", "langgraph"),
 }
+# The mode of the systems that run on PostgreSQL: the bench's server (bench/postgres_server.py),
+# passed to each peer's subprocess as FXD_BENCH_POSTGRES_URL.
+POSTGRES = "Postgres"
 # Measure one mode at all of ``ns`` into {str(n): seconds per step}.
 Measure = Callable[[Path, str, Sequence[int], int], dict[str, float]]
 
@@ -50,6 +56,14 @@ def package_version(dist: str) -> str | None:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def postgres_url(prefix: str) -> str | None:
+    """A fresh database on the bench's PostgreSQL server, or None when the run has none."""
+    from bench.postgres_server import ENV, fresh_database
+
+    server = os.environ.get(ENV)
+    return None if not server else fresh_database(server, prefix)
 
 
 def seconds_per_step(run_unit: Callable[[int], object], n: int, steps: int) -> float:
@@ -107,7 +121,13 @@ class PeerRun:
 
 
 def run_peer(
-    run: PeerRun, tmp: Path, *, ns: Sequence[int], steps: int, python: str = sys.executable
+    run: PeerRun,
+    tmp: Path,
+    *,
+    ns: Sequence[int],
+    steps: int,
+    python: str = sys.executable,
+    env: Mapping[str, str] | None = None,
 ) -> None:
     """One repetition of ``run.system`` in a subprocess; adds its figures to ``run`` or sets
     ``run.note``. Later repetitions of a system that is not installed are skipped."""
@@ -120,7 +140,13 @@ def run_peer(
     command = [python, "-m", module, "--dir", str(directory)]
     command += ["--ns", ",".join(map(str, ns)), "--steps", str(steps)]
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=None if env is None else dict(env),
+        )
     except subprocess.TimeoutExpired:
         run.note = "failed: did not finish within 600 s"
         return

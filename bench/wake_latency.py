@@ -14,18 +14,15 @@ started for the run (Debian's postgresql, as the test suite's; tests/postgres_su
 from __future__ import annotations
 
 import argparse
-import importlib
-import os
 import random
 import statistics
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+
+from bench.postgres_server import postgres_server
 
 __all__ = ["WakeLatency", "measure_wake_latency", "render_wake_latency"]
 
@@ -43,31 +40,6 @@ class WakeLatency:
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-@contextmanager
-def _server() -> Iterator[str | None]:
-    given = os.environ.get("FXD_BENCH_POSTGRES_URL")
-    if given:
-        yield given
-        return
-    # The test suite's server helper (it imports its siblings by their bare names).
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    try:
-        support = importlib.import_module("postgres_support")
-    except ImportError:
-        yield None
-        return
-    bin_dir = support.pg_bin_dir()
-    if bin_dir is None:
-        yield None
-        return
-    server = support.PostgresServer(bin_dir=bin_dir)
-    server.start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
 
 
 def _samples(url: str, *, samples: int, poll: bool) -> list[float]:
@@ -123,7 +95,7 @@ def measure_wake_latency(*, samples: int = 50, poll_samples: int = 10) -> WakeLa
         import psycopg  # noqa: F401
     except ImportError:
         return WakeLatency([], [], "psycopg is not installed: pip install 'fxdurable[postgres]'")
-    with _server() as url:
+    with postgres_server() as url:
         if url is None:
             return WakeLatency([], [], "no PostgreSQL (apt-get install postgresql)")
         listen = _samples(url, samples=samples, poll=False)

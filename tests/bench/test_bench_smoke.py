@@ -26,6 +26,7 @@ from bench.headline import Headline, startup_rows
 from bench.headline_measure import HeadlinePlan, measure_headline
 from bench.http_admit import HTTP_RATIO_NAMES
 from bench.parallel_tools import PARALLEL_RATIO_NAMES, measure_parallel, render_parallel
+from bench.peers import POSTGRES
 from bench.redis_server import unavailable_reason
 from bench.report import RATIO_NAMES, REDIS_RATIO_NAMES
 from bench.results_file import write_results
@@ -139,11 +140,13 @@ def test_headline_measures_fxdurable_and_says_which_peers_are_missing(headline: 
     environment has neither: they live in .venv-bench) is a cell saying so, not a crash."""
     fxd = headline.peers["fxdurable"]
     assert fxd.note is None
-    for mode in ("WAL+FULL", "WAL+NORMAL"):
+    # The Postgres mode on the run's own server (tests/postgres_support.py's, as the suite's).
+    for mode in ("WAL+FULL", "WAL+NORMAL", POSTGRES):
         for n in ("2", "4"):
             (value,) = fxd.samples[mode][n]
             assert math.isfinite(value) and value > 0
     out = headline.render()
+    assert "ms per step, 4 steps per unit, PostgreSQL" in out
     # What the bench imports: langchain's extra brings langgraph into the test environment,
     # but not its SQLite checkpointer, which the LangGraph peer runs on.
     for system, module in (("DBOS", "dbos"), ("LangGraph", "langgraph.checkpoint.sqlite")):
