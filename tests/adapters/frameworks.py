@@ -22,8 +22,8 @@ FRAMEWORKS = tuple(MODULES)
 ENV = "FXD_TEST_FRAMEWORK"  # which one a worker process serves (pydantic-ai when unset)
 
 
-def build(framework: str, world: Path) -> fx.Agent:
-    agent: fx.Agent = importlib.import_module(MODULES[framework]).build(world)
+def build(framework: str, world: Path, durability: fx.Durability | None = None) -> fx.Agent:
+    agent: fx.Agent = importlib.import_module(MODULES[framework]).build(world, durability)
     return agent
 
 

@@ -12,12 +12,11 @@ LangChain agent in place of the pydantic-ai one.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import test_pydantic_ai_crash as pydai_crash
-from pydai_checks import MATRIX, lines
+from pydai_checks import MATRIX
 
 pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
@@ -30,29 +29,18 @@ CASES = [m for m in MATRIX if not m[0].endswith(":record_note")]
 
 @pytest.mark.parametrize(("spec", "deploys", "unknown"), CASES, ids=[c[0] for c in CASES])
 def test_a_killed_langchain_turn_resumes_from_its_last_step(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str, deploys: int, unknown: bool
+    tmp_path: Path, spec: str, deploys: int, unknown: bool
 ) -> None:
-    # The pydantic-ai adapter's crash test, whole (kill, recover, check, follow up), with
-    # this file as its driver process: the same run to rest, with the LangChain agent.
-    monkeypatch.setattr(pydai_crash, "DRIVER", Path(__file__).resolve())
-    pydai_crash.test_a_killed_pydantic_ai_turn_resumes_from_its_last_step(
-        tmp_path, spec, deploys, unknown
+    driver = Path(__file__).resolve()  # this file as a script: the run to rest with its agent
+    pydai_crash.kill_and_recover(
+        tmp_path, spec, deploys, unknown, driver=driver, framework="langchain"
     )
-    served = [json.loads(x) for x in lines(tmp_path / "world" / "model.log")]
-    assert served and {r.get("framework") for r in served} == {"langchain"}, served
 
 
 if __name__ == "__main__":
-    import argparse
-    import asyncio
     import sys
 
     import pydai_driver
     from test_langchain_agent import build
 
-    pydai_driver.build = build  # the driver's run to rest, with the LangChain agent
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--store", required=True)
-    parser.add_argument("--dir", required=True)
-    parser.add_argument("--next", action="store_true")
-    sys.exit(asyncio.run(pydai_driver.main(parser.parse_args())))
+    sys.exit(pydai_driver.serve(build))

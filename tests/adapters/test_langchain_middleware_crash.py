@@ -16,12 +16,11 @@ graph in place of the pydantic-ai agent.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import test_pydantic_ai_crash as pydai_crash
-from pydai_checks import MATRIX, lines
+from pydai_checks import MATRIX
 
 pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
@@ -30,27 +29,18 @@ CASES = MATRIX
 
 @pytest.mark.parametrize(("spec", "deploys", "unknown"), CASES, ids=[c[0] for c in CASES])
 def test_a_killed_graph_turn_resumes_from_its_last_recorded_call(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str, deploys: int, unknown: bool
+    tmp_path: Path, spec: str, deploys: int, unknown: bool
 ) -> None:
-    monkeypatch.setattr(pydai_crash, "DRIVER", Path(__file__).resolve())
-    pydai_crash.test_a_killed_pydantic_ai_turn_resumes_from_its_last_step(
-        tmp_path, spec, deploys, unknown
+    driver = Path(__file__).resolve()  # this file as a script: the run to rest with its agent
+    pydai_crash.kill_and_recover(
+        tmp_path, spec, deploys, unknown, driver=driver, framework="langchain"
     )
-    served = [json.loads(x) for x in lines(tmp_path / "world" / "model.log")]
-    assert served and {r.get("framework") for r in served} == {"langchain"}, served
 
 
 if __name__ == "__main__":
-    import argparse
-    import asyncio
     import sys
 
     import pydai_driver
     from test_langchain_middleware import build_graph
 
-    pydai_driver.build = build_graph  # the driver's run to rest, with the graph
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--store", required=True)
-    parser.add_argument("--dir", required=True)
-    parser.add_argument("--next", action="store_true")
-    sys.exit(asyncio.run(pydai_driver.main(parser.parse_args())))
+    sys.exit(pydai_driver.serve(build_graph))
