@@ -2,8 +2,9 @@
 
 An ordinary ``agents.Agent`` whose model is the SDK's own offline ``ScriptedModel`` (each
 request answered by a responder that reads the input items, streamed by the SDK's own event
-builder), with the three tools of the pydantic-ai adapter's tests (``pydai_agent.py``), writing
-the same outside world, so ``pydai_checks.py`` checks both adapters:
+builder, an answer's text a delta per 8 characters), with the three tools of the pydantic-ai
+adapter's tests (``pydai_agent.py``), writing the same outside world, so ``pydai_checks.py``
+checks both adapters:
 
 - ``read_status`` (``@replay("safe")``): a read;
 - ``record_note`` (``@replay("idempotent")``): appends ``note <execution id>`` to ``notes.log``
@@ -24,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from agents import Agent, function_tool
-from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message
+from agents.testing import ModelCall, ModelStep, ScriptedModel
 from agents.testing import function_call as call_item
 from agents.tool_context import ToolContext
+from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
 import fxdurable as fx
 from fxdurable.adapters.openai_agents import durable_agent, replay, tool_context
@@ -51,6 +53,18 @@ def turn_returns(items: list[Any]) -> list[tuple[str, str]]:
 def last_prompt(items: list[Any]) -> str:
     prompts = [str(i["content"]) for i in items if i.get("role") == "user"]
     return prompts[-1] if prompts else ""
+
+
+def assistant_message(text: str) -> ResponseOutputMessage:
+    """An answer of 8-character text parts: the SDK's stream builder sends each part as one
+    ``response.output_text.delta``, as pydai_agent.py streams 8-character deltas."""
+    parts = [
+        ResponseOutputText(text=text[i : i + 8], type="output_text", annotations=[], logprobs=[])
+        for i in range(0, len(text), 8)
+    ]
+    return ResponseOutputMessage(
+        id="scripted-message", type="message", role="assistant", status="completed", content=parts
+    )
 
 
 def respond(items: list[Any]) -> list[Any]:
