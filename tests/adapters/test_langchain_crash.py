@@ -1,8 +1,9 @@
-"""A LangChain agent (``test_langchain_agent.build``) SIGKILLed at the issue's four crash points
-in a real process on the embedded SQLite runtime, then run to rest and checked: the
-pydantic-ai adapter's crash test itself (``test_pydantic_ai_crash.py``, over the same outside
-world and ``pydai_checks.py``), run with this file as its driver. The deploy happened at most
-once, the model was told its outcome is unknown (and its first blind repeat refused), the
+"""A LangChain agent (``test_langchain_agent.build``) SIGKILLed at each crash point of the matrix
+(``pydai_checks.MATRIX``: the issue's four and the idempotent note's) in a real process on the
+embedded SQLite runtime, then run to rest and checked: the pydantic-ai adapter's crash test
+itself (``test_pydantic_ai_crash.kill_and_recover``, over the same outside world and
+``pydai_checks.py``), run with this file as its driver. The deploy happened at most once, the
+model was told when its outcome is unknown (and its first blind repeat refused), the
 idempotent note took effect once under its execution id, ``fxdurable check`` is clean, and the
 session completes a follow-up.
 
@@ -20,14 +21,8 @@ from pydai_checks import MATRIX
 
 pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
-# The issue's four crash points (the idempotent note's key is checked in process,
-# test_langchain_agent.py): an unsafe call's intent recorded, its effect done but not its
-# result, a kill inside the model's stream, and one inside the answer's commit. Each case is
-# 5 processes.
-CASES = [m for m in MATRIX if not m[0].endswith(":record_note")]
 
-
-@pytest.mark.parametrize(("spec", "deploys", "unknown"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("spec", "deploys", "unknown"), MATRIX, ids=[c[0] for c in MATRIX])
 def test_a_killed_langchain_turn_resumes_from_its_last_step(
     tmp_path: Path, spec: str, deploys: int, unknown: bool
 ) -> None:

@@ -1,9 +1,10 @@
 """A ``create_agent`` graph run through ``DurableMiddleware`` (``build_graph``), SIGKILLed in a
-real process on the embedded SQLite runtime, then run to rest and checked: the pydantic-ai
-adapter's crash test itself (``test_pydantic_ai_crash.py``, the same outside world and
-``pydai_checks.py``), with this file as its driver. After each kill the graph runs again from
-the turn's start, its recorded calls answered from the journal: the deploy happened at most
-once, the model was told its outcome is unknown (and its first blind repeat refused), the
+real process on the embedded SQLite runtime at each crash point of ``pydai_checks.MATRIX``,
+then run to rest and checked: the pydantic-ai adapter's crash test itself
+(``test_pydantic_ai_crash.kill_and_recover``, the same outside world and ``pydai_checks.py``),
+with this file as its driver. After each kill the graph runs again from the turn's start, its
+recorded calls answered from the journal: the deploy happened at most once, the model was told
+when its outcome is unknown (and its first blind repeat refused), the
 idempotent note took effect once under one execution id, ``fxdurable check`` is clean, and
 the session completes a follow-up.
 
@@ -24,10 +25,8 @@ from pydai_checks import MATRIX
 
 pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
-CASES = MATRIX
 
-
-@pytest.mark.parametrize(("spec", "deploys", "unknown"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("spec", "deploys", "unknown"), MATRIX, ids=[c[0] for c in MATRIX])
 def test_a_killed_graph_turn_resumes_from_its_last_recorded_call(
     tmp_path: Path, spec: str, deploys: int, unknown: bool
 ) -> None:
