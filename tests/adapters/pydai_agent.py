@@ -12,7 +12,8 @@ status, records a note, deploys; told the deploy's outcome is unknown it repeats
 once (a blind repeat, which fxdurable refuses) and then answers ``deploy outcome unknown``;
 after a deploy that returned it answers ``deployed``. Prompted ``status?`` (the follow-up), it
 reads the status and answers ``status: ...``. Every request it serves is appended
-to ``model.log`` (one JSON line: the tool results it was shown, this process's pid).
+to ``model.log`` (one JSON line: the tool results it was shown, this process's pid, the
+framework).
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[TextPart(f"deployed: {deploys[-1]}")])
 
 
-def build(world: Path) -> fx.Agent:
+def build(world: Path, durability: fx.Durability | None = None) -> fx.Agent:
     (world / "notes.log").touch()  # the change log the note deduplicates against
 
     def log(name: str, line: str) -> None:
@@ -98,7 +99,11 @@ def build(world: Path) -> fx.Agent:
         messages: list[ModelMessage], info: AgentInfo
     ) -> AsyncIterator[str | DeltaToolCalls]:
         shown = [[r.tool_name, str(r.content)] for r in turn_returns(messages)]
-        log("model.log", json.dumps({"shown": shown, "pid": os.getpid()}))
+        # Which framework served it: each crash test checks its driver ran its agent.
+        log(
+            "model.log",
+            json.dumps({"shown": shown, "pid": os.getpid(), "framework": "pydantic-ai"}),
+        )
         response = respond(messages, info)
         for index, part in enumerate(response.parts):
             if isinstance(part, TextPart):
@@ -137,4 +142,6 @@ def build(world: Path) -> fx.Agent:
         log("effects.log", f"deploy {key}")
         return f"release {release} deployed ({key})"
 
-    return durable_agent(agent, instructions="You deploy releases carefully.")
+    return durable_agent(
+        agent, instructions="You deploy releases carefully.", durability=durability
+    )

@@ -4,6 +4,9 @@ set to SIGKILL it at a crash point. Submits ``deploy r1`` (request id ``pa-1``; 
 ``status?``, request id ``pa-2``) to session ``s`` (admission is idempotent: a rerun after a
 crash gets the same submission), waits until it has settled and
 prints one ``outcome {json}`` line.
+
+The other adapters' crash tests are drivers of the same run to rest with their agent in place
+of this one: run as a script, each calls ``serve(build)``.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 # Run as a script, its own directory is on sys.path: pydai_agent imports from there.
@@ -20,10 +24,10 @@ from pydai_agent import build
 import fxdurable as fx
 
 
-async def main(args: argparse.Namespace) -> int:
+async def main(args: argparse.Namespace, agent: Callable[[Path], fx.Agent]) -> int:
     world = Path(args.dir)
     settings = fx.WorkerSettings(lease_ttl_s=2.0, heartbeat_s=0.5, scan_interval_s=0.2)
-    async with fx.Runtime([build(world)], store=args.store, settings=settings) as rt:
+    async with fx.Runtime([agent(world)], store=args.store, settings=settings) as rt:
         session = rt.session("s")
         prompt, request_id = ("status?", "pa-2") if args.next else ("deploy r1", "pa-1")
         sub = await session.submit(prompt, request_id=request_id)
@@ -33,9 +37,14 @@ async def main(args: argparse.Namespace) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def serve(agent: Callable[[Path], fx.Agent]) -> int:
+    """This driver's run to rest, with the agent ``agent(world)`` builds: its command line."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--store", required=True)
     parser.add_argument("--dir", required=True)
     parser.add_argument("--next", action="store_true")
-    sys.exit(asyncio.run(main(parser.parse_args())))
+    return asyncio.run(main(parser.parse_args(), agent))
+
+
+if __name__ == "__main__":
+    sys.exit(serve(build))

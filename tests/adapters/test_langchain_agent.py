@@ -116,7 +116,7 @@ def respond(messages: list[BaseMessage]) -> AIMessage:
     return AIMessage(content=f"deployed: {deploys[-1]}")
 
 
-def build(world: Path) -> fx.Agent:
+def build(world: Path, durability: fx.Durability | None = None) -> fx.Agent:
     model, tools = world_parts(world)
     return durable_agent(
         model,
@@ -124,6 +124,7 @@ def build(world: Path) -> fx.Agent:
         name="lc-ops",
         system_prompt="You deploy releases carefully.",
         replay={"record_note": "idempotent"},
+        durability=durability,
     )
 
 

@@ -52,13 +52,13 @@ class Counting(AgentMiddleware):
         return await handler(request)
 
 
-def build_graph(world: Path) -> fx.Agent:
+def build_graph(world: Path, durability: fx.Durability | None = None) -> fx.Agent:
     model, tools = world_parts(world)
     durable = DurableMiddleware(replay={"record_note": "idempotent"})
     graph = create_agent(
         model, tools, middleware=[durable], system_prompt="You deploy releases carefully."
     )
-    return durable.agent(graph, name="lc-ops")
+    return durable.agent(graph, name="lc-ops", durability=durability)
 
 
 build = build_graph  # what tests/adapters/frameworks.py builds for "langchain-graph"

@@ -1,9 +1,10 @@
 """A ``create_agent`` graph run through ``DurableMiddleware`` (``build_graph``), SIGKILLed in a
-real process on the embedded SQLite runtime, then run to rest and checked: the pydantic-ai
-adapter's crash test itself (``test_pydantic_ai_crash.py``, the same outside world and
-``pydai_checks.py``), with this file as its driver. After each kill the graph runs again from
-the turn's start, its recorded calls answered from the journal: the deploy happened at most
-once, the model was told its outcome is unknown (and its first blind repeat refused), the
+real process on the embedded SQLite runtime at each crash point of ``pydai_checks.MATRIX``,
+then run to rest and checked: the pydantic-ai adapter's crash test itself
+(``test_pydantic_ai_crash.kill_and_recover``, the same outside world and ``pydai_checks.py``),
+with this file as its driver. After each kill the graph runs again from the turn's start, its
+recorded calls answered from the journal: the deploy happened at most once, the model was told
+when its outcome is unknown (and its first blind repeat refused), the
 idempotent note took effect once under one execution id, ``fxdurable check`` is clean, and
 the session completes a follow-up.
 
@@ -16,41 +17,29 @@ graph in place of the pydantic-ai agent.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import test_pydantic_ai_crash as pydai_crash
-from pydai_checks import MATRIX, lines
+from pydai_checks import MATRIX
 
 pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
-CASES = MATRIX
 
-
-@pytest.mark.parametrize(("spec", "deploys", "unknown"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("spec", "deploys", "unknown"), MATRIX, ids=[c[0] for c in MATRIX])
 def test_a_killed_graph_turn_resumes_from_its_last_recorded_call(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str, deploys: int, unknown: bool
+    tmp_path: Path, spec: str, deploys: int, unknown: bool
 ) -> None:
-    monkeypatch.setattr(pydai_crash, "DRIVER", Path(__file__).resolve())
-    pydai_crash.test_a_killed_pydantic_ai_turn_resumes_from_its_last_step(
-        tmp_path, spec, deploys, unknown
+    driver = Path(__file__).resolve()  # this file as a script: the run to rest with its agent
+    pydai_crash.kill_and_recover(
+        tmp_path, spec, deploys, unknown, driver=driver, framework="langchain"
     )
-    served = [json.loads(x) for x in lines(tmp_path / "world" / "model.log")]
-    assert served and {r.get("framework") for r in served} == {"langchain"}, served
 
 
 if __name__ == "__main__":
-    import argparse
-    import asyncio
     import sys
 
     import pydai_driver
     from test_langchain_middleware import build_graph
 
-    pydai_driver.build = build_graph  # the driver's run to rest, with the graph
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--store", required=True)
-    parser.add_argument("--dir", required=True)
-    parser.add_argument("--next", action="store_true")
-    sys.exit(asyncio.run(pydai_driver.main(parser.parse_args())))
+    sys.exit(pydai_driver.serve(build_graph))

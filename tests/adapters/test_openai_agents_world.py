@@ -1,9 +1,10 @@
-"""The OpenAI Agents SDK agent of the adapter tests, and the process that runs it.
+"""The OpenAI Agents SDK agent of the adapter tests.
 
 An ordinary ``agents.Agent`` whose model is the SDK's own offline ``ScriptedModel`` (each
 request answered by a responder that reads the input items, streamed by the SDK's own event
-builder), with the three tools of the pydantic-ai adapter's tests (``pydai_agent.py``), writing
-the same outside world, so ``pydai_checks.py`` checks both adapters:
+builder, an answer's text a delta per 8 characters), with the three tools of the pydantic-ai
+adapter's tests (``pydai_agent.py``), writing the same outside world, so ``pydai_checks.py``
+checks both adapters:
 
 - ``read_status`` (``@replay("safe")``): a read;
 - ``record_note`` (``@replay("idempotent")``): appends ``note <execution id>`` to ``notes.log``
@@ -12,24 +13,22 @@ the same outside world, so ``pydai_checks.py`` checks both adapters:
 - ``deploy`` (no policy: ``unsafe``): appends ``deploy <execution id>`` to ``effects.log``.
 
 The model behaves as ``pydai_agent.py``'s does; every request is a line in ``model.log``.
-As a script: ``python test_openai_agents_world.py STORE_URL WORLD_DIR`` runs the
-agent to rest in an embedded runtime (``FXD_CRASH_AT`` SIGKILLs it at a crash point) and prints
-one ``outcome {json}`` line. Holds no tests.
+The process that runs it to rest after a crash is ``test_openai_agents_crash.py`` as a script
+(``pydai_driver.py``'s run with this agent). Holds no tests.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 from agents import Agent, function_tool
-from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message
+from agents.testing import ModelCall, ModelStep, ScriptedModel
 from agents.testing import function_call as call_item
 from agents.tool_context import ToolContext
+from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
 import fxdurable as fx
 from fxdurable.adapters.openai_agents import durable_agent, replay, tool_context
@@ -54,6 +53,18 @@ def turn_returns(items: list[Any]) -> list[tuple[str, str]]:
 def last_prompt(items: list[Any]) -> str:
     prompts = [str(i["content"]) for i in items if i.get("role") == "user"]
     return prompts[-1] if prompts else ""
+
+
+def assistant_message(text: str) -> ResponseOutputMessage:
+    """An answer of 8-character text parts: the SDK's stream builder sends each part as one
+    ``response.output_text.delta``, as pydai_agent.py streams 8-character deltas."""
+    parts = [
+        ResponseOutputText(text=text[i : i + 8], type="output_text", annotations=[], logprobs=[])
+        for i in range(0, len(text), 8)
+    ]
+    return ResponseOutputMessage(
+        id="scripted-message", type="message", role="assistant", status="completed", content=parts
+    )
 
 
 def respond(items: list[Any]) -> list[Any]:
@@ -92,7 +103,9 @@ def sdk_agent(world: Path) -> Agent[Any]:
     def answer(call: ModelCall) -> list[Any]:
         items = list(call.input)
         shown = [list(r) for r in turn_returns(items)]
-        log(world, "model.log", json.dumps({"shown": shown, "pid": os.getpid()}))
+        # Which framework served it: the crash test's driver must run this agent.
+        served = {"shown": shown, "pid": os.getpid(), "framework": "openai-agents"}
+        log(world, "model.log", json.dumps(served))
         return respond(items)
 
     @replay("safe")
@@ -126,20 +139,5 @@ def sdk_agent(world: Path) -> Agent[Any]:
     )
 
 
-def build(world: Path) -> fx.Agent:
-    return durable_agent(sdk_agent(world))
-
-
-async def run_to_rest(store: str, world: Path) -> dict[str, str]:
-    """Submit ``deploy r1`` to session ``s`` (request ``oai-1``: a rerun after a crash gets
-    the same submission) in an embedded runtime and wait until it has settled."""
-    settings = fx.WorkerSettings(lease_ttl_s=2.0, heartbeat_s=0.5, scan_interval_s=0.2)
-    async with fx.Runtime([build(world)], store=store, settings=settings) as rt:
-        sub = await rt.session("s").submit("deploy r1", request_id="oai-1")
-        done = await rt.session("s").wait(sub.id, timeout=40)
-    return {"status": str(done.status), "text": done.result or ""}
-
-
-if __name__ == "__main__":
-    store, world = sys.argv[1:3]
-    print("outcome " + json.dumps(asyncio.run(run_to_rest(store, Path(world)))), flush=True)
+def build(world: Path, durability: fx.Durability | None = None) -> fx.Agent:
+    return durable_agent(sdk_agent(world), durability=durability)

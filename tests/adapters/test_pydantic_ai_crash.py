@@ -23,13 +23,13 @@ pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
 
 def run(
-    store: str, world: Path, crash_at: str | None = None, *, follow_up: bool = False
+    driver: Path, store: str, world: Path, crash_at: str | None = None, *, follow_up: bool = False
 ) -> tuple[int, str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FXD_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     if crash_at is not None:
         env["FXD_CRASH_AT"] = crash_at
-    argv = [sys.executable, str(DRIVER), "--store", store, "--dir", str(world)]
+    argv = [sys.executable, str(driver), "--store", store, "--dir", str(world)]
     done = subprocess.run(
         argv + (["--next"] if follow_up else []),
         cwd=REPO,
@@ -48,17 +48,25 @@ def outcome(stdout: str) -> dict[str, str]:
     return parsed
 
 
-@pytest.mark.parametrize(("spec", "deploys", "unknown"), MATRIX, ids=[m[0] for m in MATRIX])
-def test_a_killed_pydantic_ai_turn_resumes_from_its_last_step(
-    tmp_path: Path, spec: str, deploys: int, unknown: bool
+def kill_and_recover(
+    tmp_path: Path,
+    spec: str,
+    deploys: int,
+    unknown: bool,
+    *,
+    driver: Path = DRIVER,
+    framework: str = "pydantic-ai",
 ) -> None:
+    """The crash test of every adapter: ``driver`` (this driver, or an adapter's crash test run
+    as a script) killed at ``spec``, run to rest, checked, then answering a follow-up; every
+    model request served by ``framework``'s agent."""
     store, world = f"sqlite:///{tmp_path}/pydai.db", tmp_path / "world"
     world.mkdir()
-    code, out, err = run(store, world, spec)
+    code, out, err = run(driver, store, world, spec)
     assert code == -signal.SIGKILL and f"crash injected at {spec}" in err, (code, out, err)
     crashed_pid = json.loads(lines(world / "model.log")[-1])["pid"]
 
-    code, out, err = run(store, world)
+    code, out, err = run(driver, store, world)
     assert code == 0 and "Traceback" not in err, (code, out, err)
     done = outcome(out)
     assert done["status"] == "completed", done
@@ -67,7 +75,7 @@ def test_a_killed_pydantic_ai_turn_resumes_from_its_last_step(
     )
     assert_checked(store, world)
 
-    code, out, err = run(store, world, follow_up=True)
+    code, out, err = run(driver, store, world, follow_up=True)
     assert code == 0, (code, out, err)
     assert outcome(out) == {
         "request_id": "pa-2",
@@ -76,3 +84,12 @@ def test_a_killed_pydantic_ai_turn_resumes_from_its_last_step(
     }
     assert len(lines(world / "effects.log")) == deploys
     assert_checked(store, world)
+    served = {json.loads(x).get("framework") for x in lines(world / "model.log")}
+    assert served == {framework}, served
+
+
+@pytest.mark.parametrize(("spec", "deploys", "unknown"), MATRIX, ids=[m[0] for m in MATRIX])
+def test_a_killed_pydantic_ai_turn_resumes_from_its_last_step(
+    tmp_path: Path, spec: str, deploys: int, unknown: bool
+) -> None:
+    kill_and_recover(tmp_path, spec, deploys, unknown)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from wheel_support import REPO, Venv, clean_env
+from wheel_support import REPO, Venv, clean_env, wheel_venv
 
 # One venv for every example test (and the other wheel tests of the same process that ask
 # for these extras): each venv costs 20-50 s to make. The real-provider agent needs no
@@ -31,6 +31,7 @@ __all__ = [
     "EXTRAS",
     "REPO",
     "Ran",
+    "UserProject",
     "copy_example",
     "docs_blocks",
     "exported",
@@ -39,6 +40,7 @@ __all__ = [
     "readme_blocks",
     "run_line",
     "user_env",
+    "user_project",
 ]
 
 DOCS_PAGE = REPO / "docs" / "examples.md"
@@ -151,3 +153,31 @@ def ok(ran: Ran) -> str:
         f"`{ran.line}` exited {ran.returncode}\n--- stdout\n{ran.stdout}\n--- stderr\n{ran.stderr}"
     )
     return ran.stdout
+
+
+@dataclass(frozen=True)
+class UserProject:
+    """``examples/<example>`` as a user has it: copied into an empty directory, with a shell
+    there whose venv has the built wheel installed."""
+
+    example: str
+    root: Path
+    env: dict[str, str]
+
+    def commands(self, test_id: str) -> list[str]:
+        """The README's command lines that ``test_id`` runs (:func:`readme_block`)."""
+        return readme_block(self.example, test_id)
+
+    def run(self, line: str, *, timeout: float = 60) -> Ran:
+        """Run one README line in the project, as its user's shell does."""
+        return run_line(line, cwd=self.root, env=self.env, timeout=timeout)
+
+    def ok(self, line: str) -> str:
+        """The stdout of a line that must succeed."""
+        return ok(self.run(line))
+
+
+def user_project(example: str, into: Path, extras: str = EXTRAS) -> UserProject:
+    """``examples/<example>`` copied into ``into``, with the shell of a user who installed the
+    wheel with ``extras`` (one venv per set of extras in a run: ``wheel_venv``)."""
+    return UserProject(example, copy_example(example, into), user_env(wheel_venv(extras)))

@@ -7,12 +7,15 @@ vocabulary.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import httpx
 
+import fxdurable as fx
+from fxdurable.http import HttpSettings, create_app, dev_principal
 from fxdurable.http.lines import line_adapter
 
 Line = dict[str, Any]
@@ -58,3 +61,26 @@ def is_turn_end(line: Line) -> bool:
 
 def tool_started(tool: str) -> Callable[[Line], bool]:
     return lambda line: line["type"] == "tool.started" and line["data"]["tool"] == tool
+
+
+def chat_in_process(
+    agent: fx.Agent, store: str, prompt: str = "go", *, session_id: str = "s", **runtime: Any
+) -> list[Line]:
+    """``POST /chat`` of ``prompt`` to the app over a runtime of ``agent`` (``runtime``: its
+    other options), in this process through httpx's ASGI transport (no server, no port): the
+    stream's lines to the turn's end, each validated, ``progress`` lines dropped."""
+
+    async def go() -> list[Line]:
+        async with fx.Runtime([agent], store=store, **runtime) as rt:
+            settings = HttpSettings(dev=True)
+            app = create_app(
+                rt, authenticate=dev_principal, settings=settings, manage_runtime=False
+            )
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+                body = {"sessionId": session_id, "prompt": prompt}
+                reply = await client.post("/chat", json=body)
+                assert reply.status_code == 200, reply.text
+                return lines_of(reply.text.splitlines())
+
+    return asyncio.run(asyncio.wait_for(go(), 30))

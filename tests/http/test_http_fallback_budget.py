@@ -4,18 +4,14 @@ outcome is ``failed`` and whose error is ``budget_exhausted``."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pydantic
+from http_lines import chat_in_process
 
 import fxdurable as fx
-from fxdurable.http import HttpSettings, create_app, dev_principal
 from fxdurable.runtime.models.base import Finish, ModelRequest, TextDelta
 
 SETTINGS = fx.WorkerSettings(heartbeat_s=0.05, lease_ttl_s=2, scan_interval_s=0.2)
@@ -40,25 +36,6 @@ class Overloaded:
         yield  # pragma: no cover - makes this an async generator
 
 
-def chat_lines(tmp_path: Path, agent: fx.Agent) -> list[dict[str, Any]]:
-    async def go() -> list[dict[str, Any]]:
-        store = f"sqlite:///{tmp_path}/http.db"
-        async with fx.Runtime([agent], store=store, settings=SETTINGS, rng=random.Random(2)) as rt:
-            app = create_app(
-                rt,
-                authenticate=dev_principal,
-                settings=HttpSettings(dev=True),
-                manage_runtime=False,
-            )
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-                reply = await client.post("/chat", json={"sessionId": "s", "prompt": "go"})
-                assert reply.status_code == 200, reply.text
-                return [json.loads(line) for line in reply.text.splitlines() if line]
-
-    return asyncio.run(asyncio.wait_for(go(), 30))
-
-
 def test_a_looping_backup_shows_its_switch_and_stops_at_the_budget(tmp_path: Path) -> None:
     looper = fx.ScriptedModel(
         lambda request: fx.reply("once more", fx.call("note", text="x")), name="backup"
@@ -69,7 +46,8 @@ def test_a_looping_backup_shows_its_switch_and_stops_at_the_budget(tmp_path: Pat
         tools=[note],
         spending=fx.SpendingBudget(turn_output_tokens=6),
     )
-    lines = chat_lines(tmp_path, agent)
+    store = f"sqlite:///{tmp_path}/http.db"
+    lines = chat_in_process(agent, store, settings=SETTINGS, rng=random.Random(2))
     types = [line["type"] for line in lines]
     (switch,) = [line for line in lines if line["type"] == "model.fallback"]
     assert (switch["data"]["from_model"], switch["data"]["to_model"]) == ("primary", "backup")

@@ -6,7 +6,7 @@ The user builds their agent as usual, with this middleware first in the list::
     graph = create_agent(model, tools, middleware=[durable, *their_own])
     agent = durable.agent(graph, name="ops")  # an fxdurable Agent for a Runtime or a worker
 
-Each turn runs the graph (``ainvoke``) from the conversation the journal holds, inside
+Each turn runs the graph (``astream``) from the conversation the journal holds, inside
 fxdurable's turn driver (:mod:`fxdurable.adapters._driven`): ``awrap_model_call`` and
 ``awrap_tool_call`` hand each call to the driver, which records it (the reply with the tool
 calls it asked for; each call's intent, then its result) or, for a call the journal already
@@ -87,7 +87,7 @@ class DurableMiddleware(AgentMiddleware):
         """The fxdurable :class:`Agent` that runs ``graph`` (what ``create_agent`` built with
         this middleware) as its turns. ``before_tool`` is fxdurable's hook (approvals as
         questions: ``fx.ask``), run before a call's intent; ``config`` is passed to each
-        ``ainvoke`` of the graph (a ``recursion_limit``, callbacks). Raises
+        ``astream`` of the graph (a ``recursion_limit``, callbacks). Raises
         :class:`ConfigurationError` for a graph without this middleware's tools node, a
         second graph, or a replay policy for a tool the graph lacks."""
         if self._graph is not None and self._graph is not graph:

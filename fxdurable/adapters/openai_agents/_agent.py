@@ -269,7 +269,8 @@ def _refuse_runner_features(agent_name: str, agent: SDKAgent[Any]) -> None:
     refused = {
         "input_guardrails": agent.input_guardrails,
         "output_guardrails": agent.output_guardrails,
-        "mcp_servers (use fx.mcp_tools for durable MCP tools)": agent.mcp_servers,
+        "mcp_servers (not journaled; fx.mcp_tools makes durable MCP tools for fxdurable's "
+        "own agents)": agent.mcp_servers,
         "hooks": agent.hooks,
         "prompt": agent.prompt,
     }
