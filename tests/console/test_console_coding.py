@@ -142,11 +142,14 @@ def test_a_fork_from_before_the_first_edit_works_on_its_own_copy(
     )
     before_edit = int(first_edit.first.get_attribute("data-cursor") or "0") - 1
 
+    # The fork points the trace view will render, from the route it renders them from; the
+    # view fills its list in once, when GET /sessions/{id}/trace answers: wait for it to show
+    # them all (reading the buttons before that found none, or some).
+    trace = server.api("GET", "/sessions/fork-1/trace").json()["lines"]
+    forkable = [line["forkAfter"] for line in trace if line.get("forkAfter") is not None]
+    after = max(p for p in forkable if isinstance(p, int) and p <= before_edit)
     page.get_by_test_id("trace-link").click()
-    points = page.get_by_test_id("fork-button").evaluate_all(
-        "els => els.map(e => e.dataset.after).filter(a => /^\\d+$/.test(a)).map(Number)"
-    )
-    after = max(p for p in points if p <= before_edit)
+    expect(page.get_by_test_id("fork-button")).to_have_count(len(forkable))
     page.locator(f'[data-testid="fork-button"][data-after="{after}"]').click()
     page.get_by_test_id("fork-id-input").fill("fork-1-copy")
     page.get_by_test_id("fork-submit").click()
