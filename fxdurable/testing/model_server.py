@@ -180,6 +180,8 @@ class ScriptedModelServer:
     def start(self) -> ScriptedModelServer:
         if self._httpd is not None:
             raise RuntimeError("the model server is already running")
+        if self._request_log is not None:  # e.g. .fxd-coding/, before make coding-ui made it
+            self._request_log.parent.mkdir(parents=True, exist_ok=True)
         self._httpd = ModelHTTPServer(self._address, self._respond)
         return self
 

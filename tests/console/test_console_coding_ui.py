@@ -9,6 +9,8 @@ process, the scripted model. Each state the issue lists, with a screenshot of it
 - "Yes, don't ask again" chosen at the first prompt survives the crash button (a SIGKILL of
   the worker) pressed while an edit is held at the test gate (``FXD_CODING_GATE``), and is
   revocable in the grants panel.
+
+``make coding-ui`` itself, in a checkout, is test_console_coding_make.py's.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from console_pages import open_session, send, tool_call, turn_end
+from console_pages import allow_until_done, answer, open_session, send, tool_call, turn_end
 from console_server import ConsoleServer
 from playwright.sync_api import Page, expect
 from shots import Shots
@@ -40,27 +42,6 @@ def coding_ui(serve: Callable[..., ConsoleServer], gate: Path | None = None) -> 
 def workspace(server: ConsoleServer, session: str) -> Path:
     # web.py's coding_dir(): .fxd-coding under the server's working directory.
     return server.workdir / ".fxd-coding" / "workspace" / safe_name(f"dev/{session}")
-
-
-def answer(page: Page, button: str) -> None:
-    """Press ``button`` in the waiting question and wait for its answer's line in the log (not
-    for the box to go: the next question may take its place at once)."""
-    answered = page.locator('[data-testid="event"][data-kind="input.answered"]')
-    before = answered.count()
-    page.get_by_test_id("question").get_by_test_id(button).click()
-    expect(answered).to_have_count(before + 1)
-
-
-def allow_until_done(page: Page) -> int:
-    """Answer Yes to each shell prompt until the turn completed; how many were asked."""
-    question = page.get_by_test_id("question")
-    done = turn_end(page, "completed")
-    for asked in range(12):
-        expect(question.or_(done)).to_be_visible()
-        if done.count():
-            return asked
-        answer(page, "answer-allow")
-    raise AssertionError("more than 12 prompts")
 
 
 def test_diffs_terminal_and_files_panel(
