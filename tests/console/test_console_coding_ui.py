@@ -4,7 +4,8 @@ process, the scripted model. Each state the issue lists, with a screenshot of it
 
 - each edit's diff shown once, in its own card; the terminal panel with the shell's output
   and exit status (the tests fail first, pass after the fixes); the files panel marking the
-  changed file;
+  changed file; the explore subagent's transcript, folded in its card; axe-core finds no
+  serious violation (light and dark; a plan waiting; 360 px);
 - plan mode switched on in the page refuses the shell until the plan is approved, then edits;
 - "Yes, don't ask again" chosen at the first prompt survives the crash button (a SIGKILL of
   the worker) pressed while an edit is held at the test gate (``FXD_CODING_GATE``), and is
@@ -18,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from axe_check import assert_accessible
 from console_pages import allow_until_done, answer, open_session, send, tool_call, turn_end
 from console_server import ConsoleServer
 from playwright.sync_api import Page, expect
@@ -82,6 +84,23 @@ def test_diffs_terminal_and_files_panel(
     expect(page.get_by_test_id("files-summary")).to_contain_text("1 changed")
     page.get_by_test_id("files-panel").scroll_into_view_if_needed()
     shots.take("files-panel")
+
+    # The explore call's card holds its subagent's transcript, folded until opened.
+    subagent = tool_call(page, "explore").get_by_test_id("subagent")
+    expect(subagent).to_have_count(1)
+    child = subagent.get_by_test_id("child-log")
+    expect(child).not_to_be_visible()
+    subagent.locator("summary").click()
+    expect(child.locator('[data-testid="tool-call"][data-tool="glob_files"]')).to_have_count(1)
+    expect(child.locator('[data-testid="tool-call"][data-tool="grep_files"]')).to_have_count(1)
+    shots.take("subagent-transcript-open")
+
+    # Diffs, terminals, the files, plan and grants panels: axe-core finds nothing serious,
+    # in either colour scheme.
+    assert_accessible(page, "coding page, completed (light)")
+    page.emulate_media(color_scheme="dark")
+    assert_accessible(page, "coding page, completed (dark)")
+    shots.take("completed-dark")
     assert run_project_tests(workspace(server, "ui-fix")).returncode == 0
 
 
@@ -103,6 +122,7 @@ def test_plan_mode_refuses_the_shell_until_the_plan_is_approved(
     template = Path(__file__).resolve().parents[2] / "examples/coding_agent/project" / CART
     assert (workspace(server, "ui-plan") / CART).read_text() == template.read_text()
     shots.take("plan-waiting-for-approval")
+    assert_accessible(page, "coding page, a plan waiting for approval")
 
     answer(page, "answer-allow")  # approve the plan
     allow_until_done(page)
@@ -142,6 +162,13 @@ def test_dont_ask_again_survives_the_crash_button_and_is_revocable(
     shots.take("completed-after-the-crash-without-asking")
     cart = (workspace(server, "ui-grant") / CART).read_text()
     assert cart.count("unit_price * qty") == 1
+    # Each fix's diff once, the re-run edit's in the first edit's card.
+    edits = tool_call(page, "edit_file")
+    expect(edits).to_have_count(2)
+    expect(edits.first).to_contain_text("run 2 (recovery)")
+    for n in range(2):
+        expect(edits.nth(n).get_by_test_id("diff")).to_have_count(1)
+    expect(page.get_by_test_id("diff")).to_have_count(2)
 
     grant.get_by_test_id("revoke").click()
     expect(page.get_by_test_id("no-grants")).to_be_visible()
@@ -175,6 +202,7 @@ def test_keyboard_only_at_360_px(
     expect(question).to_contain_text("Run `python3 -m unittest -q`")
     tab_to(page, "answer-allow-always")
     shots.take("question-focused-at-360")
+    assert_accessible(page, "coding page at 360 px, a shell prompt")
     page.keyboard.press("Enter")
     expect(turn_end(page, "completed")).to_be_visible()
     expect(question).to_have_count(0)  # the grant answered the second prompt too
