@@ -9,7 +9,8 @@ process, the scripted model. Each state the issue lists, with a screenshot of it
 - plan mode switched on in the page refuses the shell until the plan is approved, then edits;
 - "Yes, don't ask again" chosen at the first prompt survives the crash button (a SIGKILL of
   the worker) pressed while an edit is held at the test gate (``FXD_CODING_GATE``), and is
-  revocable in the grants panel.
+  revocable in the grants panel; the press scrolls the page from the top of the log to the
+  recovery; each fix's diff is shown once.
 
 ``make coding-ui`` itself, in a checkout, is test_console_coding_make.py's.
 """
@@ -147,9 +148,15 @@ def test_dont_ask_again_survives_the_crash_button_and_is_revocable(
     expect(tool_call(page, "edit_file", "running")).to_have_count(1)  # held at the gate
     shots.take("edit-held-shell-granted")
 
-    crash = page.get_by_test_id("crash-button")
-    crash.click()
+    # From the top of the log, far from where the interruption will be: after the press the
+    # page scrolls to it (and to the recovery's lines as they arrive).
+    page.evaluate("window.scrollTo(0, 0)")
+    expect(tool_call(page, "edit_file", "running")).not_to_be_in_viewport()
+    page.get_by_test_id("crash-button").click()
     expect(page.get_by_test_id("interruption").first).to_contain_text("INTERRUPTED")
+    rerun = page.locator("[data-recovery^='edit_file run again']")
+    expect(rerun).to_be_in_viewport()
+    shots.take("scrolled-to-the-recovery")
     (gate / "edit_file.open").touch()
     done = turn_end(page, "completed")
     expect(question.or_(done)).to_be_visible()
