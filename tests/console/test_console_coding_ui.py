@@ -198,7 +198,8 @@ def test_keyboard_only_at_360_px(
     page: Page, serve: Callable[..., ConsoleServer], shots: Shots
 ) -> None:
     """A phone-wide window, no mouse: the task asked, "don't ask again" chosen and the turn
-    completed with the keyboard alone; nothing wider than the window."""
+    completed with the keyboard alone, then the grant revoked and plan mode switched on;
+    nothing wider than the window."""
     page.set_viewport_size({"width": 360, "height": 780})
     server = coding_ui(serve)
     open_session(page, server, "ui-keys")
@@ -219,3 +220,15 @@ def test_keyboard_only_at_360_px(
     assert wide <= 360, f"the page is {wide} px wide at 360"
     expect(page.get_by_test_id("crash-button")).to_be_in_viewport()
     shots.take("completed-at-360")
+
+    # The panels by keyboard too: revoke the grant, switch plan mode on.
+    tab_to(page, "revoke")
+    page.keyboard.press("Enter")
+    expect(page.get_by_test_id("no-grants")).to_be_visible()
+    tab_to(page, "plan-toggle")
+    page.keyboard.press("Space")
+    expect(page.get_by_test_id("plan-toggle")).to_be_checked()
+    expect(page.get_by_test_id("plan-panel")).to_contain_text("On: the agent can only read")
+    settings = server.api("GET", "/coding/sessions/ui-keys/settings").json()
+    assert (settings["planMode"], settings["allowedTools"]) == (True, [])
+    shots.take("panels-by-keyboard-at-360")
