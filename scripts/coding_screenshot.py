@@ -7,7 +7,8 @@ store and workspaces in a temporary directory, opens a session in headless Chrom
 driven by Playwright), asks "Fix the failing tests", chooses "Yes, don't ask again" at the
 first shell prompt, presses "Crash worker (kill -9)" while the first ``edit_file`` is held at
 the test gate (``FXD_CODING_GATE``), lets it go, waits for the turn to complete on the
-replacement worker, and screenshots the session view.
+replacement worker, and screenshots the session view as it is in the window, scrolled to the
+interruption.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 OUTPUT = REPO / "docs" / "coding-agent.png"
 SESSION = "fix-the-tests"
 WAIT_MS = 30_000
-VIEWPORT = {"width": 1280, "height": 900}
+VIEWPORT = {"width": 1280, "height": 1000}
 MODEL_CHOOSERS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL")
 
 
@@ -53,7 +54,14 @@ def shoot(console_url: str, gate: Path, chromium: str) -> None:
         end = page.locator('[data-testid="event"][data-kind="turn_end"]')
         expect(end).to_contain_text("Turn completed")
         expect(page.locator('[data-testid="file"][data-status="modified"]')).to_have_count(1)
-        page.screenshot(path=OUTPUT, full_page=True)
+        # What a person sees, not the whole page: a full-page shot draws the sticky header
+        # and the side panels where the viewport last was, halfway down the log. The
+        # interruption at the top (its line's scroll margin clears the header), the recovery and
+        # the re-run edit's diff below it.
+        page.get_by_test_id("interruption").first.evaluate(
+            "e => (e.closest('[data-testid=event]') || e).scrollIntoView({block: 'start'})"
+        )
+        page.screenshot(path=OUTPUT)
         browser.close()
 
 

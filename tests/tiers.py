@@ -98,7 +98,7 @@ SYSTEM_PATHS: tuple[str, ...] = (
     "tests/test_makefile_venv.py",
     "tests/test_no_merge_leftovers.py",  # git ls-files
     "tests/test_readme.py",
-    "tests/testing/test_model_server_transport.py::test_python_m_runs_a_standalone_echo_server",
+    "tests/testing/test_model_server_cli.py",
     "tests/tools/test_stored_workspace.py",
     "tests/tools/test_ws_export.py",
     "tests/tools/test_ws_file_tools.py::test_the_tool_lists_and_a_second_shell_under_another_name_and_policy",

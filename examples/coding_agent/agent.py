@@ -196,26 +196,35 @@ def model_from_env() -> tuple[Model, str] | None:
     ``OPENAI_API_KEY`` (``FXD_CODING_MODEL``, default gpt-4o-mini; ``OPENAI_BASE_URL``
     honoured), ``ANTHROPIC_API_KEY`` (``FXD_CODING_MODEL``, default a current Claude), or
     ``OPENAI_BASE_URL`` without a key (a local OpenAI-compatible server such as Ollama;
-    ``FXD_CODING_MODEL`` required)."""
+    ``FXD_CODING_MODEL`` required).
+
+    The OpenAI model reads its endpoint from the environment itself (never ``base_url=``), so
+    what it says at startup (``model endpoints: ... (from OPENAI_BASE_URL; ...)``) and the
+    line returned name the variable that chose it."""
+    # Imported here: choosing the scripted model loads no httpx.
     from fxdurable.runtime.models.anthropic import AnthropicModel
+    from fxdurable.runtime.models.endpoint import env_value
     from fxdurable.runtime.models.openai import OpenAIModel
 
     name = os.environ.get("FXD_CODING_MODEL")
-    base_url = os.environ.get("OPENAI_BASE_URL") or None
+    moved = next((v for v in OpenAIModel.base_url_envs if env_value(v)), None)
     if os.environ.get("OPENAI_API_KEY"):
-        name = name or OPENAI_DEFAULT
-        where = f" at {base_url}" if base_url else ""
-        return OpenAIModel(name, base_url=base_url), f"OpenAI {name}{where} (OPENAI_API_KEY)"
+        model = OpenAIModel(name or OPENAI_DEFAULT)
+        if moved is None:
+            return model, f"OpenAI {model.model} (OPENAI_API_KEY)"
+        said = f"OpenAI {model.model} at {model.base_url}"
+        return model, f"{said} (OPENAI_API_KEY; endpoint from {model.base_url_source})"
     if os.environ.get("ANTHROPIC_API_KEY"):
         name = name or ANTHROPIC_DEFAULT
         return AnthropicModel(name), f"Anthropic {name} (ANTHROPIC_API_KEY)"
-    if base_url:
+    if moved:
         if not name:
             raise ConfigurationError(
-                f"OPENAI_BASE_URL is set ({base_url}) without OPENAI_API_KEY: name the model "
+                f"{moved} is set ({env_value(moved)}) without OPENAI_API_KEY: name the model "
                 "the server runs in FXD_CODING_MODEL (e.g. FXD_CODING_MODEL=qwen2.5-coder:7b)"
             )
-        return OpenAIModel(name, base_url=base_url), f"{name} at {base_url} (OPENAI_BASE_URL)"
+        model = OpenAIModel(name)
+        return model, f"{name} at {model.base_url} ({model.base_url_source})"
     return None
 
 

@@ -14,8 +14,10 @@ server-sent events, with the :class:`Quirks` real models and gateways show::
 Stdlib only: a :class:`ThreadingHTTPServer` on 127.0.0.1 (a free port) in a background
 thread, HTTP/1.1 with chunked transfer encoding (``model_server_http``), so a streaming client
 sees every chunk as it is written and a response held open has really not ended.
-``python -m fxdurable.testing.model_server`` runs one standalone with an echo policy, for
-trying a client by hand.
+``python -m fxdurable.testing.model_server`` runs one standalone, for trying a client by hand:
+with an echo policy, or with ``--policy package.module:attribute`` (any policy callable, e.g.
+``examples.coding_agent.policy:coding_policy``, imported from the current directory first as
+``--agents`` is), and ``--request-log PATH`` to see what reached it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
+from fxdurable.errors import ConfigurationError
+from fxdurable.runtime.agent_spec import import_app_module
 from fxdurable.runtime.models.base import ModelRequest, ModelResponse
 from fxdurable.runtime.models.scripted import Policy, reply, turn_messages
 from fxdurable.runtime.models.scripted import _from_list as _list_policy
@@ -59,7 +63,15 @@ from fxdurable.testing.wire_common import (
 from fxdurable.testing.wire_openai import OpenAIWire
 from fxdurable.testing.wire_openai_responses import OpenAIResponsesWire
 
-__all__ = ["Failure", "Quirks", "RecordedRequest", "ScriptedModelServer", "main"]
+__all__ = [
+    "Failure",
+    "PolicyImportError",
+    "Quirks",
+    "RecordedRequest",
+    "ScriptedModelServer",
+    "load_policy",
+    "main",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +124,7 @@ class ScriptedModelServer:
         host: str = "127.0.0.1",
         port: int = 0,
         request_log: Path | None = None,
+        log_bodies: bool = True,
     ) -> None:
         self._policy = policy if callable(policy) else _list_policy(list(policy))
         self._address = (host, port)
@@ -122,9 +135,12 @@ class ScriptedModelServer:
         self._httpd: ModelHTTPServer | None = None
         self.requests: list[RecordedRequest] = []
         self._cache = PromptCacheSim()
-        # Each POST's path and body, appended as one JSON line before it is answered: what a
-        # process that is then SIGKILLed sent survives it (its ``requests`` do not).
+        # Each POST, appended as one JSON line before it is answered: what a process that is
+        # then SIGKILLed sent survives it (its ``requests`` do not). Its path, the model it
+        # names and how many messages it holds; its body as sent (``raw``) unless
+        # ``log_bodies`` is False. Never a header: credentials travel in those.
         self._request_log = request_log
+        self._log_bodies = log_bodies
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -164,6 +180,8 @@ class ScriptedModelServer:
     def start(self) -> ScriptedModelServer:
         if self._httpd is not None:
             raise RuntimeError("the model server is already running")
+        if self._request_log is not None:  # e.g. .fxd-coding/, before make coding-ui made it
+            self._request_log.parent.mkdir(parents=True, exist_ok=True)
         self._httpd = ModelHTTPServer(self._address, self._respond)
         return self
 
@@ -184,6 +202,22 @@ class ScriptedModelServer:
     ) -> None:
         self.stop()
 
+    def _log_request(self, path: str, body: Any, raw: bytes) -> None:
+        assert self._request_log is not None
+        fields = body if isinstance(body, dict) else {}
+        # Chat Completions and Messages send "messages"; the Responses API sends "input".
+        messages = fields.get("messages", fields.get("input"))
+        entry: dict[str, Any] = {
+            "pid": os.getpid(),
+            "path": path,
+            "model": fields.get("model"),
+            "messages": len(messages) if isinstance(messages, list) else None,
+        }
+        if self._log_bodies:
+            entry["raw"] = raw.decode(errors="replace")
+        with self._lock, self._request_log.open("a") as log:
+            log.write(json.dumps(entry) + "\n")
+
     # -- deciding what to answer (no I/O; called from the handler threads) -----------------
 
     def _respond(self, method: str, target: str, headers: dict[str, str], raw: bytes) -> Reply:
@@ -192,15 +226,12 @@ class ScriptedModelServer:
         quirks = self.quirks
         path = urlsplit(target).path.rstrip("/")
         wire = WIRES.get(path)
-        if self._request_log is not None:
-            entry = {"pid": os.getpid(), "path": path, "raw": raw.decode(errors="replace")}
-            line = json.dumps(entry)
-            with self._lock, self._request_log.open("a") as log:
-                log.write(line + "\n")
         try:
             body: Any = json.loads(raw)
         except ValueError:
             body = None
+        if self._request_log is not None:
+            self._log_request(path, body, raw)
 
         def record(status: int, request: ModelRequest | None = None, **fields: Any) -> None:
             entry = RecordedRequest(
@@ -296,31 +327,86 @@ def echo_policy(request: ModelRequest) -> ModelResponse:
     return reply(f"echo: {users[-1].text}" if users else "echo: (nothing said)")
 
 
+class PolicyImportError(ConfigurationError):
+    """``--policy`` names no callable: the module or the attribute is not there, or what it
+    names cannot be called with a request."""
+
+
+def load_policy(spec: str) -> Policy:
+    """The policy ``spec`` (``package.module:attribute``) names, imported with the current
+    directory first on ``sys.path`` (as ``--agents`` imports agents)."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise PolicyImportError(f"--policy must look like 'package.module:attribute', not {spec!r}")
+    try:
+        module = import_app_module(module_name, named_by=f"--policy {spec}")
+    except ConfigurationError as exc:
+        raise PolicyImportError(str(exc)) from exc
+    policy = getattr(module, attribute, None)
+    if policy is None:
+        raise PolicyImportError(f"--policy {spec}: {module_name!r} has no attribute {attribute!r}")
+    if not callable(policy):
+        raise PolicyImportError(
+            f"--policy {spec} is not callable (its type is {type(policy).__name__}): a policy "
+            "takes a ModelRequest and returns a ModelResponse"
+        )
+    chosen: Policy = policy
+    return chosen
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m fxdurable.testing.model_server",
-        description="Serve an echo policy as OpenAI and Anthropic streams, for manual tests.",
+        description="Serve a scripted policy (an echo by default) as OpenAI and Anthropic "
+        "streams, for manual tests.",
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument(
+        "--policy",
+        default=None,
+        metavar="MODULE:ATTR",
+        help="the policy to serve, e.g. examples.coding_agent.policy:coding_policy "
+        "(imported from the current directory first); default: echo the last user message",
+    )
+    parser.add_argument(
+        "--request-log",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="append one JSON line per request received (path, model, message count; never "
+        "a header)",
+    )
     parser.add_argument("--pretty-arguments", action="store_true")
     parser.add_argument("--chunk-bytes", type=int, default=0)
     parser.add_argument("--hold-open", type=float, default=0.0, metavar="SECONDS")
     parser.add_argument("--require-api-key", default=None, metavar="KEY")
     args = parser.parse_args(argv)
+    try:
+        policy = echo_policy if args.policy is None else load_policy(args.policy)
+    except PolicyImportError as exc:
+        parser.error(str(exc))
     quirks = Quirks(
         pretty_arguments=args.pretty_arguments,
         chunk_bytes=args.chunk_bytes,
         hold_open_after_finish_s=args.hold_open,
         require_api_key=args.require_api_key,
     )
+    server = ScriptedModelServer(
+        policy,
+        quirks=quirks,
+        host=args.host,
+        port=args.port,
+        request_log=args.request_log,
+        log_bodies=False,
+    )
     # Ctrl-C at any moment after start (even while the addresses print) stops it cleanly.
-    with (
-        contextlib.suppress(KeyboardInterrupt),
-        ScriptedModelServer(echo_policy, quirks=quirks, host=args.host, port=args.port) as s,
-    ):
+    with contextlib.suppress(KeyboardInterrupt), server as s:
         print(f"OpenAI:    {s.openai_base_url}/chat/completions", flush=True)
         print(f"Anthropic: {s.anthropic_base_url}/v1/messages", flush=True)
+        print(f"Policy:    {args.policy or 'echo'}", flush=True)
+        if args.request_log is not None:
+            print(f"Requests:  logged to {args.request_log}", flush=True)
         while True:  # a timed wait, so a signal is handled promptly on every platform
             threading.Event().wait(0.5)
 

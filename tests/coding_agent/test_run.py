@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
+from checkout_support import checkout
 from coding_support import (
     FIXED,
     PAGE,
-    ROOT,
     RUN,
     assert_at_rest_invariants,
     assert_cart_fixed_once,
@@ -144,28 +144,6 @@ def test_an_openai_compatible_server_without_a_key_needs_the_model_named(tmp_pat
     assert project_tests_pass(where)
 
 
-def _checkout(tmp_path: Path) -> Path:
-    """What the docs page's commands need of a checkout: the Makefile and the script it runs
-    first, the example, and a venv whose demo install is current (the one these tests run in)."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    for name in ("Makefile", "pyproject.toml"):
-        shutil.copy(ROOT / name, repo / name)
-    os.utime(repo / "pyproject.toml", (0, 0))  # older than the venv's install markers
-    (repo / "scripts").mkdir()  # the Makefile checks the venv's Python with it first
-    shutil.copy(ROOT / "scripts" / "check-venv", repo / "scripts" / "check-venv")
-    shutil.copytree(
-        ROOT / "examples", repo / "examples", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    venv = repo / ".venv"
-    venv.mkdir()
-    for entry in Path(sys.prefix).iterdir():
-        if not entry.name.startswith("."):
-            (venv / entry.name).symlink_to(entry)
-    (venv / ".installed-demo").touch()
-    return repo
-
-
 def _scoped_pgrep(repo: Path) -> Path:
     """A directory holding a ``pgrep`` that answers the real one's pids narrowed to processes
     working in ``repo``: the docs page's ``kill -9 $(pgrep -f coding_agent/run.py)``, run
@@ -189,7 +167,7 @@ def _scoped_pgrep(repo: Path) -> Path:
 def test_readme_coding_agent_walkthrough_runs_verbatim(tmp_path: Path) -> None:
     """The coding agent page's commands, as a newcomer pastes them: the clean run, the crash
     point and the resumed run, the checks; then a ``kill -9`` from another terminal mid-run."""
-    repo = _checkout(tmp_path)
+    repo = checkout(tmp_path)
 
     scoped = _scoped_pgrep(repo)
 

@@ -7,6 +7,8 @@ from console_server import ConsoleServer
 from playwright.sync_api import Locator, Page, expect
 
 __all__ = [
+    "allow_until_done",
+    "answer",
     "event_cursors",
     "open_gate_and_finish",
     "open_session",
@@ -63,3 +65,30 @@ def event_cursors(page: Page) -> list[int]:
         "els => els.map(e => Number(e.dataset.cursor))"
     )
     return [int(c) for c in cursors]
+
+
+# More shell prompts than the coding agent's scripted model asks in one turn.
+MAX_PROMPTS = 12
+
+
+def answer(page: Page, button: str) -> None:
+    """Press ``button`` in the waiting question and wait for its answer's line in the log (not
+    for the box to go: the next question may take its place at once)."""
+    answered = page.locator('[data-testid="event"][data-kind="input.answered"]')
+    before = answered.count()
+    page.get_by_test_id("question").get_by_test_id(button).click()
+    expect(answered).to_have_count(before + 1)
+
+
+def allow_until_done(page: Page, turns: int = 1) -> int:
+    """Answer Yes to each shell prompt of the coding agent until ``turns`` turns completed;
+    how many were asked."""
+    question = page.get_by_test_id("question")
+    done = turn_end(page, "completed")
+    for asked in range(MAX_PROMPTS):
+        expect(question.or_(done.nth(turns - 1))).to_be_visible()
+        if done.count() >= turns:
+            return asked
+        expect(question).to_contain_text("Run `")
+        answer(page, "answer-allow")
+    raise AssertionError(f"more than {MAX_PROMPTS} prompts")

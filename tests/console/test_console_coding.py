@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from console_pages import open_session, send, turn_end
+from console_pages import allow_until_done, open_session, send
 from console_server import ConsoleServer
 from playwright.sync_api import Page, expect
 from shots import Shots
@@ -33,7 +33,6 @@ from examples.coding_agent.task import (
 )
 
 CODING_AGENTS = "examples.coding_agent.agent:agents"
-MAX_PROMPTS = 12  # more shell commands than the scripted model runs in one turn
 
 
 def coding_server(serve: Callable[..., ConsoleServer]) -> ConsoleServer:
@@ -55,24 +54,6 @@ def workspace(server: ConsoleServer, session: str) -> Path:
     return found[0]
 
 
-def allow_every_prompt_until_done(page: Page, turns: int = 1) -> int:
-    """Answer Yes to each shell prompt until ``turns`` turns completed; how many were asked."""
-    question = page.get_by_test_id("question")
-    done = turn_end(page, "completed")
-    for asked in range(MAX_PROMPTS):
-        expect(question.or_(done.nth(turns - 1))).to_be_visible()
-        if done.count() >= turns:
-            return asked
-        expect(question).to_contain_text("Run `")
-        # Answered is one more input.answered line: the next prompt may replace the box at
-        # once, so the box going away is not a signal that holds.
-        answered = page.locator('[data-testid="event"][data-kind="input.answered"]')
-        before = answered.count()
-        question.get_by_test_id("answer-allow").click()
-        expect(answered).to_have_count(before + 1)
-    raise AssertionError(f"more than {MAX_PROMPTS} prompts")
-
-
 def ran_count(stderr: str) -> int:
     ran = re.search(r"Ran (\d+) tests?", stderr)
     assert ran, stderr
@@ -90,7 +71,7 @@ def test_fix_the_failing_tests_completes_in_the_page(
     expect(page.get_by_test_id("todo").first).to_be_visible()
     shots.take("first-shell-prompt-with-todos")
 
-    assert allow_every_prompt_until_done(page) >= 2  # before and after the fixes
+    assert allow_until_done(page) >= 2  # before and after the fixes
     todos = page.locator('[data-testid="todo-list"] [data-testid="todo"]')
     statuses = todos.evaluate_all("els => els.map(e => e.dataset.status)")
     assert statuses and set(statuses) == {"completed"}, statuses
@@ -121,7 +102,7 @@ def test_steering_mid_turn_adds_the_empty_cart_test(
     expect(steer).to_contain_text(EMPTY_CART_STEER)
     shots.take("steered-while-asking")
 
-    allow_every_prompt_until_done(page)
+    allow_until_done(page)
     result = run_project_tests(workspace(server, "steer-1"))
     assert result.returncode == 0, result.stderr
     assert ran_count(result.stderr) == 7
@@ -136,17 +117,20 @@ def test_a_fork_from_before_the_first_edit_works_on_its_own_copy(
     server = coding_server(serve)
     open_session(page, server, "fork-1")
     send(page, TASK)
-    allow_every_prompt_until_done(page)
+    allow_until_done(page)
     first_edit = page.locator('[data-testid="event"][data-kind="tool.started"]').filter(
         has=page.locator('[data-tool="edit_file"]')
     )
     before_edit = int(first_edit.first.get_attribute("data-cursor") or "0") - 1
 
+    # The fork points the trace view will render, from the route it renders them from; the
+    # view fills its list in once, when GET /sessions/{id}/trace answers: wait for it to show
+    # them all (reading the buttons before that found none, or some).
+    trace = server.api("GET", "/sessions/fork-1/trace").json()["lines"]
+    forkable = [line["forkAfter"] for line in trace if line.get("forkAfter") is not None]
+    after = max(p for p in forkable if isinstance(p, int) and p <= before_edit)
     page.get_by_test_id("trace-link").click()
-    points = page.get_by_test_id("fork-button").evaluate_all(
-        "els => els.map(e => e.dataset.after).filter(a => /^\\d+$/.test(a)).map(Number)"
-    )
-    after = max(p for p in points if p <= before_edit)
+    expect(page.get_by_test_id("fork-button")).to_have_count(len(forkable))
     page.locator(f'[data-testid="fork-button"][data-after="{after}"]').click()
     page.get_by_test_id("fork-id-input").fill("fork-1-copy")
     page.get_by_test_id("fork-submit").click()
@@ -154,7 +138,7 @@ def test_a_fork_from_before_the_first_edit_works_on_its_own_copy(
     shots.take("forked")
 
     send(page, CARRY_ON)
-    allow_every_prompt_until_done(page)
+    allow_until_done(page)
     expect(page.locator('[data-testid="tool-call"][data-tool="edit_file"]')).to_have_count(2)
     shots.take("fork-completed")
     for session in ("fork-1", "fork-1-copy"):
@@ -201,7 +185,7 @@ def test_crash_while_edit_file_runs_each_fix_is_applied_once(
     expect(page.locator("[data-recovery^='edit_file run again']")).to_have_count(1)
     shots.take("edit-rerun-after-the-crash")
     server.open_gate("edit_file")
-    allow_every_prompt_until_done(page)
+    allow_until_done(page)
     edits = page.locator('[data-testid="tool-call"][data-tool="edit_file"]')
     expect(edits).to_have_count(2)  # one card per fix, the re-run in the first one's
     expect(edits.first).to_contain_text("already applied; not applied again")
@@ -228,7 +212,7 @@ def test_crash_while_shell_runs_the_tests_they_run_again_after_a_look(
     expect(page.get_by_test_id("recovery-status")).to_contain_text("outcome unknown")
     shots.take("shell-outcome-unknown")
     server.open_gate("shell")
-    allow_every_prompt_until_done(page)
+    allow_until_done(page)
     expect(unknown).to_have_count(1)
     result = run_project_tests(workspace(server, "crash-shell"))
     assert result.returncode == 0, result.stderr

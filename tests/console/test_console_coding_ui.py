@@ -4,11 +4,15 @@ process, the scripted model. Each state the issue lists, with a screenshot of it
 
 - each edit's diff shown once, in its own card; the terminal panel with the shell's output
   and exit status (the tests fail first, pass after the fixes); the files panel marking the
-  changed file;
+  changed file; the explore subagent's transcript, folded in its card; axe-core finds no
+  serious violation (light and dark; a plan waiting; 360 px);
 - plan mode switched on in the page refuses the shell until the plan is approved, then edits;
 - "Yes, don't ask again" chosen at the first prompt survives the crash button (a SIGKILL of
   the worker) pressed while an edit is held at the test gate (``FXD_CODING_GATE``), and is
-  revocable in the grants panel.
+  revocable in the grants panel; the press scrolls the page from the top of the log to the
+  recovery; each fix's diff is shown once.
+
+``make coding-ui`` itself, in a checkout, is test_console_coding_make.py's.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from console_pages import open_session, send, tool_call, turn_end
+from axe_check import assert_accessible
+from console_pages import allow_until_done, answer, open_session, send, tool_call, turn_end
 from console_server import ConsoleServer
 from playwright.sync_api import Page, expect
 from shots import Shots
@@ -40,27 +45,6 @@ def coding_ui(serve: Callable[..., ConsoleServer], gate: Path | None = None) -> 
 def workspace(server: ConsoleServer, session: str) -> Path:
     # web.py's coding_dir(): .fxd-coding under the server's working directory.
     return server.workdir / ".fxd-coding" / "workspace" / safe_name(f"dev/{session}")
-
-
-def answer(page: Page, button: str) -> None:
-    """Press ``button`` in the waiting question and wait for its answer's line in the log (not
-    for the box to go: the next question may take its place at once)."""
-    answered = page.locator('[data-testid="event"][data-kind="input.answered"]')
-    before = answered.count()
-    page.get_by_test_id("question").get_by_test_id(button).click()
-    expect(answered).to_have_count(before + 1)
-
-
-def allow_until_done(page: Page) -> int:
-    """Answer Yes to each shell prompt until the turn completed; how many were asked."""
-    question = page.get_by_test_id("question")
-    done = turn_end(page, "completed")
-    for asked in range(12):
-        expect(question.or_(done)).to_be_visible()
-        if done.count():
-            return asked
-        answer(page, "answer-allow")
-    raise AssertionError("more than 12 prompts")
 
 
 def test_diffs_terminal_and_files_panel(
@@ -101,6 +85,23 @@ def test_diffs_terminal_and_files_panel(
     expect(page.get_by_test_id("files-summary")).to_contain_text("1 changed")
     page.get_by_test_id("files-panel").scroll_into_view_if_needed()
     shots.take("files-panel")
+
+    # The explore call's card holds its subagent's transcript, folded until opened.
+    subagent = tool_call(page, "explore").get_by_test_id("subagent")
+    expect(subagent).to_have_count(1)
+    child = subagent.get_by_test_id("child-log")
+    expect(child).not_to_be_visible()
+    subagent.locator("summary").click()
+    expect(child.locator('[data-testid="tool-call"][data-tool="glob_files"]')).to_have_count(1)
+    expect(child.locator('[data-testid="tool-call"][data-tool="grep_files"]')).to_have_count(1)
+    shots.take("subagent-transcript-open")
+
+    # Diffs, terminals, the files, plan and grants panels: axe-core finds nothing serious,
+    # in either colour scheme.
+    assert_accessible(page, "coding page, completed (light)")
+    page.emulate_media(color_scheme="dark")
+    assert_accessible(page, "coding page, completed (dark)")
+    shots.take("completed-dark")
     assert run_project_tests(workspace(server, "ui-fix")).returncode == 0
 
 
@@ -122,6 +123,7 @@ def test_plan_mode_refuses_the_shell_until_the_plan_is_approved(
     template = Path(__file__).resolve().parents[2] / "examples/coding_agent/project" / CART
     assert (workspace(server, "ui-plan") / CART).read_text() == template.read_text()
     shots.take("plan-waiting-for-approval")
+    assert_accessible(page, "coding page, a plan waiting for approval")
 
     answer(page, "answer-allow")  # approve the plan
     allow_until_done(page)
@@ -146,9 +148,15 @@ def test_dont_ask_again_survives_the_crash_button_and_is_revocable(
     expect(tool_call(page, "edit_file", "running")).to_have_count(1)  # held at the gate
     shots.take("edit-held-shell-granted")
 
-    crash = page.get_by_test_id("crash-button")
-    crash.click()
+    # From the top of the log, far from where the interruption will be: after the press the
+    # page scrolls to it (and to the recovery's lines as they arrive).
+    page.evaluate("window.scrollTo(0, 0)")
+    expect(tool_call(page, "edit_file", "running")).not_to_be_in_viewport()
+    page.get_by_test_id("crash-button").click()
     expect(page.get_by_test_id("interruption").first).to_contain_text("INTERRUPTED")
+    rerun = page.locator("[data-recovery^='edit_file run again']")
+    expect(rerun).to_be_in_viewport()
+    shots.take("scrolled-to-the-recovery")
     (gate / "edit_file.open").touch()
     done = turn_end(page, "completed")
     expect(question.or_(done)).to_be_visible()
@@ -161,6 +169,13 @@ def test_dont_ask_again_survives_the_crash_button_and_is_revocable(
     shots.take("completed-after-the-crash-without-asking")
     cart = (workspace(server, "ui-grant") / CART).read_text()
     assert cart.count("unit_price * qty") == 1
+    # Each fix's diff once, the re-run edit's in the first edit's card.
+    edits = tool_call(page, "edit_file")
+    expect(edits).to_have_count(2)
+    expect(edits.first).to_contain_text("run 2 (recovery)")
+    for n in range(2):
+        expect(edits.nth(n).get_by_test_id("diff")).to_have_count(1)
+    expect(page.get_by_test_id("diff")).to_have_count(2)
 
     grant.get_by_test_id("revoke").click()
     expect(page.get_by_test_id("no-grants")).to_be_visible()
@@ -183,7 +198,8 @@ def test_keyboard_only_at_360_px(
     page: Page, serve: Callable[..., ConsoleServer], shots: Shots
 ) -> None:
     """A phone-wide window, no mouse: the task asked, "don't ask again" chosen and the turn
-    completed with the keyboard alone; nothing wider than the window."""
+    completed with the keyboard alone, then the grant revoked and plan mode switched on;
+    nothing wider than the window."""
     page.set_viewport_size({"width": 360, "height": 780})
     server = coding_ui(serve)
     open_session(page, server, "ui-keys")
@@ -194,6 +210,7 @@ def test_keyboard_only_at_360_px(
     expect(question).to_contain_text("Run `python3 -m unittest -q`")
     tab_to(page, "answer-allow-always")
     shots.take("question-focused-at-360")
+    assert_accessible(page, "coding page at 360 px, a shell prompt")
     page.keyboard.press("Enter")
     expect(turn_end(page, "completed")).to_be_visible()
     expect(question).to_have_count(0)  # the grant answered the second prompt too
@@ -203,3 +220,15 @@ def test_keyboard_only_at_360_px(
     assert wide <= 360, f"the page is {wide} px wide at 360"
     expect(page.get_by_test_id("crash-button")).to_be_in_viewport()
     shots.take("completed-at-360")
+
+    # The panels by keyboard too: revoke the grant, switch plan mode on.
+    tab_to(page, "revoke")
+    page.keyboard.press("Enter")
+    expect(page.get_by_test_id("no-grants")).to_be_visible()
+    tab_to(page, "plan-toggle")
+    page.keyboard.press("Space")
+    expect(page.get_by_test_id("plan-toggle")).to_be_checked()
+    expect(page.get_by_test_id("plan-panel")).to_contain_text("On: the agent can only read")
+    settings = server.api("GET", "/coding/sessions/ui-keys/settings").json()
+    assert (settings["planMode"], settings["allowedTools"]) == (True, [])
+    shots.take("panels-by-keyboard-at-360")

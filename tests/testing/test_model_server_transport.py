@@ -4,10 +4,6 @@ failures before success, context-length and auth errors, redaction, prompt shutd
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 import time
 
 import httpx
@@ -310,32 +306,3 @@ def test_unknown_paths_are_404_and_a_stopped_server_starts_again():
     with server:
         assert post(openai_url(server), openai_body(HELLO)).status == 200
     assert [r.wire for r in server.requests] == [None, "openai"]
-
-
-def test_python_m_runs_a_standalone_echo_server():
-    process = subprocess.Popen(
-        [sys.executable, "-m", "fxdurable.testing.model_server", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONWARNINGS": "error"},
-    )
-    try:
-        assert process.stdout is not None
-        base = process.stdout.readline().split()[-1]  # "OpenAI: http://.../v1/chat/completions"
-        answer = post(base, openai_body([{"role": "user", "content": "ping me back"}]))
-        text = "".join(
-            e.json["choices"][0]["delta"].get("content", "")
-            for e in answer.events
-            if e.data != "[DONE]"
-        )
-        assert text == "echo: ping me back"
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            _, err = process.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            _, err = process.communicate()
-            raise AssertionError(f"the server ignored SIGINT for 30 s: {err}") from None
-    assert process.returncode == 0, err
