@@ -22,13 +22,12 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
+from lost_commit_support import assert_at_rest, assert_landed_once, claimed_session
 
-from fxdurable.core.clock import RandomIds, SystemClock
-from fxdurable.core.journal import Fence, Journal, WorkerIdentity
+from fxdurable.core.journal import Fence, Journal
 from fxdurable.errors import FxDurableError, StoreUnavailableError
 from fxdurable.stores.postgres import PostgresStore
 from fxdurable.testing.faults import FaultProxy
-from fxdurable.testing.invariants import check_store
 
 COMMIT = b"COMMIT\x00"  # the statement, NUL-terminated in the protocol's Query/Parse message
 
@@ -51,18 +50,6 @@ def store(postgres_url: str, proxy: FaultProxy) -> Iterator[PostgresStore]:
     s.close()
 
 
-def _claimed(store: PostgresStore) -> tuple[Journal, Fence, str, int]:
-    """s1 admitted and claimed: the journal, the fence, the submission and the session's
-    version before its attempt begins."""
-    journal = Journal(store, SystemClock(), RandomIds())
-    sub = journal.admit("s1", agent="a", prompt="go").submission
-    fence = journal.claim("s1", WorkerIdentity("h", 1), ttl_s=60)
-    assert fence is not None
-    claimed = store.read(lambda v: v.get_session("s1"))
-    assert claimed is not None
-    return journal, fence, sub.id, claimed.version
-
-
 def _begin_attempt_losing_its_answer(
     journal: Journal, fence: Fence, sub_id: str, proxy: FaultProxy, *, then_down: bool = False
 ) -> None:
@@ -73,32 +60,20 @@ def _begin_attempt_losing_its_answer(
         assert proxy.lost == 1, "the proxy never faulted the commit: the test proves nothing"
 
 
-def _once(store: PostgresStore, sub_id: str, version_before: int, commits: int) -> None:
-    """One attempt, every event once, the session moved by ``commits`` commits."""
-    attempts = store.read(lambda v: list(v.attempts(sub_id)))
-    assert [a.number for a in attempts] == [1]
-    session = store.read(lambda v: v.get_session("s1"))
-    assert session is not None
-    events = store.read(lambda v: list(v.events("s1")))
-    assert [e.seq for e in events] == list(range(1, session.next_event_seq))
-    assert session.version == version_before + commits, (version_before, session.version)
-
-
 def _settle_and_check(store: PostgresStore, journal: Journal, fence: Fence, sub_id: str) -> None:
     journal.settle(fence, sub_id, "completed", text="done")
     journal.release(fence)
-    summary = store.read(lambda v: check_store(v, now=time.time(), at_rest=True))
-    assert summary.violations == ()
+    assert_at_rest(store)
 
 
 def test_a_commit_whose_answer_is_lost_is_asked_about_and_lands_once(
     store: PostgresStore, proxy: FaultProxy
 ) -> None:
-    journal, fence, sub_id, before = _claimed(store)
+    journal, fence, sub_id, before = claimed_session(store)
     _begin_attempt_losing_its_answer(journal, fence, sub_id, proxy)
-    _once(store, sub_id, before, commits=1)
+    assert_landed_once(store, sub_id, before, commits=1)
     _settle_and_check(store, journal, fence, sub_id)
-    _once(store, sub_id, before, commits=3)  # begin_attempt, settle, release: not four
+    assert_landed_once(store, sub_id, before, commits=3)  # begin_attempt, settle, release: not four
 
 
 def test_a_lost_commit_the_server_cannot_be_asked_about_is_an_unknown_outcome(
@@ -106,13 +81,13 @@ def test_a_lost_commit_the_server_cannot_be_asked_about_is_an_unknown_outcome(
 ) -> None:
     """Neither returned nor run again: the caller is told the write may have landed; once the
     server is back a read finds it there once, and the journal goes on from that read."""
-    journal, fence, sub_id, before = _claimed(store)
+    journal, fence, sub_id, before = claimed_session(store)
     started = time.monotonic()
     with pytest.raises(StoreUnavailableError, match="may or may not have been applied"):
         _begin_attempt_losing_its_answer(journal, fence, sub_id, proxy, then_down=True)
     asked_for = time.monotonic() - started
     proxy.resume()
-    _once(store, sub_id, before, commits=1)  # it had landed, once
+    assert_landed_once(store, sub_id, before, commits=1)  # it had landed, once
     _settle_and_check(store, journal, fence, sub_id)
     print(f"\nMEASURE a lost COMMIT's outcome asked of an unreachable server for {asked_for:.1f}s")
 
@@ -125,10 +100,10 @@ def test_a_store_that_guessed_the_outcome_would_apply_the_transition_again(
     not applied once (refused, or a second attempt). What the tests above assert is what
     asking buys."""
     monkeypatch.setattr(PostgresStore, "_committed", lambda self, lost: False)
-    journal, fence, sub_id, before = _claimed(store)
+    journal, fence, sub_id, before = claimed_session(store)
     try:
         _begin_attempt_losing_its_answer(journal, fence, sub_id, proxy)
     except FxDurableError:
         return  # refused (its own first run is in the way): not landed once either
-    with pytest.raises(AssertionError):
-        _once(store, sub_id, before, commits=1)  # measured: attempts [1, 2], version +2
+    with pytest.raises(AssertionError):  # measured: attempts [1, 2], version +2
+        assert_landed_once(store, sub_id, before, commits=1)
