@@ -12,34 +12,16 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from crash_cases import REQUEST, SESSION, STORY, assert_unknown_deploy
 from postgres_queue_support import PgHarness
 from worker_support import print_measure, wait_until
 
 from tests.kit.story import done_text
 from tests.kit.world import assert_invariants
-
-
-@pytest.fixture
-def make_pg_harness(tmp_path: Path, postgres_url: str) -> Iterator[Callable[..., PgHarness]]:
-    made: list[PgHarness] = []
-
-    def make(pg_url: str = postgres_url, store_url: str | None = None, **kwargs: Any) -> PgHarness:
-        root = tmp_path / f"h{len(made)}"
-        root.mkdir()
-        store_url = store_url or f"sqlite:///{root}/fxd.db"
-        h = PgHarness(root, store_url=store_url, pg_url=pg_url, **kwargs)
-        made.append(h)
-        return h
-
-    yield make
-    for h in made:
-        h.cleanup()
 
 
 def test_a_turn_with_tools_a_next_message_and_sigterm(
