@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from crash_cases import REQUEST, SESSION, STORY, assert_unknown_deploy
 from postgres_queue_support import PgHarness
 from worker_support import print_measure, wait_until
@@ -99,11 +100,16 @@ def test_fxdurable_scan_wakes_a_session_whose_wake_was_lost(
     assert sub.status == "completed", sub
 
 
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
 def test_postgres_sigkilled_and_restarted_mid_run_loses_and_duplicates_nothing(
-    make_pg_harness: Callable[..., PgHarness], postgres_factory: Callable[..., Any]
+    make_pg_harness: Callable[..., PgHarness], postgres_factory: Callable[..., Any], store: str
 ) -> None:
+    """The queue on a server of the test's own, SIGKILLed (postmaster and backends) while 3
+    workers run 30 turns, then restarted from its WAL; with ``postgres`` the store is on it
+    too (the Postgres pair: every commit in flight is lost or kept whole)."""
     server = postgres_factory()
-    h = make_pg_harness(pg_url=f"{server.url}?schema=fxq")
+    url = f"{server.url}?schema=fxq"
+    h = make_pg_harness(pg_url=url, store_url=url if store == "postgres" else None)
     workers = h.start_workers(3, env={"FXD_TEST_DEPLOY_S": "0.3"})
     items = [(f"s{i}", f"story t{i}", f"r{i}") for i in range(30)]
     ids = h.submit(items)
