@@ -22,9 +22,11 @@ import fcntl
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +47,8 @@ __all__ = [
     "make_venv",
     "run",
     "run_failing",
+    "stop_process",
+    "wait_for_health",
     "wheel_venv",
 ]
 
@@ -109,6 +113,35 @@ def run_failing(
     assert proc.returncode != 0, f"{what} succeeded:\n{proc.stdout}\n{proc.stderr}"
     assert "Traceback" not in proc.stderr, f"{what}: a traceback, not a message:\n{proc.stderr}"
     return proc.stderr
+
+
+def wait_for_health(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Until ``fxdurable serve`` at ``url`` answers ``/healthz`` (60 s); its exit or silence
+    fails the test with its log."""
+    import httpx
+
+    deadline = time.monotonic() + 60
+    while True:
+        assert proc.poll() is None, f"serve exited ({proc.returncode}):\n{log.read_text()}"
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, f"serve never answered:\n{log.read_text()}"
+        time.sleep(0.1)
+
+
+def stop_process(proc: subprocess.Popen[bytes], log: Path) -> str:
+    """SIGTERM ``proc`` (SIGKILL after 60 s) and return its log."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return log.read_text()
 
 
 @dataclass(frozen=True)

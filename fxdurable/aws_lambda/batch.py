@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fxdurable.errors import QueueError
-from fxdurable.queues.sqs import decode_wake
+from fxdurable.queues.wake_codec import decode_wake
 
 __all__ = ["SqsWake", "batch_response", "read_batch"]
 

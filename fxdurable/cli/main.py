@@ -83,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument(
             "--queue",
             default=os.environ.get("FXD_QUEUE"),
-            help="rq://host:port/db or sqs://QUEUE_URL_OR_NAME",
+            help="rq://host:port/db, sqs://QUEUE_URL_OR_NAME or postgresql://user@host:port/db",
         )
         cmd.add_argument("--store", default=os.environ.get("FXD_STORE"), help="store URL")
         cmd.add_argument(
@@ -105,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         metavar="N",
-        help="SQS only: run up to N wakes at once in this process (1-10, default 1)",
+        help="SQS and Postgres only: run up to N wakes at once in this process (1-10, default 1)",
     )
     worker.add_argument(
         "--no-fork",
@@ -267,11 +267,11 @@ def _run_worker_command(args: argparse.Namespace) -> int:
     config = WorkerConfig(store_url=args.store, queue_url=args.queue, agents_spec=args.agents)
     if str(args.queue).startswith("sqs://"):
         if args.command == "worker":
-            return _run_sqs_worker(args, config)
+            return _run_queue_worker(args, config)
         return _scan(args, config)
     if str(args.queue).startswith(("postgresql://", "postgres://")):
         if args.command == "worker":
-            return _run_sqs_worker(args, config, postgres=True)
+            return _run_queue_worker(args, config, postgres=True)
         return _scan(args, config)
     if not str(args.queue).startswith(("rq://", "rqs://")):
         raise ConfigurationError(
@@ -322,7 +322,7 @@ def _scan(args: argparse.Namespace, config: WorkerConfig) -> int:
             return 0
 
 
-def _run_sqs_worker(
+def _run_queue_worker(
     args: argparse.Namespace, config: WorkerConfig, *, postgres: bool = False
 ) -> int:
     given = (
@@ -336,19 +336,16 @@ def _run_sqs_worker(
             f"{' and '.join(rq_only)} apply to RQ workers only (an SQS or Postgres worker "
             "never forks, and has no Redis to wait for)"
         )
-    if postgres:
-        from fxdurable.workers.postgres_worker import run_pg_worker
+    from fxdurable.workers.queue_worker import QueueBackend, run_queue_worker
 
-        return run_pg_worker(
-            config,
-            burst=args.burst,
-            scan_interval_s=args.scan_interval,
-            concurrency=args.concurrency,
-        )
-    from fxdurable.workers.sqs_worker import run_sqs_worker
-
-    return run_sqs_worker(
+    backend: QueueBackend
+    if postgres:  # boto3 is never imported on this path: fxdurable[postgres] is enough
+        from fxdurable.workers.postgres_worker import POSTGRES as backend
+    else:
+        from fxdurable.workers.sqs_worker import SQS as backend
+    return run_queue_worker(
         config,
+        backend,
         burst=args.burst,
         scan_interval_s=args.scan_interval,
         concurrency=args.concurrency,

@@ -46,6 +46,7 @@ import psycopg
 from fxdurable.core import tracecontext
 from fxdurable.errors import QueueError, QueueUnavailableError
 from fxdurable.queues._pg_queue_schema import PgQueueSettings, connect, migrate, parse_pg_queue_url
+from fxdurable.queues.wake_codec import encode_wake  # the body the worker loop decodes
 
 __all__ = ["PgConsumer", "PgMessage", "PgQueue"]
 
@@ -179,7 +180,8 @@ class PgQueue:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PgMessage:
-    """A claimed wake, in the shape the queue worker loop reads (as an SQS message)."""
+    """A claimed wake, in the shape the queue worker loop reads
+    (:class:`fxdurable.workers.queue_worker.QueueMessage`)."""
 
     message_id: str
     body: str
@@ -237,8 +239,6 @@ class PgConsumer:
             dead = conn.execute(self._sql["dead"], limits).fetchall()
             rows = conn.execute(self._sql["claim"], limits).fetchall()
         self.dead_lettered.extend((r[0], r[1]) for r in dead)
-        from fxdurable.queues.sqs import encode_wake  # the wake body the worker loop decodes
-
         return [
             PgMessage(
                 message_id=str(r[0]),

@@ -9,10 +9,10 @@ usual chain (environment, profile, instance or Lambda role), never from the URL.
 ``pip install 'fxdurable[aws]'``; :mod:`fxdurable.backends` imports this module (and boto3)
 only when an ``sqs://`` URL is opened.
 
-A message body is ``{"v": 1, "session": ..., "reason": ..., "traceparent": ...}`` (the last
-only when traced); :func:`decode_wake` reads one back. A standard queue is the default: its
-duplicates and reordering are harmless, because the store orders and deduplicates the work. A
-``.fifo`` queue is accepted, with ``MessageGroupId`` = the session.
+A message body is a wake as :mod:`fxdurable.queues.wake_codec` encodes it (``decode_wake`` and
+``encode_wake`` stay importable from here). A standard queue is the default: its duplicates
+and reordering are harmless, because the store orders and deduplicates the work. A ``.fifo``
+queue is accepted, with ``MessageGroupId`` = the session.
 
 **Delayed wakes.** ``enqueue(..., delay_s=30)`` sets ``DelaySeconds`` (whole seconds, rounded
 up, at most 900: SQS's limit, so longer asks are clamped to it), so a backoff can outlast the
@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import math
 import re
 import threading
@@ -51,6 +50,7 @@ from botocore.config import Config
 
 from fxdurable.core import tracecontext
 from fxdurable.errors import ConfigurationError, QueueError, QueueUnavailableError
+from fxdurable.queues.wake_codec import decode_wake, encode_wake
 
 __all__ = [
     "DENIED_CODES",
@@ -64,7 +64,6 @@ __all__ = [
 ]
 
 MAX_DELAY_S = 900
-WAKE_VERSION = 1
 CONNECT_TIMEOUT_S = 5
 READ_TIMEOUT_S = 10
 # SQS keeps a FIFO deduplication id for 5 minutes, even after the message was consumed. A
@@ -144,30 +143,6 @@ def parse_sqs_url(url: str) -> SqsSettings:
             "optionally ending .fifo; or give the queue URL)"
         )
     return SqsSettings(name, queue_url, region, endpoint_url, max_attempts)
-
-
-def encode_wake(session_id: str, reason: str, trace_parent: str | None) -> str:
-    body: dict[str, Any] = {"v": WAKE_VERSION, "session": session_id, "reason": reason}
-    if trace_parent:
-        body["traceparent"] = trace_parent
-    return json.dumps(body, separators=(",", ":"))
-
-
-def decode_wake(body: str | bytes) -> tuple[str, str, str | None]:
-    """``(session_id, reason, trace_parent)`` from a message body :class:`SqsQueue` sent.
-    Raises :class:`~fxdurable.errors.QueueError` for anything else (a poison message)."""
-    try:
-        data = json.loads(body)
-    except (ValueError, TypeError) as exc:
-        raise QueueError(f"an SQS message that is not a wake (not JSON): {exc}") from None
-    if not isinstance(data, dict) or data.get("v") != WAKE_VERSION:
-        raise QueueError(f"an SQS message that is not a version-{WAKE_VERSION} wake: {body!r:.200}")
-    session, reason, trace_parent = data.get("session"), data.get("reason"), data.get("traceparent")
-    if not (isinstance(session, str) and session and isinstance(reason, str)):
-        raise QueueError(f"an SQS wake without a session id and a reason: {body!r:.200}")
-    if trace_parent is not None and not isinstance(trace_parent, str):
-        raise QueueError(f"an SQS wake whose traceparent is not a string: {body!r:.200}")
-    return session, reason, trace_parent
 
 
 class SqsQueue:

@@ -50,6 +50,7 @@ from fxdurable.stores._body import refuse_awaitable
 from fxdurable.stores._notify_pg import PgNotifier
 from fxdurable.stores._pg_connect import (
     PgSettings,
+    PoolExhaustedError,
     open_pool,
     parse_pg_url,
     pool_exhausted,
@@ -273,7 +274,10 @@ class PostgresStore:
                 with self._connection() as conn:
                     row = conn.execute("SELECT pg_xact_status(%s::xid8)", (lost.xid,)).fetchone()
                     conn.rollback()
-            except (psycopg.OperationalError, psycopg.InterfaceError):
+            except (psycopg.OperationalError, psycopg.InterfaceError, PoolExhaustedError):
+                # No connection to ask on (the pool could not open one in pool_timeout_s: the
+                # server is away) is no answer either: keep asking until the deadline, then
+                # say the outcome is unknown, never what the pool's error would say.
                 status = "unreachable"
             else:
                 status = str(row[0]) if row and row[0] is not None else "aborted"

@@ -87,6 +87,7 @@ class FaultProxy:
         self._listener.listen(128)
         self._stopped = False
         self._armed: tuple[bytes, Answer] | None = None
+        self._then: Mode | None = None  # the mode a dropped answer leaves the proxy in
         self.lost = 0  # requests forwarded whose answer the client never got
         self.landed_late = threading.Event()  # a "late" request reached the server, answered
         self._late: bytes | None = None  # the marker of a held late request
@@ -135,13 +136,16 @@ class FaultProxy:
         finally:
             self.resume()
 
-    def lose_answer(self, marker: bytes, how: Answer = "drop") -> None:
+    def lose_answer(self, marker: bytes, how: Answer = "drop", *, then: Mode | None = None) -> None:
         """The next request whose bytes contain ``marker`` is forwarded and its answer lost
         (``drop``: the connection closed when the server answers; ``stall``: the answer held
         until the client closes the connection; ``late``: the request held until the client
-        closes the connection, then forwarded). :attr:`lost` counts them."""
+        closes the connection, then forwarded). :attr:`lost` counts them. With ``drop``,
+        ``then`` is the mode the proxy is in before the client learns of the loss (``down``:
+        the server cannot be asked what became of the request)."""
         with self._cond:
             self._armed = (marker, how)
+            self._then = then
 
     def close(self) -> None:
         self._stopped = True
@@ -242,7 +246,10 @@ class FaultProxy:
                 if not outbound and link.resending:
                     self._resent.set()
                 if not outbound and link.losing == "drop":
-                    break  # the server answered (so it applied the request): lose it
+                    # The server answered (so it applied the request): lose it.
+                    if self._then is not None:
+                        self.set_mode(self._then)
+                    break
                 if not outbound and link.losing == "stall":
                     continue  # swallowed; the client times out and closes its side
                 dst = link.upstream if outbound else link.client

@@ -10,16 +10,22 @@ is in neither gives a one-line error naming the directory searched and ``--app-d
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
 from redis_support import free_port
-from wheel_support import Venv, clean_env, run, run_failing, wheel_venv
+from wheel_support import (
+    Venv,
+    clean_env,
+    run,
+    run_failing,
+    stop_process,
+    wait_for_health,
+    wheel_venv,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 
@@ -111,30 +117,6 @@ def _notes(project: Path) -> list[list[str]]:
     return [line.split(" ", 2) for line in log.read_text().splitlines()] if log.exists() else []
 
 
-def _stop(proc: subprocess.Popen[bytes], log: Path) -> str:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return log.read_text()
-
-
-def _wait_for_health(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        assert proc.poll() is None, f"serve exited ({proc.returncode}):\n{log.read_text()}"
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, f"serve never answered:\n{log.read_text()}"
-        time.sleep(0.1)
-
-
 @pytest.mark.timeout(900)
 def test_a_worker_on_redis_runs_the_users_module_from_the_working_directory(
     tmp_path: Path, redis_url: str
@@ -166,7 +148,7 @@ def test_a_worker_on_redis_runs_the_users_module_from_the_working_directory(
         # The HTTP API (fxdurable serve, its agents from FXD_AGENTS in the working directory)
         # admits onto the same queue; the worker runs that turn too.
         url = f"http://127.0.0.1:{port}"
-        _wait_for_health(url, serve, serve_log)
+        wait_for_health(url, serve, serve_log)
         with httpx.stream(
             "POST", f"{url}/chat", json={"session_id": "http-api", "prompt": "Note hello"},
             timeout=90,
@@ -177,8 +159,8 @@ def test_a_worker_on_redis_runs_the_users_module_from_the_working_directory(
         assert lines[-1]["data"]["outcome"] == "completed", lines[-1]
         assert len(_notes(project)) == 2, _notes(project)
     finally:
-        worker_output = _stop(worker, worker_log)
-        serve_output = _stop(serve, serve_log)
+        worker_output = stop_process(worker, worker_log)
+        serve_output = stop_process(serve, serve_log)
     assert worker.returncode == 0, f"the worker exited {worker.returncode}:\n{worker_output}"
     assert "Traceback" not in worker_output, worker_output
     assert "Traceback" not in serve_output, serve_output

@@ -25,7 +25,16 @@ from pathlib import Path
 import httpx
 import pytest
 from redis_support import free_port
-from wheel_support import REPO, built_wheel, clean_env, run, run_failing, wheel_venv
+from wheel_support import (
+    REPO,
+    built_wheel,
+    clean_env,
+    run,
+    run_failing,
+    stop_process,
+    wait_for_health,
+    wheel_venv,
+)
 
 from fxdurable import __version__
 
@@ -115,15 +124,8 @@ def test_wheel_with_the_http_extra_serves_a_turn(tmp_path: Path) -> None:
         )
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, f"serve exited ({proc.returncode}):\n{log.read_text()}"
-            try:
-                health = httpx.get(f"{url}/healthz", timeout=1)
-                break
-            except httpx.HTTPError:
-                assert time.monotonic() < deadline, f"serve never answered:\n{log.read_text()}"
-                time.sleep(0.1)
+        wait_for_health(url, proc, log)
+        health = httpx.get(f"{url}/healthz", timeout=10)
         assert health.status_code == 200 and health.json() == {"status": "ok"}
 
         # One turn of the demo agent (the default), streamed from turn_start to turn_end.
@@ -146,15 +148,8 @@ def test_wheel_with_the_http_extra_serves_a_turn(tmp_path: Path) -> None:
         assert module.text == shipped.read_text()
         assert httpx.get(f"{url}/", timeout=10).status_code == 307  # --dev: to the console
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        output = stop_process(proc, log)
     # A graceful stop: uvicorn finishes, then re-raises SIGTERM on itself (so -15, or 0).
-    output = log.read_text()
     assert proc.returncode in (0, -signal.SIGTERM), f"serve exited {proc.returncode}:\n{output}"
     assert "Finished server process" in output and "Traceback" not in output, output
     assert (work / ".fxd" / "fxd.db").is_file()  # the embedded store, in the working directory
@@ -204,12 +199,6 @@ def test_wheel_with_the_aws_extra_runs_a_turn_on_sqs_and_dynamodb(
         )  # fmt: skip
         assert check.returncode == 0 and "every invariant holds" in check.stdout, check
     finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(60)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
-    output = log.read_text()
+        output = stop_process(worker, log)
     assert worker.returncode == 0, f"the worker exited {worker.returncode}:\n{output}"
     assert "Traceback" not in output, output

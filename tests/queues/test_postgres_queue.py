@@ -18,7 +18,7 @@ from fxdurable.backends import open_queue
 from fxdurable.errors import ConfigurationError, QueueUnavailableError
 from fxdurable.queues._pg_queue_schema import parse_pg_queue_url
 from fxdurable.queues.postgres import PgConsumer, PgMessage, PgQueue
-from fxdurable.queues.sqs import decode_wake
+from fxdurable.queues.wake_codec import decode_wake
 
 
 @pytest.fixture

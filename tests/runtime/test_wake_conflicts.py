@@ -276,9 +276,10 @@ def test_the_sqs_worker_hands_a_lasting_conflict_on_then_leaves_it_to_redelivery
     queue."""
     from fxdurable.queues.sqs import SqsQueue
     from fxdurable.workers.config import WorkerConfig
+    from fxdurable.workers.queue_settings import QueueWorkerSettings
+    from fxdurable.workers.queue_worker import QueueWorker
     from fxdurable.workers.sqs_consumer import SqsConsumer
-    from fxdurable.workers.sqs_settings import SqsWorkerSettings
-    from fxdurable.workers.sqs_worker import SqsWorker
+    from fxdurable.workers.sqs_worker import SQS
     from fxdurable.workers.warm import WarmContext
 
     lambda_world, stray_of = world
@@ -292,11 +293,12 @@ def test_the_sqs_worker_hands_a_lasting_conflict_on_then_leaves_it_to_redelivery
     queue = context.queue
     assert isinstance(queue, SqsQueue)
     consumer = SqsConsumer(queue, wait_s=0)
-    worker = SqsWorker(
+    worker = QueueWorker(
         context,
         queue,
         consumer,
-        SqsWorkerSettings(wait_s=0, visibility_s=30),
+        QueueWorkerSettings(wait_s=0, visibility_s=30),
+        backend=SQS,
         max_receives=None,
         burst=True,  # returns once a poll is empty: the last wake is invisible, retried later
         scan_interval_s=0,

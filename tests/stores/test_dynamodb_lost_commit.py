@@ -21,12 +21,10 @@ from urllib.parse import urlsplit
 
 import pytest
 from aws_support import REGION, aws_session
+from lost_commit_support import assert_at_rest, assert_landed_once, claimed_session
 
-from fxdurable.core.clock import RandomIds, SystemClock
-from fxdurable.core.journal import Journal, WorkerIdentity
 from fxdurable.stores.dynamodb import DynamoStore
 from fxdurable.testing.faults import Answer, FaultProxy
-from fxdurable.testing.invariants import check_store
 
 pytestmark = pytest.mark.aws
 
@@ -53,29 +51,18 @@ def test_a_commit_whose_answer_is_lost_lands_once(proxy: FaultProxy, mode: Answe
     endpoint = f"http://127.0.0.1:{proxy.port}"
     store = DynamoStore(f"{url}&endpoint_url={endpoint}", session=aws_session())
     try:
-        journal = Journal(store, SystemClock(), RandomIds())
-        sub = journal.admit("s1", agent="a", prompt="go").submission
-        fence = journal.claim("s1", WorkerIdentity("h", 1), ttl_s=60)
-        assert fence is not None
-        before = store.read(lambda v: v.get_session("s1"))
-        assert before is not None
+        journal, fence, sub_id, before = claimed_session(store)
         proxy.lose_answer(COMMIT, mode)
-        start = journal.begin_attempt(fence, sub.id, worker="w")  # its answer is lost
+        start = journal.begin_attempt(fence, sub_id, worker="w")  # its answer is lost
         assert proxy.lost == 1, "the proxy never faulted the commit: the test proves nothing"
         if mode == "late":
             assert proxy.landed_late.wait(10), "the held commit never reached the server"
-        after = store.read(lambda v: v.get_session("s1"))
-        assert after is not None
-        attempts = store.read(lambda v: list(v.attempts(sub.id)))
-        assert [a.number for a in attempts] == [start.attempt.number] == [1]
+        assert start.attempt.number == 1
         # The transition's events once each: the session moved by one commit, not two.
-        events = store.read(lambda v: list(v.events("s1")))
-        assert [e.seq for e in events] == list(range(1, after.next_event_seq))
-        assert after.version == before.version + 1, (before.version, after.version)
+        assert_landed_once(store, sub_id, before, commits=1)
         # And the session goes on from there.
-        journal.settle(fence, sub.id, "completed", text="done")
+        journal.settle(fence, sub_id, "completed", text="done")
         journal.release(fence)
-        summary = store.read(lambda v: check_store(v, now=time.time(), at_rest=True))
-        assert summary.violations == ()
+        assert_at_rest(store)
     finally:
         store.close()

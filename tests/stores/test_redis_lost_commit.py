@@ -14,21 +14,20 @@ so the first ones would catch a store that lost its token.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
+from lost_commit_support import assert_at_rest, assert_landed_once, claimed_session
 
 from fxdurable.core.clock import RandomIds, SystemClock
-from fxdurable.core.journal import Journal, WorkerIdentity
+from fxdurable.core.journal import Journal
 from fxdurable.core.store import Tx
 from fxdurable.errors import FxDurableError
 from fxdurable.stores import _redis_cached_tx
 from fxdurable.stores._redis_wire import SCRIPT_SHA
 from fxdurable.stores.redis import RedisStore
 from fxdurable.testing.faults import Answer, FaultProxy
-from fxdurable.testing.invariants import check_store
 
 pytestmark = pytest.mark.redis
 
@@ -51,36 +50,24 @@ def _proxied(redis_url: str, proxy: FaultProxy) -> RedisStore:
 def _lose_begin_attempt(store: RedisStore, proxy: FaultProxy, how: Answer) -> tuple[str, int]:
     """Admit and claim s1, begin its attempt with the commit's answer lost, settle, release:
     the submission and the session's version before the attempt."""
-    journal = Journal(store, SystemClock(), RandomIds())
-    sub = journal.admit("s1", agent="a", prompt="go").submission
-    fence = journal.claim("s1", WorkerIdentity("h", 1), ttl_s=60)
-    assert fence is not None
-    claimed = store.read(lambda v: v.get_session("s1"))
-    assert claimed is not None
+    journal, fence, sub_id, version = claimed_session(store)
     proxy.lose_answer(COMMIT, how)
     try:
-        journal.begin_attempt(fence, sub.id, worker="w")
+        journal.begin_attempt(fence, sub_id, worker="w")
     finally:
         assert proxy.lost == 1, "the proxy never faulted the commit: the test proves nothing"
     if how == "late":  # the first send reaches the server after its resend was answered
         assert proxy.landed_late.wait(10), "the held commit never reached the server"
-    journal.settle(fence, sub.id, "completed", text="done")
+    journal.settle(fence, sub_id, "completed", text="done")
     journal.release(fence)
-    return sub.id, claimed.version
+    return sub_id, version
 
 
 def _once(store: RedisStore, sub_id: str, version_before: int) -> None:
     """One attempt, every event once, the session moved by each transition's one commit."""
-    attempts = store.read(lambda v: list(v.attempts(sub_id)))
-    assert [a.number for a in attempts] == [1]
-    session = store.read(lambda v: v.get_session("s1"))
-    assert session is not None
-    events = store.read(lambda v: list(v.events("s1")))
-    assert [e.seq for e in events] == list(range(1, session.next_event_seq))
     # begin_attempt, settle and release: three commits after the claim, not four.
-    assert session.version == version_before + 3, (version_before, session.version)
-    summary = store.read(lambda v: check_store(v, now=time.time(), at_rest=True))
-    assert summary.violations == ()
+    assert_landed_once(store, sub_id, version_before, commits=3)
+    assert_at_rest(store)
 
 
 @pytest.mark.parametrize("how", ["drop", "stall", "late"])

@@ -23,6 +23,9 @@ tests/conftest.py); the queue stays on the threaded one. ``sqlite`` and ``redis`
 tests on those stores (``FXD_TEST_SQS_STORES=dynamodb,sqlite``); they are left out of the
 default run because each store adds about a minute and a half to the SQS suites, and the
 worker, crash and race logic they exercise is the RQ suites' on both stores already.
+
+The Postgres-queue worker tests use ``make_pg_harness`` (:class:`~postgres_queue_support.PgHarness`:
+a schema of each test's own on the run's PostgreSQL).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ if HERE not in sys.path:  # whatever pytest's import mode, the tests import rq_s
     sys.path.insert(0, HERE)
 
 from aws_support import aws_session  # noqa: E402
+from postgres_queue_support import PgHarness  # noqa: E402
 from redis_support import free_port, unavailable  # noqa: E402
 from rq_support import RqHarness  # noqa: E402
 from sqs_support import AWS_ENV, SqsHarness  # noqa: E402
@@ -270,3 +274,23 @@ def make_sqs_harness(
     yield make
     for harness in made:
         harness.cleanup()
+
+
+@pytest.fixture
+def make_pg_harness(tmp_path: Path, postgres_url: str) -> Iterator[Callable[..., PgHarness]]:
+    """``make_pg_harness(pg_url=..., store_url=..., visibility_s=..., ...)``: a harness on the
+    test's Postgres queue schema (a SQLite store file by default); every worker it started is
+    killed at teardown."""
+    made: list[PgHarness] = []
+
+    def make(pg_url: str = postgres_url, store_url: str | None = None, **kwargs: Any) -> PgHarness:
+        root = tmp_path / f"h{len(made)}"
+        root.mkdir()
+        store_url = store_url or f"sqlite:///{root}/fxd.db"
+        h = PgHarness(root, store_url=store_url, pg_url=pg_url, **kwargs)
+        made.append(h)
+        return h
+
+    yield make
+    for h in made:
+        h.cleanup()

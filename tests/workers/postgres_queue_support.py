@@ -2,7 +2,7 @@
 processes on the test run's PostgreSQL (a schema of each test's own).
 
 Its workers hide a claimed wake for ``visibility_s`` (2 s), so a killed worker's wake is
-delivered again within seconds; their safety poll (``FXD_SQS_WAIT_S``) is 20 s, so every
+delivered again within seconds; their safety poll (``FXD_PG_WAIT_S``) is 20 s, so every
 prompt wake in these tests is a NOTIFY's, not a poll's.
 """
 
@@ -44,9 +44,9 @@ class PgHarness(WorkerHarness):
 
     def queue_env(self) -> dict[str, str]:
         return {
-            "FXD_SQS_WAIT_S": str(self.wait_s),
-            "FXD_SQS_VISIBILITY_S": str(self.visibility_s),
-            "FXD_SQS_JOB_TIMEOUT_S": "60",
+            "FXD_PG_WAIT_S": str(self.wait_s),
+            "FXD_PG_VISIBILITY_S": str(self.visibility_s),
+            "FXD_PG_JOB_TIMEOUT_S": "60",
         }
 
     def sql(self, query: str, *params: Any) -> list[tuple[Any, ...]]:

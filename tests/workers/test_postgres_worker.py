@@ -4,13 +4,15 @@ run's PostgreSQL, a SQLite store file shared by them.
 A turn with tools and a next message, then SIGTERM (exit 0); 3 workers and 30 turns, each
 settling exactly once (SKIP LOCKED: no wake handled twice at once); a worker SIGKILLed mid-tool
 whose wake is delivered again; ``fxdurable scan`` finding a session whose wake was lost; and
-PostgreSQL itself SIGKILLed and restarted under running turns.
+PostgreSQL itself SIGKILLed and restarted under running turns; and a worker on a Postgres
+store and queue where boto3 cannot be imported.
 """
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,22 +23,6 @@ from worker_support import print_measure, wait_until
 
 from tests.kit.story import done_text
 from tests.kit.world import assert_invariants
-
-
-@pytest.fixture
-def make_pg_harness(tmp_path: Path, postgres_url: str) -> Iterator[Callable[..., PgHarness]]:
-    made: list[PgHarness] = []
-
-    def make(pg_url: str = postgres_url, **kwargs: Any) -> PgHarness:
-        root = tmp_path / f"h{len(made)}"
-        root.mkdir()
-        h = PgHarness(root, store_url=f"sqlite:///{root}/fxd.db", pg_url=pg_url, **kwargs)
-        made.append(h)
-        return h
-
-    yield make
-    for h in made:
-        h.cleanup()
 
 
 def test_a_turn_with_tools_a_next_message_and_sigterm(
@@ -114,11 +100,16 @@ def test_fxdurable_scan_wakes_a_session_whose_wake_was_lost(
     assert sub.status == "completed", sub
 
 
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
 def test_postgres_sigkilled_and_restarted_mid_run_loses_and_duplicates_nothing(
-    make_pg_harness: Callable[..., PgHarness], postgres_factory: Callable[..., Any]
+    make_pg_harness: Callable[..., PgHarness], postgres_factory: Callable[..., Any], store: str
 ) -> None:
+    """The queue on a server of the test's own, SIGKILLed (postmaster and backends) while 3
+    workers run 30 turns, then restarted from its WAL; with ``postgres`` the store is on it
+    too (the Postgres pair: every commit in flight is lost or kept whole)."""
     server = postgres_factory()
-    h = make_pg_harness(pg_url=f"{server.url}?schema=fxq")
+    url = f"{server.url}?schema=fxq"
+    h = make_pg_harness(pg_url=url, store_url=url if store == "postgres" else None)
     workers = h.start_workers(3, env={"FXD_TEST_DEPLOY_S": "0.3"})
     items = [(f"s{i}", f"story t{i}", f"r{i}") for i in range(30)]
     ids = h.submit(items)
@@ -127,8 +118,66 @@ def test_postgres_sigkilled_and_restarted_mid_run_loses_and_duplicates_nothing(
     server.start()  # WAL recovery; the workers' connections are gone
     subs = h.wait_settled(ids, timeout=180)
     assert [s.status for s in subs] == ["completed"] * 30, h.diagnostics()
-    assert_invariants(h.world(), [r for _, _, r in items])
     logs = "".join(w.log() for w in workers)
     assert "Postgres queue" in logs and "unavailable" in logs, logs[-3000:]
     wait_until(lambda: h.depth() == 0, 60, "every wake deleted")
     assert h.stop_workers(timeout=30) == [0, 0, 0], h.diagnostics()
+    # Read once the workers have stopped: a submission settles a moment before its worker
+    # lets the lease go (as in the thirty-turns test above).
+    assert_invariants(h.world(), [r for _, _, r in items])
+
+
+# A sitecustomize that makes every import of boto3 or botocore fail, and notes each attempt
+# (an import tried and swallowed counts too), so "imports nothing of boto3" is observed in the
+# running worker, not read off its source.
+_NO_AWS = """
+import importlib.abc, os, sys
+
+_LOG = os.environ["FXD_TEST_IMPORT_LOG"]
+
+
+def _note(line):
+    with open(_LOG, "a") as f:
+        f.write(line + "\\n")
+
+
+class _NoAws(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("boto3", "botocore"):
+            _note(name)
+            raise ImportError(f"{name} is not installed here (a test: no fxdurable[aws])")
+        return None
+
+
+sys.meta_path.insert(0, _NoAws())
+_note("blocker loaded")
+"""
+
+
+def test_a_postgres_worker_runs_turns_where_boto3_cannot_be_imported(
+    make_pg_harness: Callable[..., PgHarness], postgres_url: str, tmp_path: Path
+) -> None:
+    """The store and the queue on Postgres, boto3 and botocore unimportable in every process
+    started: a worker runs a turn with tools, ``fxdurable scan`` runs, and neither even tries
+    to import them; an SQS worker under the same blocker fails on it (the blocker bites)."""
+    h = make_pg_harness(store_url=postgres_url)
+    blocker = tmp_path / "no_aws"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(_NO_AWS)
+    log = tmp_path / "imports.log"
+    env = {
+        "PYTHONPATH": os.pathsep.join([str(blocker), h.env()["PYTHONPATH"]]),
+        "FXD_TEST_IMPORT_LOG": str(log),
+    }
+    h.start_worker(env=env)
+    sub_id = h.submit_one("s", "story pg", "r1")
+    (sub,) = h.wait_settled([sub_id], timeout=30)
+    assert sub.status == "completed" and sub.result_text == done_text("pg"), sub
+    code, out, err = h.run_cli("scan", env=env)
+    assert code == 0 and "woke" in out, (out, err)
+    assert h.stop_workers(timeout=30) == [0], h.diagnostics()
+    assert log.read_text().splitlines() == ["blocker loaded"] * 2, log.read_text()
+
+    log.unlink()
+    code, out, err = h.run_cli("worker", "--queue", "sqs://wakes?region=us-east-1", env=env)
+    assert code != 0 and "boto3" in log.read_text(), (code, out, err, log.read_text())

@@ -17,7 +17,6 @@ submitter: no wake was ever sent, and the worker's reconciliation scan finds the
 from __future__ import annotations
 
 import json
-import re
 import signal
 import time
 from collections.abc import Callable
@@ -25,25 +24,17 @@ from collections.abc import Callable
 import pytest
 from crash_cases import (
     CASES,
-    NEXT_REQUEST,
     REQUEST,
     SESSION,
     STORY,
     assert_story_completed,
     assert_unknown_deploy,
     check_continuation,
-    check_follow_up,
 )
+from redelivery_crash import crash_and_recover, delivered_again, follow_up
 from sqs_support import SqsHarness
-from worker_support import (
-    WorkerProc,
-    freeze_outside_a_commit,
-    pid_alive,
-    print_measure,
-    wait_until,
-)
+from worker_support import freeze_outside_a_commit, print_measure, wait_until
 
-from tests.kit.delegation import child_requests
 from tests.kit.merged_commits import MERGED_CASES, SEQUENCE, SEQUENTIAL_ENV
 from tests.kit.world import World, assert_invariants, assert_model_requests
 
@@ -52,61 +43,6 @@ pytestmark = [pytest.mark.crash]
 # Far longer than a recovery takes (a visibility timeout and the rest of the turn), so a
 # recovery that settles within it took the same-host shortcut and did not wait for the lease.
 LEASE_TTL_S = 30.0
-
-
-def delivered_again(worker: WorkerProc, delivery: int, reason: str = "submitted") -> bool:
-    """The survivor handled (and deleted) the original wake (sent for ``reason``) on its
-    ``delivery``-th receipt."""
-    pattern = rf"wake {SESSION} \({reason}\) done in [\d.]+s, delivery {delivery}\n"
-    return re.search(pattern, worker.log()) is not None
-
-
-def crash_and_recover(
-    h: SqsHarness,
-    plan: list[str],
-    *,
-    prompt: str = STORY,
-    env: dict[str, str | None] | None = None,
-    timeout: float = 40.0,
-) -> tuple[World, WorkerProc]:
-    """A worker dies at each point of ``plan`` in turn; then a survivor (scan off) recovers the
-    session from the redelivered message. Returns the world at rest and the survivor."""
-    env = env or {}
-    sub_id = h.submit_one(SESSION, prompt, REQUEST)
-    killed_at = 0.0
-    for point in plan:
-        doomed = h.start_worker(env={**env, "FXD_CRASH_AT": point}, scan_interval_s=0)
-        assert doomed.proc.wait(timeout=timeout) == -signal.SIGKILL, doomed.log()
-        killed_at = time.time()
-        assert f"crash injected at {point}" in doomed.log(), doomed.log()
-    survivor = h.start_worker(env=env, scan_interval_s=0)
-    (sub,) = h.wait_settled([sub_id], timeout=timeout)
-    recovery = (sub.settled_at or 0.0) - killed_at
-    print_measure(f"SQS recovery after SIGKILL at {plan[-1]} (redelivery)", recovery)
-    assert recovery < h.lease_ttl_s, f"recovery took {recovery:.2f}s: it waited for the lease"
-    # The wake the killed workers received was delivered once more, handled and deleted.
-    wait_until(lambda: delivered_again(survivor, len(plan) + 1), timeout, "the redelivery")
-    world = h.world()
-    assert_invariants(world, [REQUEST, *child_requests(world)])  # its subagents' too
-    pids = world.attempt_pids(REQUEST)
-    # The last attempt is the survivor's, and every other process that ran one is gone. The
-    # survivor may have run more than one: a slow machine takes it past its own deadline too,
-    # and it continues the turn itself (seen in a loaded CI run: [killed, survivor, survivor]).
-    others = [p for p in pids if p != survivor.pid]
-    assert pids[-1] == survivor.pid and not [p for p in others if pid_alive(p)], pids
-    return world, survivor
-
-
-def follow_up(h: SqsHarness) -> World:
-    """The session accepts a next message, run by the survivor, and completes it; every
-    message was deleted."""
-    sub_id = h.submit_one(SESSION, "status?", NEXT_REQUEST)
-    h.wait_settled([sub_id], timeout=30)
-    assert h.stop_workers() == [0], h.diagnostics()
-    world = h.world()
-    check_follow_up(world)
-    assert h.depth() == 0
-    return world
 
 
 @pytest.mark.parametrize(("plan", "check"), [pytest.param(*c, id=c[0][-1]) for c in CASES])

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import pytest
 from crash_cases import REQUEST, SESSION, STORY
+from redelivery_crash import RedeliveringHarness, follow_up
 from sqs_support import SqsHarness
 from test_rq_questions import (
     ASK,
@@ -22,7 +23,7 @@ from test_rq_questions import (
     assert_deployed_once_after_one_question,
     wait_for_the_question,
 )
-from test_sqs_crash_suite import LEASE_TTL_S, follow_up
+from test_sqs_crash_suite import LEASE_TTL_S
 
 pytestmark = [pytest.mark.crash]
 
@@ -30,7 +31,12 @@ pytestmark = [pytest.mark.crash]
 def test_a_worker_killed_before_the_deploys_hook_asks_once_after_redelivery(
     make_sqs_harness: Callable[..., SqsHarness],
 ) -> None:
-    h = make_sqs_harness(lease_ttl_s=LEASE_TTL_S)
+    killed_before_the_deploys_hook_asks(make_sqs_harness(lease_ttl_s=LEASE_TTL_S))
+
+
+def killed_before_the_deploys_hook_asks(h: RedeliveringHarness) -> None:
+    """One question after the redelivery, the deploy once after the answer (also the Postgres
+    pair's: test_postgres_agent_crash.py)."""
     sub_id = h.submit_one(SESSION, STORY, REQUEST)
     point = "hook.before-tool:deploy"
     doomed = h.start_worker(env={**ASK, "FXD_CRASH_AT": point}, scan_interval_s=0)

@@ -10,8 +10,9 @@ from collections.abc import Callable
 
 import pytest
 from crash_cases import NEXT_REQUEST, REQUEST, SESSION
+from redelivery_crash import RedeliveringHarness, crash_and_recover
 from sqs_support import SqsHarness
-from test_sqs_crash_suite import LEASE_TTL_S, crash_and_recover
+from test_sqs_crash_suite import LEASE_TTL_S
 
 from tests.kit.story import welcomed_text
 from tests.kit.world import assert_invariants
@@ -24,7 +25,12 @@ WELCOME = "welcome crash"
 def test_a_welcome_killed_before_its_commit_is_sent_once(
     make_sqs_harness: Callable[..., SqsHarness],
 ) -> None:
-    h = make_sqs_harness(lease_ttl_s=LEASE_TTL_S)
+    welcome_killed_before_its_commit(make_sqs_harness(lease_ttl_s=LEASE_TTL_S))
+
+
+def welcome_killed_before_its_commit(h: RedeliveringHarness) -> None:
+    """The welcome sent once across the crash, its state committed with the recovered call,
+    and a next welcome finding it (also the Postgres pair's: test_postgres_agent_crash.py)."""
     world, _ = crash_and_recover(h, ["tool.after-execute:send_welcome"], prompt=WELCOME)
     task = world.task("send_welcome", REQUEST)
     assert (task.status, task.runs) == ("completed", 2)

@@ -147,7 +147,7 @@ def test_a_message_that_is_not_a_wake_goes_to_the_dead_letter_queue(
     worker = h.start_worker()
     wait_until(lambda: h.bodies(h.dlq_url) == ["not a wake"], 30, "the dead-letter queue")
     log = worker.log()
-    assert "is not a wake (an SQS message that is not a wake (not JSON)" in log, log
+    assert "is not a wake (a message that is not a wake (not JSON)" in log, log
     assert "left for the dead-letter queue (delivery 1 of 2)" in log, log
     assert "left for the dead-letter queue (delivery 2 of 2)" in log, log
     sub_id = h.submit_one("s", "status?", "r1")
@@ -161,7 +161,7 @@ def test_a_message_that_is_not_a_wake_goes_to_the_dead_letter_queue(
     plain.send_raw('{"v": 1, "reason": "no session"}')
     other = plain.start_worker(args=["--burst"], ready=False)
     assert other.proc.wait(timeout=30) == 0, other.log()
-    assert "is not a wake (an SQS wake without a session id" in other.log(), other.log()
+    assert "is not a wake (a wake without a session id" in other.log(), other.log()
     assert "deleted (the queue has no dead-letter queue)" in other.log()
     assert plain.depth() == 0
     assert h.stop_workers() == [0]
