@@ -242,7 +242,7 @@ class TurnRoutes(RouteBase):
             ) from None
         except InvalidAnswerError as exc:
             raise ApiError(422, "invalid_answer", str(exc), error="InvalidAnswerError") from None
-        await self._wake(key, "answer")
+        await self._wake(record.session_id, "answer")  # a surfaced child question: the child
         session = await durable(self._rt.journal.read, lambda v: v.get_session(key))
         cursor = 0 if session is None else session.next_event_seq - 1
         reply = AnswerReply(

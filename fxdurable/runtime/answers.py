@@ -16,6 +16,7 @@ from typing import Any
 from fxdurable.core.asking import waits_for_input
 from fxdurable.core.journal import Journal
 from fxdurable.core.records import SubmissionRecord
+from fxdurable.core.states import ToolTaskStatus
 from fxdurable.core.store import ReadView
 from fxdurable.errors import (
     InvalidAnswerError,
@@ -34,8 +35,13 @@ class Question:
     """The question a session's turn waits on: ``about`` is ``"tool"`` (``tool`` and
     ``task_id`` name the call; ``arguments`` is its input as the model wrote it) or
     ``"exhausted"`` (its attempt budget ran out) or ``"budget"`` (its spending budget is
-    spent, ``SpendingBudget(on_exhausted="ask")``)."""
+    spent, ``SpendingBudget(on_exhausted="ask")``).
 
+    ``session_id`` is the session that asks: the one asked about, or — surfaced on the
+    parent — a subagent's child session whose question the parent's call waits on
+    (``submission_id`` is then the child's). Answering the parent answers it."""
+
+    session_id: str
     submission_id: str
     question: str
     about: str
@@ -61,16 +67,32 @@ def answer_of(kind: str, reason: str | None, input: Mapping[str, Any] | None) ->
     raise InvalidAnswerError(f"an answer is allow, deny or rewrite, not {kind!r}")
 
 
-def pending_question(view: ReadView, session_id: str) -> Question | None:
-    """The question the session's next submission waits on, if it waits."""
+# How deep a question is looked for through subagent calls (a child's child's ...): far more
+# than any agent nests, and a bound on the reads of a record that loops.
+_MAX_DEPTH = 8
+
+
+def pending_question(view: ReadView, session_id: str, *, _depth: int = 0) -> Question | None:
+    """The question the session's next submission waits on, if it waits; else one a
+    subagent's child asks while this session's running call waits for that child."""
     unsettled = view.unsettled_submissions(session_id)
-    if not unsettled or not waits_for_input(unsettled[0]):
+    if not unsettled:
         return None
     sub = unsettled[0]
+    if not waits_for_input(sub):
+        if _depth >= _MAX_DEPTH:
+            return None
+        for call in view.tool_tasks(sub.id):
+            if call.status == ToolTaskStatus.RUNNING and call.child_session is not None:
+                child = pending_question(view, call.child_session, _depth=_depth + 1)
+                if child is not None:
+                    return child
+        return None
     request = sub.input_request
     assert request is not None  # waits_for_input
     task = None if request.task_id is None else view.get_tool_task(request.task_id)
     return Question(
+        session_id=session_id,
         submission_id=sub.id,
         question=request.question,
         about=request.about,
@@ -90,6 +112,10 @@ def record_answer(
     owner: str | None = None,
 ) -> SubmissionRecord:
     """Check ``answer`` against the pending question and record it (sync: one crossing).
+    The question may be a subagent's child's, surfaced on ``session_id``
+    (:func:`pending_question`): the answer is then the child's, and the returned submission
+    (whose ``session_id`` the caller wakes) is the child's. ``owner`` is checked on
+    ``session_id``: who may answer the parent may answer the child it runs.
 
     Raises :class:`SessionNotFoundError` (no such session, or ``owner``'s it is not),
     :class:`NoPendingQuestionError` (nothing waits: never asked, or answered already) and
@@ -106,11 +132,17 @@ def record_answer(
         raise SessionNotFoundError(session_id)
     if question is None:
         raise NoPendingQuestionError(session_id)
+    agent = session.agent
+    if question.session_id != session_id:  # a child's, surfaced on its parent
+        child = journal.read(lambda v: v.get_session(question.session_id))
+        if child is None:
+            raise NoPendingQuestionError(session_id)
+        agent, owner = child.agent, None  # the owner was checked on the parent above
     arguments = answer.arguments_json()
     if answer.kind == "rewrite":
-        _validate_rewrite(agents.get(session.agent), question, arguments or "{}")
+        _validate_rewrite(agents.get(agent), question, arguments or "{}")
     return journal.answer_input(
-        session_id,
+        question.session_id,
         answer.kind,
         reason=answer.reason,
         arguments=arguments,

@@ -500,7 +500,9 @@ class SessionHandle:
         return await durable(erase_session, self._rt.journal, self.id, force=force)
 
     async def question(self) -> Question | None:
-        """The question this session's turn waits on (``needs_input``), or None."""
+        """The question this session's turn waits on (``needs_input``), or one a subagent's
+        child asks while this session's call waits for it (``Question.session_id`` names the
+        child; :meth:`answer` here answers it), or None."""
         return await durable(self._rt.journal.read, lambda v: pending_question(v, self.id))
 
     async def answer(self, answer: Answer) -> Submission:
@@ -511,7 +513,8 @@ class SessionHandle:
         too: the first one is applied) and :class:`~fxdurable.InvalidAnswerError` for a
         rewrite that does not validate; nothing is written then."""
         record = await durable(record_answer, self._rt.journal, self._rt.agents, self.id, answer)
-        await self._rt.queue.enqueue(self.id, reason="answer")
+        # This session's, or a subagent's child's whose question was surfaced here.
+        await self._rt.queue.enqueue(record.session_id, reason="answer")
         return Submission.of(record, self._output())
 
     async def resume(self) -> None:
