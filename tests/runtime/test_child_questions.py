@@ -46,6 +46,10 @@ def asking_parent(looked_up: list[str]) -> fx.Agent:
     )
 
 
+def runtime(tmp_path, looked_up: list[str]) -> fx.Runtime:
+    return fx.Runtime([asking_parent(looked_up)], store=fresh_store(tmp_path), settings=NO_SCAN)
+
+
 async def surfaced(session: fx.SessionHandle) -> fx.Question:
     """The question the parent shows, once the child asked it."""
     for _ in range(500):
@@ -60,9 +64,7 @@ def test_a_childs_question_is_surfaced_on_the_parent_and_answered_there(tmp_path
     looked_up: list[str] = []
 
     async def main() -> None:
-        async with fx.Runtime(
-            [asking_parent(looked_up)], store=fresh_store(tmp_path), settings=NO_SCAN
-        ) as rt:
+        async with runtime(tmp_path, looked_up) as rt:
             parent = rt.session("p1")
             sub = await parent.submit("go")
             question = await surfaced(parent)
@@ -86,9 +88,7 @@ def test_a_deny_on_the_parent_reaches_the_childs_call(tmp_path):
     looked_up: list[str] = []
 
     async def main() -> None:
-        async with fx.Runtime(
-            [asking_parent(looked_up)], store=fresh_store(tmp_path), settings=NO_SCAN
-        ) as rt:
+        async with runtime(tmp_path, looked_up) as rt:
             parent = rt.session("p1")
             sub = await parent.submit("go")
             await surfaced(parent)
@@ -105,9 +105,7 @@ def test_the_http_answer_of_the_parent_answers_the_child(tmp_path):
     looked_up: list[str] = []
 
     async def main() -> None:
-        async with fx.Runtime(
-            [asking_parent(looked_up)], store=fresh_store(tmp_path), settings=NO_SCAN
-        ) as rt:
+        async with runtime(tmp_path, looked_up) as rt:
             app = create_app(
                 rt,
                 authenticate=dev_principal,
