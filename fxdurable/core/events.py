@@ -75,7 +75,7 @@ __all__ = [
 ]
 
 # major.minor: the major part changes with any rename or removal (see the module docstring).
-# 1.7: tool.retrying. 1.6: model.fallback, output.rejected; cache and reasoning token counts.
+# 1.7: tool.retrying, the attempts' agent_version. 1.6: model.fallback, output.rejected; cache and reasoning token counts.
 WIRE_VERSION = "1.7"
 
 
@@ -209,10 +209,12 @@ class TurnStarted:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AttemptRun:
-    """An attempt and the worker that runs it (started) or ran it (interrupted)."""
+    """An attempt and the worker that runs it (started) or ran it (interrupted), and the
+    version of the agent it runs (``Agent.version``; None before it was kept)."""
 
     number: int
     worker: str
+    agent_version: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

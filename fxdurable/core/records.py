@@ -194,6 +194,9 @@ class AttemptRecord:
     ended_at: float | None = None
     reason: str | None = None
     version: int = 1
+    # The version of the agent this attempt ran (Agent.version): in a rolling deploy a turn's
+    # attempts may run on different versions. None on records written before it was kept.
+    agent_version: str | None = field(default=None, metadata=OMIT_DEFAULT)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -202,6 +205,9 @@ class TurnRecord:
     session_id: str
     submission_id: str
     status: TurnStatus
+    # The version of the agent that started this turn (Agent.version; each attempt records
+    # its own too). None on records written before it was kept.
+    agent_version: str | None = field(default=None, metadata=OMIT_DEFAULT)
     rounds: int = 0  # model calls recorded so far
     model_errors: int = 0  # transient model failures so far: the turn's error budget
     # When the model may be called again after the last transient failure (journal clock):

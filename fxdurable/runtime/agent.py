@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -142,6 +144,11 @@ class Agent:
     and validated; an answer that does not validate is sent back with what was wrong, at
     most ``output_retries`` times, then the submission fails with ``output_invalid``
     (docs/typed-output.md). ``Submission.output`` is the validated value.
+
+    ``version``: recorded on each turn it starts and each attempt it runs (``TurnRecord``,
+    ``AttemptRecord``, the ``attempt.started`` event), so a rolling deploy's trace says which
+    version ran what; undeclared, a digest of the instructions, the tools' names,
+    descriptions, input schemas and replay policies, and the output schema.
     """
 
     __slots__ = (
@@ -158,6 +165,7 @@ class Agent:
         "pricing",
         "spending",
         "tools",
+        "version",
     )
 
     name: str
@@ -173,6 +181,8 @@ class Agent:
     max_parallel_tools: int
     output: OutputSpec | None  # from ``output_type``: how the final answer is checked
     output_retries: int
+    # Recorded on each turn and attempt it runs: declared, or a digest of what the model sees.
+    version: str
 
     def __init__(
         self,
@@ -189,9 +199,12 @@ class Agent:
         spending: SpendingBudget | None = None,
         output_type: Any = None,
         output_retries: int = 2,
+        version: str | None = None,
     ) -> None:
         if not name:
             raise ConfigurationError("an agent needs a name: sessions are bound to it")
+        if version is not None and (not isinstance(version, str) or not version.strip()):
+            raise ConfigurationError(f"agent {name!r}: version must be a non-empty string")
         if max_parallel_tools < 1:
             raise ConfigurationError("max_parallel_tools must be at least 1")
         if output_retries < 0:
@@ -212,6 +225,7 @@ class Agent:
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ConfigurationError(f"agent {name!r} has duplicate tools: {duplicates}")
+        output = None if output_type is None else OutputSpec(output_type)
         values = {
             "name": name,
             "model": model,
@@ -224,8 +238,9 @@ class Agent:
             "spending": spending,
             "parallel_tools": parallel_tools,
             "max_parallel_tools": max_parallel_tools,
-            "output": None if output_type is None else OutputSpec(output_type),
+            "output": output,
             "output_retries": output_retries,
+            "version": version or _digest(name, instructions, tuple(tools), output),
         }
         for key, value in values.items():
             object.__setattr__(self, key, value)
@@ -242,3 +257,20 @@ class Agent:
             if candidate.name == name:
                 return candidate
         return None
+
+
+def _digest(
+    name: str, instructions: str, tools: tuple[Tool, ...], output: OutputSpec | None
+) -> str:
+    """An undeclared version: a digest of what the model is given — the instructions, each
+    tool's name, description, input schema and replay policy, the output schema — so a
+    deploy that changes any of them records another version (the model's name is not in it:
+    a Fallback switch is not a new version)."""
+    described = {
+        "name": name,
+        "instructions": instructions,
+        "tools": [[t.name, t.description, t.json_schema(), t.replay, t.durable] for t in tools],
+        "output": None if output is None else output.format.schema,
+    }
+    text = json.dumps(described, sort_keys=True, default=str, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]

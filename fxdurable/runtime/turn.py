@@ -98,7 +98,13 @@ class TurnDriver(ToolCalls):
             return
         if turn is not None and turn.model_retry_at is not None:
             await self._wait_out_model_backoff(turn.model_retry_at)
-        start = await durable(j.begin_attempt, self._fence, submission_id, worker=self._worker)
+        start = await durable(
+            j.begin_attempt,
+            self._fence,
+            submission_id,
+            worker=self._worker,
+            agent_version=self._agent.version,
+        )
         self._attempt = start.attempt.number
         if start.recovered:
             # A recovery may re-run settled reads (reuse=False) and closes out partial text:

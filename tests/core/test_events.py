@@ -166,7 +166,7 @@ def test_events_are_stored_in_the_shapes_written_before_they_were_typed(
         "session.created": {"agent": "a"},
         "submission.admitted": {"submission": sub, "request_id": "r1"},
         "turn.started": {"prompt": "hello"},
-        "attempt.started": {"number": 1, "worker": "w1"},
+        "attempt.started": {"number": 1, "worker": "w1", "agent_version": None},  # 1.7
         "model.completed": {
             "round": 0,
             "text": "",

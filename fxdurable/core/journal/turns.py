@@ -59,8 +59,17 @@ _TURN_OUTCOME = {
 
 
 class Turns(Transitions):
-    def begin_attempt(self, fence: Fence, submission_id: str, *, worker: str) -> AttemptStart:
+    def begin_attempt(
+        self,
+        fence: Fence,
+        submission_id: str,
+        *,
+        worker: str,
+        agent_version: str | None = None,
+    ) -> AttemptStart:
         """Start an attempt; a queued submission starts its turn, a running one resumes it.
+        ``agent_version``: the version of the agent that runs it, recorded on the attempt
+        (and on the turn it starts).
 
         An attempt still ``running`` from before was cut short by a crash: it is recorded
         ``interrupted`` and counts against the submission's attempt budget.
@@ -82,7 +91,9 @@ class Turns(Transitions):
                 sub = replace(sub, interruptions=sub.interruptions + 1)
                 scope.emit(
                     EventType.ATTEMPT_INTERRUPTED,
-                    AttemptRun(number=last.number, worker=last.worker),
+                    AttemptRun(
+                        number=last.number, worker=last.worker, agent_version=last.agent_version
+                    ),
                     turn_id=sub.id,
                 )
                 recovered = True
@@ -100,6 +111,7 @@ class Turns(Transitions):
                     session_id=sub.session_id,
                     submission_id=sub.id,
                     status=advance("turn", None, TurnStatus.RUNNING),
+                    agent_version=agent_version,
                     session_spent=scope.session.spent,
                 )
                 tx.put_turn(turn, expected_version=None)
@@ -113,6 +125,7 @@ class Turns(Transitions):
                 status=advance("attempt", None, AttemptStatus.RUNNING),
                 worker=worker,
                 started_at=scope.now,
+                agent_version=agent_version,
             )
             tx.put_attempt(attempt, expected_version=None)
             sub = replace(sub, attempts=attempt.number)
@@ -120,7 +133,7 @@ class Turns(Transitions):
             sub = replace(sub, version=sub.version + 1)
             scope.emit(
                 EventType.ATTEMPT_STARTED,
-                AttemptRun(number=attempt.number, worker=worker),
+                AttemptRun(number=attempt.number, worker=worker, agent_version=agent_version),
                 turn_id=turn.id,
             )
             last_call = tx.get_model_call(turn.id, turn.rounds - 1) if turn.rounds else None
