@@ -75,7 +75,8 @@ __all__ = [
 ]
 
 # major.minor: the major part changes with any rename or removal (see the module docstring).
-# 1.7: tool.retrying, the attempts' agent_version. 1.6: model.fallback, output.rejected; cache and reasoning token counts.
+# 1.7: tool.retrying, the attempts' agent_version.
+# 1.6: model.fallback, output.rejected; cache and reasoning token counts.
 WIRE_VERSION = "1.7"
 
 
