@@ -60,6 +60,16 @@ def pids_in(path: Path) -> list[int]:
 
 
 def kill_quietly(pids: list[int]) -> None:
+    """Clean up the ``sleep 100`` processes these tests start, if a test failed before they
+    were killed. Only a pid still running ``sleep``: a pid the test already saw gone may have
+    been handed to another process since (pids wrap, within minutes when suites run side by
+    side), and a SIGKILL there would take down whatever holds it now, a pytest worker too."""
     for pid in pids:
+        try:
+            argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
+        except OSError:
+            continue  # gone (or no /proc: nothing to clean up that we can be sure of)
+        if Path(argv0.decode(errors="replace")).name != "sleep":
+            continue
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, 9)
