@@ -124,7 +124,11 @@ def _parser() -> argparse.ArgumentParser:
         "starting; by default a worker started while Redis is down waits for it",
     )
     scan.add_argument(
-        "--every", type=float, default=None, metavar="SECONDS", help="repeat until stopped"
+        "--every",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="repeat until stopped, SECONDS apart (more than 0; omit it for one scan)",
     )
 
     workspace = sub.add_parser("workspace", help="a session's stored workspace files")
@@ -289,6 +293,20 @@ def _run_worker_command(args: argparse.Namespace) -> int:
             connect_timeout_s=args.connect_timeout,
         )
     return _scan(args, config)
+
+
+def _positive_seconds(text: str) -> float:
+    """``--every``: a pause of 0 (or less) would scan in a loop without one, reading every
+    active session as fast as the store answers."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not seconds > 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(
+            f"{text} s would scan without a pause: give more than 0, or omit --every for one scan"
+        )
+    return seconds
 
 
 def _scan(args: argparse.Namespace, config: WorkerConfig) -> int:

@@ -115,3 +115,23 @@ def test_sqlite_urls_follow_rfc_3986_three_slashes_relative_four_absolute(
     finally:
         relative.close()
         absolute.close()
+
+
+@pytest.mark.parametrize("every", ["0", "-5", "nan", "soon"])
+def test_scan_every_needs_a_positive_pause(every: str, tmp_path: Path) -> None:
+    """``--every 0`` would scan in a loop without a pause: refused before anything runs."""
+    done = fxd(
+        "scan",
+        "--queue",
+        "rq://127.0.0.1:1/0",
+        "--store",
+        "sqlite:///w.db",
+        "--every",
+        every,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done
+    assert "--every" in done.stderr and (
+        "without a pause" in done.stderr or "not a number" in done.stderr
+    )
+    assert list(tmp_path.iterdir()) == [], "refused before the store was opened"
