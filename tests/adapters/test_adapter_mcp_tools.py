@@ -28,6 +28,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -215,6 +216,88 @@ def test_each_adapter_takes_the_policies_from_the_annotations_and_refuses_a_clas
             pydantic_ai.durable_agent(ops, tools=mcp_tools(tmp_path))
     finally:
         close_connections()
+
+
+def shown_agent(framework: str, world: Path, seen: dict[str, dict[str, Any]]) -> fx.Agent:
+    """``framework``'s agent with the server's tools and a model that answers ``ok`` and
+    puts in ``seen`` each tool's parameters as the framework handed them to it."""
+    tools = mcp_tools(world)
+    if framework == "pydantic-ai":
+        from pydantic_ai import Agent
+        from pydantic_ai.messages import ModelResponse, TextPart
+        from pydantic_ai.models.function import FunctionModel
+
+        from fxdurable.adapters import pydantic_ai
+
+        def answer(messages: object, info: Any) -> ModelResponse:
+            seen.update({t.name: t.parameters_json_schema for t in info.function_tools})
+            return ModelResponse(parts=[TextPart("ok")])
+
+        ops = Agent(FunctionModel(answer), name="ops")
+        return pydantic_ai.durable_agent(ops, tools=tools, stream=False)
+    if framework == "openai-agents":
+        from agents import Agent as SDKAgent
+        from agents.testing import ModelCall, ModelStep, ScriptedModel
+        from test_openai_agents_world import assistant_message
+
+        from fxdurable.adapters import openai_agents
+
+        def respond(call: ModelCall) -> list[Any]:
+            seen.update({t.name: t.params_json_schema for t in call.tools})  # type: ignore[union-attr]
+            return [assistant_message("ok")]
+
+        sdk = SDKAgent(name="ops", model=ScriptedModel([ModelStep.respond(respond)]))
+        return openai_agents.durable_agent(sdk, tools=tools)
+    from langchain_core.messages import AIMessage
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+    from test_langchain_agent import ToolCallingFakeChatModel
+
+    from fxdurable.adapters import langchain
+
+    class Binding(ToolCallingFakeChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> ToolCallingFakeChatModel:
+            for given in tools:
+                # The tool's own args_schema; a provider's client is then sent LangChain's
+                # conversion of it, which drops "title" keys (as for any LangChain tool).
+                assert isinstance(given.args_schema, dict), given
+                seen[given.name] = given.args_schema
+                function = convert_to_openai_tool(given)["function"]
+                assert function["parameters"]["required"] == given.args_schema["required"]
+            return self
+
+    model = Binding(respond=lambda messages: AIMessage(content="ok"))
+    if framework == "langchain":
+        return langchain.durable_agent(model, tools, name="ops")
+    from langchain.agents import create_agent
+
+    durable = langchain.DurableMiddleware(tools=tools)
+    return durable.agent(create_agent(model, [], middleware=[durable]), name="ops")
+
+
+@pytest.mark.parametrize("framework", ADAPTERS)
+def test_the_framework_model_is_shown_the_servers_own_schema(
+    tmp_path: Path, framework: str
+) -> None:
+    import asyncio
+
+    from fxdurable.tools.mcp_connection import close_connections
+
+    seen: dict[str, dict[str, Any]] = {}
+    try:
+        agent = shown_agent(framework, tmp_path, seen)
+        listed = {t.name: t for t in mcp_tools(tmp_path)}
+
+        async def main() -> str:
+            async with fx.Runtime([agent], store=f"sqlite:///{tmp_path}/s.db") as rt:
+                return await rt.session("s").run("hello")
+
+        assert asyncio.run(main()) == "ok"
+    finally:
+        close_connections()
+    assert sorted(seen) == ["deploy", "read_status", "record_note"], seen
+    for name, schema in seen.items():
+        # What the server listed (MCPArguments keeps it byte for byte), as the model got it.
+        assert schema == listed[name].json_schema(), (framework, name, schema)
 
 
 def main(argv: list[str]) -> int:
