@@ -214,6 +214,16 @@ def test_each_adapter_takes_the_policies_from_the_annotations_and_refuses_a_clas
 
         with pytest.raises(fx.ConfigurationError, match="two tools are named 'deploy'"):
             pydantic_ai.durable_agent(ops, tools=mcp_tools(tmp_path))
+        # The SDK's own MCP servers are refused, pointing at the durable way.
+        from agents import Agent as SDKAgent
+        from agents.mcp import MCPServerStdio
+
+        from fxdurable.adapters import openai_agents
+
+        sdk_server = MCPServerStdio({"command": sys.executable, "args": [str(HERE)]})
+        sdk = SDKAgent(name="ops", model="gpt-4o", mcp_servers=[sdk_server])
+        with pytest.raises(fx.ConfigurationError, match=r"tools=fx\.mcp_tools\(server\)"):
+            openai_agents.durable_agent(sdk)
     finally:
         close_connections()
 
