@@ -86,14 +86,15 @@ def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[TextPart(f"deployed: {deploys[-1]}")])
 
 
-def build(world: Path, durability: fx.Durability | None = None) -> fx.Agent:
-    (world / "notes.log").touch()  # the change log the note deduplicates against
+def log(world: Path, name: str, line: str) -> None:
+    with (world / name).open("a") as out:
+        out.write(line + "\n")
+        out.flush()
+        os.fsync(out.fileno())
 
-    def log(name: str, line: str) -> None:
-        with (world / name).open("a") as out:
-            out.write(line + "\n")
-            out.flush()
-            os.fsync(out.fileno())
+
+def function_model(world: Path) -> FunctionModel:
+    """The model of the matrix: ``respond``, streamed, each request a line in ``model.log``."""
 
     async def stream(
         messages: list[ModelMessage], info: AgentInfo
@@ -101,6 +102,7 @@ def build(world: Path, durability: fx.Durability | None = None) -> fx.Agent:
         shown = [[r.tool_name, str(r.content)] for r in turn_returns(messages)]
         # Which framework served it: each crash test checks its driver ran its agent.
         log(
+            world,
             "model.log",
             json.dumps({"shown": shown, "pid": os.getpid(), "framework": "pydantic-ai"}),
         )
@@ -118,7 +120,12 @@ def build(world: Path, durability: fx.Durability | None = None) -> fx.Agent:
                     )
                 }
 
-    agent = Agent(FunctionModel(respond, stream_function=stream), name="pydai-ops")
+    return FunctionModel(respond, stream_function=stream)
+
+
+def build(world: Path, durability: fx.Durability | None = None) -> fx.Agent:
+    (world / "notes.log").touch()  # the change log the note deduplicates against
+    agent = Agent(function_model(world), name="pydai-ops")
 
     @agent.tool_plain(metadata=replay("safe"))
     def read_status(region: str) -> str:
@@ -129,17 +136,17 @@ def build(world: Path, durability: fx.Durability | None = None) -> fx.Agent:
     def record_note(ctx: RunContext[None], text: str) -> str:
         """Record a note in the change log (deduplicated on the call's key)."""
         key = ctx.tool_call_id  # fxdurable's execution id: the same on a re-run
-        log("calls.log", f"record_note {key}")
+        log(world, "calls.log", f"record_note {key}")
         # The change log deduplicates on the key, as an idempotent API does.
         if f"note {key}" not in (world / "notes.log").read_text().splitlines():
-            log("notes.log", f"note {key}")
+            log(world, "notes.log", f"note {key}")
         return "noted"
 
     @agent.tool
     def deploy(ctx: RunContext[None], release: str) -> str:
         """Deploy a release."""
         key = tool_context(ctx).execution_id
-        log("effects.log", f"deploy {key}")
+        log(world, "effects.log", f"deploy {key}")
         return f"release {release} deployed ({key})"
 
     return durable_agent(

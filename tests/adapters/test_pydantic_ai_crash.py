@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -22,24 +23,55 @@ DRIVER = Path(__file__).resolve().with_name("pydai_driver.py")
 pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
 
-def run(
-    driver: Path, store: str, world: Path, crash_at: str | None = None, *, follow_up: bool = False
-) -> tuple[int, str, str]:
+# Kills a driver started without a crash point, once it is where the test wants it (an MCP
+# call blocked on its server, say): given the process and the world.
+Killer = Callable[["subprocess.Popen[str]", Path], None]
+
+
+def start(
+    driver: Path,
+    store: str,
+    world: Path,
+    crash_at: str | None = None,
+    *,
+    follow_up: bool = False,
+    argv: Sequence[str] = (),
+) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FXD_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     if crash_at is not None:
         env["FXD_CRASH_AT"] = crash_at
-    argv = [sys.executable, str(driver), "--store", store, "--dir", str(world)]
-    done = subprocess.run(
-        argv + (["--next"] if follow_up else []),
+    command = [sys.executable, str(driver), *argv, "--store", store, "--dir", str(world)]
+    return subprocess.Popen(
+        command + (["--next"] if follow_up else []),
         cwd=REPO,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=60,
-        check=False,
     )
-    return done.returncode, done.stdout, done.stderr
+
+
+def run(
+    driver: Path,
+    store: str,
+    world: Path,
+    crash_at: str | None = None,
+    *,
+    follow_up: bool = False,
+    argv: Sequence[str] = (),
+    kill: Killer | None = None,
+) -> tuple[int, str, str]:
+    proc = start(driver, store, world, crash_at, follow_up=follow_up, argv=argv)
+    try:
+        if kill is not None:
+            kill(proc, world)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return proc.returncode, out, err
 
 
 def outcome(stdout: str) -> dict[str, str]:
@@ -56,17 +88,24 @@ def kill_and_recover(
     *,
     driver: Path = DRIVER,
     framework: str = "pydantic-ai",
+    argv: Sequence[str] = (),
+    kill: Killer | None = None,
 ) -> None:
     """The crash test of every adapter: ``driver`` (this driver, or an adapter's crash test run
-    as a script) killed at ``spec``, run to rest, checked, then answering a follow-up; every
-    model request served by ``framework``'s agent."""
+    as a script, with ``argv``) killed at ``spec`` (or, with ``kill``, by ``kill``, ``spec``
+    then naming the moment), run to rest, checked, then answering a follow-up; every model
+    request served by ``framework``'s agent."""
     store, world = f"sqlite:///{tmp_path}/pydai.db", tmp_path / "world"
-    world.mkdir()
-    code, out, err = run(driver, store, world, spec)
-    assert code == -signal.SIGKILL and f"crash injected at {spec}" in err, (code, out, err)
+    world.mkdir(exist_ok=True)
+    if kill is None:
+        code, out, err = run(driver, store, world, spec, argv=argv)
+        assert code == -signal.SIGKILL and f"crash injected at {spec}" in err, (code, out, err)
+    else:
+        code, out, err = run(driver, store, world, argv=argv, kill=kill)
+        assert code == -signal.SIGKILL, (code, out, err)
     crashed_pid = json.loads(lines(world / "model.log")[-1])["pid"]
 
-    code, out, err = run(driver, store, world)
+    code, out, err = run(driver, store, world, argv=argv)
     assert code == 0 and "Traceback" not in err, (code, out, err)
     done = outcome(out)
     assert done["status"] == "completed", done
@@ -75,7 +114,7 @@ def kill_and_recover(
     )
     assert_checked(store, world)
 
-    code, out, err = run(driver, store, world, follow_up=True)
+    code, out, err = run(driver, store, world, follow_up=True, argv=argv)
     assert code == 0, (code, out, err)
     assert outcome(out) == {
         "request_id": "pa-2",

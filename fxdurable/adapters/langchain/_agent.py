@@ -33,6 +33,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.tools import tool as as_tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from fxdurable.adapters._fx_tools import added_tools, shown
 from fxdurable.adapters.langchain._model import ChatModel
 from fxdurable.errors import ConfigurationError, ToolInputError
 from fxdurable.runtime.agent import Agent, Durability
@@ -44,6 +45,7 @@ __all__ = [
     "CONTEXT_KEY",
     "DEFAULT_POLICY",
     "REPLAY_KEY",
+    "FxDurableTool",
     "LangChainTool",
     "ToolArguments",
     "checked_policy",
@@ -179,6 +181,38 @@ class LangChainTool(Tool):
         return canonical_arguments(arguments)
 
 
+class FxDurableTool(StructuredTool):
+    """An fxdurable :class:`Tool` (``fx.mcp_tools(...)``'s, say) as a LangChain tool: its
+    name, description and JSON schema (``args_schema``, the tool's own, byte for byte), its
+    replay policy in its metadata. Run in an fxdurable turn only, with the call's
+    :class:`ToolContext` (``DurableMiddleware``'s graph: its tool node calls it there); outside
+    one it refuses, since the tool reads the context (an MCP call's ``_meta`` ids)."""
+
+    fxdurable_tool: Tool
+
+    @classmethod
+    def of(cls, tool: Tool) -> FxDurableTool:
+        seen = shown(tool)
+
+        async def run(**values: Any) -> str:
+            ctx = CALL_CONTEXT.get()
+            if ctx is None:
+                raise ConfigurationError(
+                    f"{tool.name} is an fxdurable tool: it runs in an fxdurable turn "
+                    "(durable_agent, or DurableMiddleware.agent), with the call's context"
+                )
+            return await tool.run(tool.parse(json.dumps(values)), ctx)
+
+        return cls(
+            name=seen.name,
+            description=seen.description,
+            args_schema=seen.parameters,
+            coroutine=run,
+            metadata={REPLAY_KEY: tool.policy},
+            fxdurable_tool=tool,
+        )
+
+
 def _is_async(tool: BaseTool) -> bool:
     """Whether the tool is run with ``ainvoke``: a ``StructuredTool`` with a coroutine, or a
     ``BaseTool`` subclass with an ``_arun`` of its own and no ``_run`` of its own."""
@@ -219,7 +253,7 @@ def policies(
 
 def durable_agent(
     model: BaseChatModel | str,
-    tools: Sequence[BaseTool | Callable[..., Any]] = (),
+    tools: Sequence[BaseTool | Tool | Callable[..., Any]] = (),
     *,
     name: str,
     system_prompt: str = "",
@@ -230,7 +264,10 @@ def durable_agent(
     """An fxdurable :class:`Agent` that runs a LangChain chat model and tools durably: the
     arguments of ``langchain.agents.create_agent`` (``model`` a chat model or a
     ``"provider:model"`` string for ``init_chat_model``; ``tools`` LangChain tools or plain
-    functions, made tools with ``@tool``; ``system_prompt``).
+    functions, made tools with ``@tool``; ``system_prompt``). ``tools`` may hold fxdurable
+    tools too (``*fx.mcp_tools(server)``): bound to the chat model as LangChain tools of their
+    JSON schema, each run by fxdurable as it is, with its own replay policy (an MCP tool's
+    from its annotations) and context.
 
     ``name`` binds sessions to the agent. ``replay`` maps tool names to replay policies, over
     each tool's ``with_replay(...)`` metadata; a tool with neither is ``unsafe``.
@@ -241,8 +278,11 @@ def durable_agent(
     if not isinstance(chat, BaseChatModel):
         raise ConfigurationError(f"{name}: model must be a LangChain BaseChatModel")
     found: list[BaseTool] = []
+    ours: list[Tool] = []
     for given in tools:
-        if isinstance(given, BaseTool):
+        if isinstance(given, Tool):
+            ours.append(given)
+        elif isinstance(given, BaseTool):
             found.append(given)
         elif callable(given):
             found.append(as_tool(given))
@@ -252,10 +292,12 @@ def durable_agent(
                 "as dicts run at the provider, outside fxdurable's journal)"
             )
     durable = [LangChainTool(t, policy=p) for t, p in policies(found, replay, agent=name)]
+    added = added_tools(ours, agent=name, taken=[t.name for t in found])
+    shown_tools = [*found, *(FxDurableTool.of(t) for t in added)]
     return Agent(
         name,
-        ChatModel(chat, found, stream=stream),
+        ChatModel(chat, shown_tools, stream=stream),
         instructions=system_prompt,
-        tools=durable,
+        tools=[*durable, *added],
         durability=durability,
     )

@@ -41,8 +41,10 @@ from fxdurable.adapters._driven import (
     TurnView,
     current_run,
 )
+from fxdurable.adapters._fx_tools import added_tools
 from fxdurable.adapters.langchain._agent import (
     CALL_CONTEXT,
+    FxDurableTool,
     LangChainTool,
     ToolArguments,
     policies,
@@ -53,7 +55,7 @@ from fxdurable.runtime.agent import Agent, Durability
 from fxdurable.runtime.decide import canonical_arguments
 from fxdurable.runtime.hooks import BeforeTool
 from fxdurable.runtime.models.base import ChatMessage
-from fxdurable.runtime.tools import ReplayPolicy, ToolContext
+from fxdurable.runtime.tools import ReplayPolicy, Tool, ToolContext
 
 __all__ = ["DurableMiddleware"]
 
@@ -65,12 +67,21 @@ class DurableMiddleware(AgentMiddleware):
     """Journals every model call and tool call of a ``create_agent`` graph in fxdurable's
     store; list it first (outermost) in ``middleware=[...]``. ``replay`` maps tool names to
     replay policies, over each tool's ``with_replay(...)`` metadata; a tool with neither is
-    ``unsafe``. Outside an fxdurable turn (the graph invoked directly) it lets calls
-    through untouched."""
+    ``unsafe``. ``tools`` are fxdurable tools (``fx.mcp_tools(server)``) the middleware adds
+    to the graph (``create_agent`` binds a middleware's tools to the model and puts them in
+    its tool node): each runs there, in the journaled call, as it runs in fxdurable's own
+    agents (its replay policy, an MCP tool's from its annotations; its context). Outside an
+    fxdurable turn (the graph invoked directly) it lets calls through untouched, and an
+    fxdurable tool refuses to run."""
 
-    def __init__(self, *, replay: Mapping[str, ReplayPolicy] | None = None) -> None:
+    def __init__(
+        self, *, replay: Mapping[str, ReplayPolicy] | None = None, tools: Sequence[Tool] = ()
+    ) -> None:
         super().__init__()
         self._replay = dict(replay or {})
+        self.tools = [
+            FxDurableTool.of(t) for t in added_tools(tools, agent="DurableMiddleware", taken=())
+        ]
         self._graph: Any = None
         self._config: RunnableConfig | None = None
         self._turns = DrivenTurns(self._run_graph)
@@ -102,16 +113,29 @@ class DurableMiddleware(AgentMiddleware):
             )
         self._graph, self._config = graph, config
         tools = _graph_tools(graph)
-        durable = [
-            LangChainTool(tool, policy=policy, execute=self._execute)
-            for tool, policy in policies(tools, self._replay, agent=name)
-        ]
+        found = policies(tools, self._replay, agent=name)
+        durable = [self._relayed(tool, policy) for tool, policy in found]
         return Agent(
             name,
             DrivenModel(self._turns, f"langchain-graph:{getattr(graph, 'name', None) or name}"),
             tools=durable,
             durability=durability,
             before_tool=before_tool,
+        )
+
+    def _relayed(self, tool: BaseTool, policy: ReplayPolicy) -> Tool:
+        """The graph's ``tool`` as the driver records it, its call made by the graph."""
+        if not isinstance(tool, FxDurableTool):
+            return LangChainTool(tool, policy=policy, execute=self._execute)
+        ours = tool.fxdurable_tool
+        # Its own validation and timeout; its run is the graph's (the wrapper runs it there).
+        return Tool(
+            name=ours.name,
+            description=ours.description,
+            input_model=ours.input_model,
+            execute=self._execute,
+            replay=policy,
+            timeout_s=ours.timeout_s,
         )
 
     # -- the driver's side: the turn body and each tool call ----------------------------------

@@ -13,16 +13,18 @@ Taken from the SDK agent, through its public fields: ``name``, ``instructions`` 
 ``needs_approval``), and its ``handoffs``: each handed-off agent becomes a subagent
 (:func:`fxdurable.subagent`), a tool ``transfer_to_<name>`` that runs it in a child durable
 session with the task the model wrote and returns its answer to this agent. Not run: the SDK's
-``Runner`` loop, so what only it does (guardrails, hooks, structured output, hosted tools, MCP
-servers, ``tool_use_behavior``, dynamic instructions, ``handoff(...)`` objects' callbacks and
-input filters) is refused by :func:`durable_agent` instead of being dropped quietly.
+``Runner`` loop, so what only it does (guardrails, hooks, structured output, hosted tools,
+``mcp_servers``, ``tool_use_behavior``, dynamic instructions, ``handoff(...)`` objects'
+callbacks and input filters) is refused by :func:`durable_agent` instead of being dropped
+quietly. MCP servers' tools come in through ``durable_agent(..., tools=fx.mcp_tools(server))``
+instead: fxdurable tools the SDK model is shown as function tools, run by fxdurable.
 """
 
 from __future__ import annotations
 
 import contextvars
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +38,7 @@ from agents.models.multi_provider import MultiProvider
 from agents.tool_context import ToolContext as SDKToolContext
 from agents.usage import Usage as SDKUsage
 
+from fxdurable.adapters._fx_tools import ShownTool, added_tools, shown
 from fxdurable.adapters.openai_agents._model import FrameworkModel
 from fxdurable.errors import ConfigurationError, ToolInputError
 from fxdurable.runtime.agent import Agent, Durability
@@ -174,6 +177,7 @@ def durable_agent(
     name: str | None = None,
     context: object = None,
     replay: Mapping[str, ReplayPolicy] | None = None,
+    tools: Sequence[Tool] = (),
     model_provider: ModelProvider | None = None,
     model_settings: ModelSettings | None = None,
     stream: bool = True,
@@ -183,16 +187,20 @@ def durable_agent(
 
     ``name`` (default: the SDK agent's) binds sessions to it. ``context`` is what each tool's
     ``ToolContext.context`` holds. ``replay`` maps tool names to replay policies, over each
-    tool's ``@replay(...)``; a tool with neither is ``unsafe``. ``model_provider`` resolves a
-    model given by name (default: the SDK's ``MultiProvider``); ``model_settings`` override the
-    agent's. ``stream=False`` calls ``get_response`` instead of ``stream_response``. A tool with
-    ``needs_approval=True`` asks a person before each call (``fx.ask``; answered with
-    ``session.answer``). Each agent in ``handoffs`` becomes a subagent tool (a child session,
-    built with the same ``context``, ``model_provider``, ``stream`` and ``durability``).
+    tool's ``@replay(...)``; a tool with neither is ``unsafe``. ``tools`` are fxdurable tools
+    added to the SDK agent's own (``fx.mcp_tools(server)``, in place of the SDK's
+    ``mcp_servers``): shown to the SDK model as function tools, each run by fxdurable with its
+    own replay policy (an MCP tool's from its annotations) and context. ``model_provider``
+    resolves a model given by name (default: the SDK's ``MultiProvider``); ``model_settings``
+    override the agent's. ``stream=False`` calls ``get_response`` instead of
+    ``stream_response``. A tool with ``needs_approval=True`` asks a person before each call
+    (``fx.ask``; answered with ``session.answer``). Each agent in ``handoffs`` becomes a
+    subagent tool (a child session, built with the same ``context``, ``model_provider``,
+    ``stream`` and ``durability``).
     Raises :class:`ConfigurationError` for what the adapter does not make durable (see the
     module docstring and docs/frameworks/openai-agents.md)."""
     options = _Options(context, model_provider, stream, durability)
-    return _durable(agent, name, replay, model_settings, options, ancestors=())
+    return _durable(agent, name, replay, model_settings, options, ancestors=(), added=tools)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +220,7 @@ def _durable(
     model_settings: ModelSettings | None,
     options: _Options,
     ancestors: tuple[str, ...],
+    added: Sequence[Tool] = (),
 ) -> Agent:
     context, model_provider = options.context, options.model_provider
     stream, durability = options.stream, options.durability
@@ -244,19 +253,22 @@ def _durable(
     handoffs = _handoff_tools(agent_name, agent, options, (*ancestors, agent.name))
     settings = agent.model_settings.resolve(model_settings)
     approvals = frozenset(t.name for t in tools if t.approval)
-    shown = {t.name: t.function_tool for t in tools}
-    shown.update({h.name: _as_function_tool(h) for h in handoffs})
+    extra = added_tools(added, agent=agent_name, taken=[t.name for t in [*tools, *handoffs]])
+    visible = {t.name: t.function_tool for t in tools}
+    visible.update({h.name: _as_function_tool(_handoff_shown(h), strict=True) for h in handoffs})
+    # Not strict: an MCP server's schema is its own (the SDK's MCP tools are not either).
+    visible.update({t.name: _as_function_tool(shown(t), strict=False) for t in extra})
     return Agent(
         agent_name,
         FrameworkModel(
             model,
-            shown,
+            visible,
             settings=settings,
             stream=stream,
             label=agent.model if isinstance(agent.model, str) else "",
         ),
         instructions=instructions or "",
-        tools=[*tools, *handoffs],
+        tools=[*tools, *handoffs, *extra],
         durability=durability,
         before_tool=_approval_questions(approvals) if approvals else None,
         # The SDK's parallel_tool_calls=False: one call at a time.
@@ -269,8 +281,8 @@ def _refuse_runner_features(agent_name: str, agent: SDKAgent[Any]) -> None:
     refused = {
         "input_guardrails": agent.input_guardrails,
         "output_guardrails": agent.output_guardrails,
-        "mcp_servers (not journaled; fx.mcp_tools makes durable MCP tools for fxdurable's "
-        "own agents)": agent.mcp_servers,
+        "mcp_servers (not journaled: pass durable_agent(agent, tools=fx.mcp_tools(server)) "
+        "instead, each MCP call then a journaled tool call)": agent.mcp_servers,
         "hooks": agent.hooks,
         "prompt": agent.prompt,
     }
@@ -323,25 +335,33 @@ def _handoff_tools(
     return found
 
 
-def _as_function_tool(handoff: SubagentTool) -> FunctionTool:
-    """What the SDK model is shown for a subagent: a function tool of its name, description
-    and input (``{"task": ...}``). fxdurable's turn runs the call, never this tool's invoke."""
+def _handoff_shown(handoff: SubagentTool) -> ShownTool:
+    """A subagent's input as its model sees it (``{"task": ...}``), strict (the SDK's default
+    for a function tool): every property required, no others."""
+    task = SubagentInput.model_fields["task"].description
+    parameters = {
+        "type": "object",
+        "properties": {"task": {"type": "string", "description": task}},
+        "required": ["task"],
+        "additionalProperties": False,
+    }
+    return ShownTool(handoff.name, handoff.description, parameters)
+
+
+def _as_function_tool(tool: ShownTool, *, strict: bool) -> FunctionTool:
+    """What the SDK model is shown for a tool fxdurable runs itself (a subagent, an added
+    fxdurable tool): a function tool of its name, description and schema. fxdurable's turn
+    runs the call, never this tool's invoke."""
 
     async def not_run_here(ctx: Any, arguments: str) -> str:  # pragma: no cover
-        raise ConfigurationError(f"{handoff.name} runs as an fxdurable subagent")
+        raise ConfigurationError(f"{tool.name} is run by fxdurable's turn, not the SDK's Runner")
 
-    task = SubagentInput.model_fields["task"].description
     return FunctionTool(
-        name=handoff.name,
-        description=handoff.description,
-        # Strict (the SDK's default): every property required, no others.
-        params_json_schema={
-            "type": "object",
-            "properties": {"task": {"type": "string", "description": task}},
-            "required": ["task"],
-            "additionalProperties": False,
-        },
+        name=tool.name,
+        description=tool.description,
+        params_json_schema=tool.parameters,
         on_invoke_tool=not_run_here,
+        strict_json_schema=strict,
     )
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import pydantic
@@ -33,10 +33,12 @@ from pydantic_ai.exceptions import ModelRetry
 from pydantic_ai.models import Model as PydanticAIModel
 from pydantic_ai.models import infer_model
 from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, ToolsetTool
 from pydantic_ai.usage import RunUsage
 from pydantic_core import ValidationError
 
+from fxdurable.adapters._fx_tools import added_tools, shown
 from fxdurable.adapters.pydantic_ai._model import FrameworkModel
 from fxdurable.errors import ConfigurationError, ToolInputError
 from fxdurable.runtime.agent import Agent, Durability
@@ -180,6 +182,7 @@ def durable_agent(
     instructions: str = "",
     deps: object = None,
     replay: Mapping[str, ReplayPolicy] | None = None,
+    tools: Sequence[Tool] = (),
     model_settings: ModelSettings | None = None,
     stream: bool = True,
     durability: Durability | None = None,
@@ -190,11 +193,13 @@ def durable_agent(
     system instructions (pydantic-ai has no public accessor for an agent's own). ``deps`` is
     what each tool's ``RunContext.deps`` holds. ``replay`` maps tool names to replay policies,
     over the ``replay(...)`` metadata of each tool; a tool with neither is ``unsafe``.
-    ``stream=False`` for a model without streamed requests. A tool with pydantic-ai's
-    ``requires_approval=True`` asks a person before each call (``fx.ask``; answered with
-    ``session.answer``). Raises :class:`ConfigurationError` for what this adapter does not
-    make durable (a structured output type, deferred or external tools, a policy for a tool
-    the agent lacks)."""
+    ``tools`` are fxdurable tools added to the agent's own (``fx.mcp_tools(server)``): shown
+    to the pydantic-ai model as function tools, each run by fxdurable with its own replay
+    policy (an MCP tool's from its annotations) and context. ``stream=False`` for a model
+    without streamed requests. A tool with pydantic-ai's ``requires_approval=True`` asks a
+    person before each call (``fx.ask``; answered with ``session.answer``). Raises
+    :class:`ConfigurationError` for what this adapter does not make durable (a structured
+    output type, deferred or external tools, a policy for a tool the agent lacks)."""
     agent_name = name or agent.name
     if not agent_name:
         raise ConfigurationError("durable_agent needs a name (name=... or Agent(name=...))")
@@ -213,7 +218,7 @@ def durable_agent(
     unknown = sorted(set(overrides) - set(found))
     if unknown:
         raise ConfigurationError(f"{agent_name}: replay names tools the agent lacks: {unknown}")
-    tools: list[FrameworkTool] = []
+    found_tools: list[FrameworkTool] = []
     for tool_name, definition in found.items():
         kind = definition.tool_def.kind
         if kind not in ("function", "unapproved"):
@@ -222,24 +227,34 @@ def durable_agent(
                 "tools are not supported by the fxdurable adapter)"
             )
         policy = overrides.get(tool_name) or _policy_of(agent_name, definition)
-        tools.append(
+        found_tools.append(
             FrameworkTool(definition, toolset=toolset, model=model, deps=deps, policy=policy)
         )
-    approvals = frozenset(t.name for t in tools if t.approval)
+    approvals = frozenset(t.name for t in found_tools if t.approval)
+    added = added_tools(tools, agent=agent_name, taken=found)
+    definitions = {t.name: t.definition.tool_def for t in found_tools}
+    definitions.update({t.name: _definition(t) for t in added})
     return Agent(
         agent_name,
-        FrameworkModel(
-            model,
-            {t.name: t.definition.tool_def for t in tools},
-            settings=model_settings,
-            stream=stream,
-        ),
+        FrameworkModel(model, definitions, settings=model_settings, stream=stream),
         instructions=instructions,
-        tools=tools,
+        tools=[*found_tools, *added],
         durability=durability,
         before_tool=_asking_before(approvals) if approvals else None,
         # pydantic-ai's ``sequential`` tools must not overlap with others.
-        parallel_tools=not any(t.definition.tool_def.sequential for t in tools),
+        parallel_tools=not any(t.definition.tool_def.sequential for t in found_tools),
+    )
+
+
+def _definition(tool: Tool) -> ToolDefinition:
+    """An fxdurable tool as the pydantic-ai model is shown it: a function tool of its name,
+    description and JSON schema (not strict: an MCP server's schema is its own)."""
+    seen = shown(tool)
+    return ToolDefinition(
+        name=seen.name,
+        description=seen.description,
+        parameters_json_schema=seen.parameters,
+        metadata={REPLAY_KEY: tool.policy},
     )
 
 
