@@ -28,7 +28,7 @@ from pathlib import Path
 
 from redis_support import free_port
 
-__all__ = ["PostgresServer", "pg_bin_dir", "pg_ready"]
+__all__ = ["PostgresServer", "pg_bin_dir", "pg_ready", "schema_raw"]
 
 # The user PostgreSQL runs as when the tests run as root (Debian's package creates it).
 PG_USER = "postgres"
@@ -83,6 +83,38 @@ def pg_ready(url: str, timeout: float) -> str | None:
         if time.monotonic() > deadline:
             return error
         time.sleep(0.05)
+
+
+def schema_raw(url: str) -> bytes:
+    """Every live row of every table in ``url``'s schema (``?schema=``), every column, one
+    line per row: what a raw search of the store sees (tests/stores/test_erase_raw.py).
+
+    Each value is fetched as the driver decodes it, not as ``row::text``: a ``bytea``'s text
+    form is hex (``\\x4649...``), in which a search for a blob's text would find nothing
+    even when the blob is there. Only live rows: a deleted row's dead tuple stays in the
+    table's pages until VACUUM, and no query sees it (docs/erasure.md)."""
+    import psycopg
+    from psycopg import sql
+
+    from fxdurable.stores._pg_connect import parse_pg_url
+
+    settings = parse_pg_url(url)
+    lines: list[bytes] = []
+    with psycopg.connect(settings.conninfo) as conn:
+        tables = conn.execute(
+            "SELECT table_name FROM information_schema.tables"
+            " WHERE table_schema = %s AND table_type = 'BASE TABLE' ORDER BY table_name",
+            (settings.schema,),
+        ).fetchall()
+        assert tables, f"schema {settings.schema!r} has no tables"
+        for (table,) in tables:
+            query = sql.SQL("SELECT * FROM {}.{}").format(
+                sql.Identifier(settings.schema), sql.Identifier(table)
+            )
+            for row in conn.execute(query):
+                values = [v if isinstance(v, bytes) else str(v).encode() for v in row]
+                lines.append(table.encode() + b": " + b" | ".join(values).replace(b"\n", b" "))
+    return b"\n".join(lines)
 
 
 class PostgresServer:

@@ -12,8 +12,9 @@ Crash points over HTTP, per provider format: ``model.before-request``, ``model.m
 ``model.after-finish`` and ``tool.after-execute:deploy`` (the unknown outcome must reach the
 provider as the deploy's tool result). Each is followed by the run to rest, the shared
 invariant checker and the next message, as in ``test_crash_suite.py``. Then the API key: never
-in the database files (raw bytes of ``.db``, ``-wal``, ``-shm``), the driver's output or the
-outside world's files, not even when a gateway quotes it back in its 401.
+in the store as stored (SQLite's raw bytes of ``.db``, ``-wal``, ``-shm``; every live row of
+the PostgreSQL schema), the driver's output or the outside world's files, not even when a
+gateway quotes it back in its 401.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 import pytest
 from crash_harness import CrashHarness, assert_clean, assert_crashed
 from driver import API_KEY, HOLD_OPEN_S, TEXT_CHUNK_CHARS, WRONG_KEY
+from postgres_support import schema_raw
 from test_crash_suite import (
     check_execute_deploy,
     check_model_before_request,
@@ -205,7 +207,11 @@ def test_mid_stream_over_http(http_crash: CrashHarness, provider: str) -> None:
 # -- the API key -----------------------------------------------------------------------------
 
 
-def db_files(store_url: str) -> dict[str, bytes]:
+def raw_store(store_url: str) -> dict[str, bytes]:
+    """The store as stored: SQLite's files (``.db``, ``-wal``, ``-shm``) as bytes, or every
+    live row of the PostgreSQL schema (``schema_raw``)."""
+    if store_url.startswith("postgres"):
+        return {"the PostgreSQL schema's rows": schema_raw(store_url)}
     db = Path(store_url.removeprefix("sqlite:///"))
     files = [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")]
     return {p.name: p.read_bytes() for p in files if p.exists()}
@@ -220,7 +226,7 @@ def assert_no_key(where: str, data: str | bytes) -> None:
 def assert_no_key_anywhere(
     store_url: str, workdir: Path, results: list[tuple[int, str, str]]
 ) -> dict[str, bytes]:
-    files = db_files(store_url)
+    files = raw_store(store_url)
     assert files, store_url
     for name, data in files.items():
         assert_no_key(name, data)
@@ -238,16 +244,17 @@ def outcome(stdout: str) -> dict[str, Any]:
 
 
 def test_api_key_never_stored_or_printed(
-    http_crash: CrashHarness, provider: str, store_url: str, tmp_path: Path
+    http_crash: CrashHarness, provider: str, store_url: str
 ) -> None:
     results = []
-    # Killed right after a response that was requested with the key: the WAL is left as it
-    # was, uncheckpointed.
+    # Killed right after a response that was requested with the key: on SQLite the WAL is
+    # left as it was, uncheckpointed.
     spec = "model.after-finish"
     results.append(http_crash.run(spec))
     assert_crashed(results[-1], spec)
     files = assert_no_key_anywhere(store_url, http_crash.workdir, results)
-    assert any(name.endswith("-wal") for name in files), sorted(files)
+    if store_url.startswith("sqlite"):
+        assert any(name.endswith("-wal") for name in files), sorted(files)
 
     results.append(http_crash.run())
     assert_clean(results[-1], "the run to rest")
@@ -258,12 +265,10 @@ def test_api_key_never_stored_or_printed(
     assert_served_over_http(world, provider, http_crash.workdir)
     assert_no_key_anywhere(store_url, http_crash.workdir, results)
 
-    # A wrong key: the server answers 401 and, like some gateways, quotes the key it got.
-    wrong = CrashHarness(
-        f"sqlite:///{tmp_path.resolve()}/wrong-key.db", tmp_path / "wrong-key", provider=provider
-    )
-    wrong.workdir.mkdir()
-    result = wrong.run(extra_args=["--wrong-key"])
+
+def test_a_wrong_key_quoted_back_is_never_stored(http_crash: CrashHarness, provider: str) -> None:
+    """The server answers 401 and, like some gateways, quotes the key it got."""
+    result = http_crash.run(extra_args=["--wrong-key"])
     assert_clean(result, "the run with a wrong key")
     said = outcome(result[1])
     assert said["status"] == "failed", said
@@ -272,15 +277,15 @@ def test_api_key_never_stored_or_printed(
     assert "401" in error["msg"], error
     assert ("OPENAI_API_KEY" if provider == "openai" else "ANTHROPIC_API_KEY") in error["msg"]
     assert "***" in error["msg"], error  # the quoted key, redacted by the client
-    (run,) = server_runs(wrong.workdir)
+    (run,) = server_runs(http_crash.workdir)
     assert run["echoed"] == 1, run
     assert [r["status"] for r in run["requests"]] == [401], run
-    world = wrong.world()
+    world = http_crash.world()
     assert_invariants(world, [STORY_REQUEST], sessions=1)
     sub = world.submission()
     assert sub.error is not None and sub.error.code == "model_error", sub.error
     assert "***" in sub.error.message, sub.error
-    assert_no_key_anywhere(wrong.store_url, wrong.workdir, [result])
+    assert_no_key_anywhere(http_crash.store_url, http_crash.workdir, [result])
     assert_no_key("the submission's error", json.dumps([sub.error.message, said]))
     for event in world.events:
         assert_no_key(f"event {event.type}", json.dumps(event.data))

@@ -1,7 +1,8 @@
-"""Timers under real SIGKILLs (issue 28 §1), on the embedded runtime and SQLite: a question's
-timer that comes due while no worker runs, and a timeout racing a person's answer, killed
-between the expiry's commit and the wake it enqueues (``input.after-expire``). Time passes by
-an injected clock (the driver's ``--clock-ahead``), never by sleeping.
+"""Timers under real SIGKILLs (issue 28 §1), on the embedded runtime and each store of the
+crash suite (``store_url``, tests/crash/conftest.py): a question's timer that comes due while
+no worker runs, and a timeout racing a person's answer, killed between the expiry's commit and
+the wake it enqueues (``input.after-expire``). Time passes by an injected clock (the driver's
+``--clock-ahead``), never by sleeping.
 
 Every time: the question is asked once and answered once (one ``input.answered``), by the
 expiry or by the person, never both; the deny of an expired question means the deploy never
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from fxdurable.stores.sqlite import SqliteStore
+from fxdurable.backends import open_store
 from fxdurable.testing.invariants import check_store
 
 pytestmark = pytest.mark.crash
@@ -42,7 +43,7 @@ def drive(store_url: str, world: Path, *args: str, crash_at: str | None = None):
 
 
 def _check(store_url: str, world: Path, *, answer: str, timed_out: bool) -> None:
-    store = SqliteStore(store_url)
+    store = open_store(store_url)
     try:
         summary = store.read(lambda v: check_store(v, now=0.0, at_rest=True))
         assert summary.violations == (), summary.violations
@@ -62,10 +63,10 @@ def _check(store_url: str, world: Path, *, answer: str, timed_out: bool) -> None
 
 
 @pytest.fixture
-def setup(tmp_path: Path) -> tuple[str, Path]:
+def setup(store_url: str, tmp_path: Path) -> tuple[str, Path]:
     world = tmp_path / "world"
     world.mkdir()
-    return f"sqlite:///{tmp_path.resolve()}/timers.db", world
+    return store_url, world
 
 
 def test_a_timer_due_while_no_worker_ran_fires_when_one_looks(setup) -> None:
@@ -118,7 +119,7 @@ def test_a_sleep_resumed_after_a_kill_waits_only_for_what_is_left(setup) -> None
     resumed = drive(store_url, world, "resume", "--scenario", "sleep", "--clock-ahead", str(HOUR))
     assert resumed.returncode == 0, resumed.stderr
     assert "settled completed done" in resumed.stdout, resumed.stdout
-    store = SqliteStore(store_url)
+    store = open_store(store_url)
     try:
         summary = store.read(lambda v: check_store(v, now=0.0, at_rest=True))
         assert summary.violations == (), summary.violations

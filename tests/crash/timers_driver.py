@@ -1,6 +1,6 @@
-"""The timer crash tests' process (tests/crash/test_crash_timers.py): one embedded runtime on a
-SQLite store, an agent whose ``before_tool`` asks before ``deploy`` with ``timeout_s=60``
-(``on_timeout="deny"``), and a ``deploy`` that appends to ``D/effects.log``.
+"""The timer crash tests' process (tests/crash/test_crash_timers.py): one embedded runtime on
+the store ``--store`` names, an agent whose ``before_tool`` asks before ``deploy`` with
+``timeout_s=60`` (``on_timeout="deny"``), and a ``deploy`` that appends to ``D/effects.log``.
 
 ``submit``: submit the turn and rest once it waits for its answer, lease free.
 ``resume``: start a runtime whose clock runs ``--clock-ahead`` seconds ahead of the host's (an

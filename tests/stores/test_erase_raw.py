@@ -1,7 +1,7 @@
 """The decisive erasure test on the networked stores: a session erased, then every raw key
-and value of Redis, every DynamoDB item (moto server) and every S3 object searched for its
-prompt's text, a tool result's text and a file's text: nothing. (SQLite's raw file:
-tests/runtime/test_erase.py.)"""
+and value of Redis, every DynamoDB item (moto server), every S3 object and every live row of
+every table in the PostgreSQL store's schema searched for its prompt's text, a tool result's
+text and a file's text: nothing. (SQLite's raw file: tests/runtime/test_erase.py.)"""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from postgres_support import schema_raw
 
 import fxdurable as fx
 from fxdurable import tools as fxt
@@ -22,10 +23,10 @@ PROMPT = "PROMPT-raw-erase-c0ffee"
 FILE_TEXT = "FILE-raw-erase-" + "x" * 200  # past the offload threshold: an S3 object too
 RESULT = "RESULT-raw-erase-beef"
 KEPT = "KEPT-raw-other-0451"
-NETWORKED = ["redis", "dynamodb", "dynamodb-s3"]
+NETWORKED = ["redis", "dynamodb", "dynamodb-s3", "postgres"]
 
 
-@pytest.fixture(params=[pytest.param(n, marks=MARKS[n]) for n in NETWORKED])
+@pytest.fixture(params=[pytest.param(n, marks=MARKS.get(n, ())) for n in NETWORKED])
 def raw_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     store = FACTORIES[request.param](request, tmp_path)
     yield store
@@ -73,7 +74,11 @@ def _dynamo_raw(store: Any) -> bytes:
 
 
 def raw(store: Store) -> bytes:
-    return _redis_raw(store) if store.url.startswith("redis") else _dynamo_raw(store)
+    if store.url.startswith("redis"):
+        return _redis_raw(store)
+    if store.url.startswith("postgres"):
+        return schema_raw(store.url)
+    return _dynamo_raw(store)
 
 
 def test_nothing_of_an_erased_session_is_left_in_the_raw_store(

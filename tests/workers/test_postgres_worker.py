@@ -4,8 +4,9 @@ run's PostgreSQL, a SQLite store file shared by them.
 A turn with tools and a next message, then SIGTERM (exit 0); 3 workers and 30 turns, each
 settling exactly once (SKIP LOCKED: no wake handled twice at once); a worker SIGKILLed mid-tool
 whose wake is delivered again; ``fxdurable scan`` finding a session whose wake was lost; and
-PostgreSQL itself SIGKILLed and restarted under running turns; and a worker on a Postgres
-store and queue where boto3 cannot be imported.
+PostgreSQL itself SIGKILLed and restarted under running turns; a worker on a Postgres store
+and queue where boto3 cannot be imported; and a worker's store connections terminated
+(``pg_terminate_backend``) with one of its transactions open.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
-from crash_cases import REQUEST, SESSION, STORY, assert_unknown_deploy
+from crash_cases import REQUEST, SESSION, STORY, assert_story_completed, assert_unknown_deploy
 from postgres_queue_support import PgHarness
+from psycopg import sql
 from worker_support import print_measure, wait_until
 
+from fxdurable.stores._pg_connect import parse_pg_url
 from tests.kit.story import done_text
 from tests.kit.world import assert_invariants
 
@@ -181,3 +185,79 @@ def test_a_postgres_worker_runs_turns_where_boto3_cannot_be_imported(
     log.unlink()
     code, out, err = h.run_cli("worker", "--queue", "sqs://wakes?region=us-east-1", env=env)
     assert code != 0 and "boto3" in log.read_text(), (code, out, err, log.read_text())
+
+
+STORE_APP = "fxd-store-under-test"  # the worker's store pool connections, by application_name
+
+
+def test_a_worker_whose_store_connections_are_terminated_mid_transaction_completes_once(
+    make_pg_harness: Callable[..., PgHarness], postgres_url: str
+) -> None:
+    """``pg_terminate_backend`` of a running worker's store connections, one of them inside a
+    transaction: while the deploy runs, the test holds every store table in ``EXCLUSIVE``
+    mode (reads go on, writes wait), so the worker's next write transaction (the heartbeat's
+    or the deploy's result) is caught open, waiting on the lock; then every connection of the
+    worker's store pool (and of this test's reads, on the same URL) is terminated and the lock
+    let go. The store runs the transaction again on a new connection, unseen by the worker
+    (no failure logged): the turn completes once, the deploy ran once, and ``fxdurable check``
+    finds every invariant holding."""
+    store_url = f"{postgres_url}&application_name={STORE_APP}"
+    h = make_pg_harness(store_url=store_url, lease_ttl_s=30.0)
+    worker = h.start_worker(env={"FXD_TEST_DEPLOY_S": "1"}, scan_interval_s=0)
+    sub_id = h.submit_one(SESSION, STORY, REQUEST)
+    h.wait_event(SESSION, lambda e: e.type == "tool.started" and e.data.get("tool") == "deploy")
+    settings = parse_pg_url(postgres_url)
+    # Two connections: the lock's transaction, and the watcher, which must not be in it (a
+    # transaction reads pg_stat_activity once and keeps that snapshot until it ends).
+    with (
+        psycopg.connect(settings.conninfo, autocommit=True) as locker,
+        psycopg.connect(settings.conninfo, autocommit=True) as watcher,
+    ):
+        tables = [
+            name
+            for (name,) in locker.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s"
+                " AND table_name NOT LIKE 'fxd\\_%%'",  # the queue's tables: its wakes go on
+                (settings.schema,),
+            )
+        ]
+        with locker.transaction():
+            locker.execute(
+                sql.SQL("LOCK TABLE {} IN EXCLUSIVE MODE").format(
+                    sql.SQL(", ").join(sql.Identifier(settings.schema, t) for t in tables)
+                )
+            )
+            waiting = wait_until(
+                lambda: watcher.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+                    " AND wait_event_type = 'Lock' AND state = 'active'",
+                    (STORE_APP,),
+                ).fetchall(),
+                30,
+                "a store transaction of the worker waiting on the lock",
+            )
+            terminated = watcher.execute(
+                "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = %s",
+                (STORE_APP,),
+            ).fetchall()
+    assert set(waiting) <= {(pid,) for pid, _ in terminated}, (waiting, terminated)
+    assert all(ok for _, ok in terminated), terminated
+    (sub,) = h.wait_settled([sub_id], timeout=60)
+    assert sub.status == "completed", h.diagnostics()
+    assert h.stop_workers(timeout=30) == [0], h.diagnostics()
+    world = h.world()
+    assert_invariants(world, [REQUEST])
+    assert_story_completed(world, interruptions=0)
+    assert len(world.calls_of("deploy")) == 1  # ran once: the terminated commit was not lost
+    # The store ran the caught transaction (the lease renewal's, as it happens) again itself:
+    # the worker never saw it fail (its own retry would log "lease renewal ... failed"). The
+    # pool's "discarding closed connection" warnings are the terminated idle ones.
+    failed = [
+        line
+        for line in worker.log().splitlines()
+        if line.startswith(("ERROR", "WARNING fxdurable.worker"))
+    ]
+    assert failed == [], failed
+    code, out, err = h.run_cli("check", "--store", h.store_url, "--at-rest")
+    assert code == 0 and "every invariant holds" in out, (code, out, err)
