@@ -130,6 +130,9 @@ def test_plan_mode_refuses_a_write_until_the_plan_is_approved_then_edits(
     template = Path(__file__).resolve().parents[2] / "examples/coding_agent/project" / CART
     cart = workspace(server, "ui-plan") / CART
     assert cart.read_text() == template.read_text()
+    # The window's shot: the refused edit at the top (its line's scroll margin clears the
+    # sticky header), the plan below it.
+    refused.evaluate("e => e.closest('[data-testid=event]').scrollIntoView({block: 'start'})")
     shots.take("plan-waiting-for-approval")
     assert_accessible(page, "coding page, a plan waiting for approval")
 
