@@ -11,9 +11,11 @@ The coder (a request that offers the ``explore`` tool):
    copied from what it read (the ``cat -n`` line numbers stripped);
 6. runs the tests again, updates the todo list and answers.
 
-In plan mode (the page's: a changing tool is refused, saying so) it presents its plan with
-``exit_plan_mode`` and, once the person approved it, carries on where it was refused; a plan
-the person turned down is revised with their reason, at most ``MAX_PLANS`` times.
+In plan mode (the page's: a changing tool is refused, saying so) the refused test run sends
+it to read the cart and try its first fix, as a model would; that edit refused too, it
+presents its plan with ``exit_plan_mode`` and, once the person approved it, carries on where
+it was refused (the refused edit changed nothing, so the same edit is made then); a plan the
+person turned down is revised with their reason, at most ``MAX_PLANS`` times.
 
 What it believes a file holds is the last read of it plus the edits that succeeded since, so
 recovery reads like a model's: an edit reported as already applied counts as done; an edit
@@ -180,6 +182,13 @@ class _Coder:
         if len(turned_down) >= MAX_PLANS:
             return reply(f"My plan was turned down {len(turned_down)} times; stopping here.")
         plan = "\n".join(f"{n}. {t['task']}" for n, t in enumerate(self._todos(), start=1))
+        if not plans and not any(
+            _refused_for_plan_mode(s.result) for s in self._calls("edit_file")
+        ):
+            # The tests refused: look for the bugs by reading, and try the first fix.
+            looked = self._edit(CART, _cart_fixes, "I can't run the tests; reading the cart.")
+            if looked is not None:
+                return looked
         if turned_down:
             reason = turned_down[-1].removeprefix("denied:").strip()
             plan += f"\n\nRevised after your feedback: {reason}"
@@ -327,6 +336,8 @@ class _Coder:
                 if read is not None:
                     content = read
             elif step.tool == "edit_file" and content is not None:
+                if _refused_for_plan_mode(step.result):
+                    continue  # refused before it ran: the file is as it was
                 if _edited(step.result):
                     old, new = str(step.args.get("old_text")), str(step.args.get("new_text"))
                     content = content.replace(old, new, 1)

@@ -1,7 +1,8 @@
 """The coding agent's scripted policy, a pure function of the conversation: given what the
 tools said, what it asks next. The conversations are played against a copy of the example
 project (files read, edited and tested for real), so the policy's edits are checked by the
-project's own tests, not by matching strings."""
+project's own tests, not by matching strings. Plan mode is played as the page's permission
+hook plays it: a changing tool refused with its words until ``exit_plan_mode`` is called."""
 
 from __future__ import annotations
 
@@ -14,15 +15,24 @@ from pathlib import Path
 
 import pytest
 
+from examples.coding_agent.agent import CHANGING_TOOLS
 from examples.coding_agent.policy import WANDER_PATH, coding_policy
-from examples.coding_agent.task import CART, EMPTY_CART_TEST, TASK, TEST_COMMAND, TESTS
+from examples.coding_agent.task import (
+    CART,
+    EMPTY_CART_TEST,
+    PLAN_MODE_DENIAL,
+    TASK,
+    TEST_COMMAND,
+    TESTS,
+)
+from examples.coding_agent.tools import EXIT_PLAN_MODE, PLAN_APPROVED
 from fxdurable.core.records import ToolCallRequest
 from fxdurable.runtime.decide import refusal_message, unknown_message
 from fxdurable.runtime.models.base import ChatMessage, ModelRequest, ModelResponse, ToolSpec
 
 PROJECT = Path(__file__).resolve().parents[2] / "examples" / "coding_agent" / "project"
 CODER_TOOLS = ("explore", "todo_write", "read_file", "glob_files", "grep_files", "edit_file")
-CODER_TOOLS += ("write_file", "shell")
+CODER_TOOLS += ("write_file", "shell", EXIT_PLAN_MODE)
 
 Result = Callable[[ToolCallRequest], str]
 
@@ -40,6 +50,7 @@ class World:
         self.messages: list[ChatMessage] = [ChatMessage(role="user", text=TASK)]
         self.calls: list[ToolCallRequest] = []
         self.overrides: dict[int, str] = {}  # call number -> the result to give instead
+        self.plan_mode = False  # on: changing tools refused until exit_plan_mode is called
 
     def ask(self) -> ModelResponse:
         return coding_policy(
@@ -73,6 +84,11 @@ class World:
 
     def execute(self, c: ToolCallRequest) -> str:
         args = json.loads(c.arguments)
+        if self.plan_mode and c.name in CHANGING_TOOLS:
+            return f"denied: {PLAN_MODE_DENIAL}"
+        if c.name == EXIT_PLAN_MODE:
+            self.plan_mode = False  # the person approved the plan
+            return PLAN_APPROVED
         if c.name == "explore":
             return "The cart is shop/cart.py; its tests are tests/test_cart.py."
         if c.name == "todo_write":
@@ -142,6 +158,22 @@ def test_a_clean_run_explores_wanders_plans_tests_reads_fixes_and_answers(world:
     # Each fix its own edit, with the old text exactly as read (no line numbers).
     old = [str(a["old_text"]) for a in world.args("edit_file")]
     assert all("\t" not in o and o in (PROJECT / CART).read_text() for o in old)
+
+
+def test_in_plan_mode_the_refused_edit_is_made_once_the_plan_is_approved(world: World) -> None:
+    world.plan_mode = True
+    answer = world.run()
+    assert world.tools()[3:9] == [
+        "shell",  # refused: plan mode
+        "read_file",
+        "edit_file",  # refused: plan mode
+        EXIT_PLAN_MODE,
+        "shell",
+        "edit_file",  # the same edit, made now
+    ]
+    refused, *made = world.args("edit_file")
+    assert made[0] == refused and len(made) == 2
+    assert world.tests_pass() and "All 6 tests pass" in answer.text
 
 
 def test_refused_outside_the_workspace_it_says_so_and_stays_inside(world: World) -> None:

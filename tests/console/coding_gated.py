@@ -18,7 +18,7 @@ from typing import Any
 import fxdurable as fx
 from examples.coding_agent.agent import agents as coding_agents
 
-__all__ = ["GATED", "agents"]
+__all__ = ["GATED", "agents", "gated_agents"]
 
 GATED = ("edit_file", "shell")  # each waits at the gate named after it
 GATE_POLL_S = 0.02
@@ -41,11 +41,11 @@ def _gated(tool: Any) -> Any:
     return dataclasses.replace(tool, execute=work_then_wait)
 
 
-def agents() -> list[fx.Agent]:
-    """The coding agent rebuilt with the gated ``edit_file`` (an Agent is immutable: a new
-    one with the same parts; it has no typed output, pricing or spending budget)."""
+def gated_agents(agents: list[fx.Agent]) -> list[fx.Agent]:
+    """``agents`` rebuilt with the gated ``edit_file`` and ``shell`` (an Agent is immutable: a
+    new one with the same parts; these have no typed output, pricing or spending budget)."""
     gated = []
-    for agent in coding_agents():
+    for agent in agents:
         gated.append(
             fx.Agent(
                 agent.name,
@@ -60,3 +60,8 @@ def agents() -> list[fx.Agent]:
             )
         )
     return gated
+
+
+def agents() -> list[fx.Agent]:
+    """The coding agent with the gated ``edit_file`` and ``shell``."""
+    return gated_agents(coding_agents())

@@ -34,8 +34,10 @@ class Shots:
         self.paths: list[Path] = []
 
     def take(self, state: str) -> Path:
+        """The window as a person sees it: a full-page shot draws the sticky header (and the
+        coding page's side panels) where the viewport is, halfway down a long log."""
         self.count += 1
         path = self.directory / f"{self.test}-{self.count:02d}-{state}.png"
-        self.page.screenshot(path=path, full_page=True)
+        self.page.screenshot(path=path)
         self.paths.append(path)
         return path

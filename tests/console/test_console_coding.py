@@ -7,7 +7,9 @@ passing tests; a fork from before the first edit carries on in its own copy of t
 In demo mode, the crash button pressed while ``edit_file`` runs (held at a test gate after its edit,
 tests/console/coding_gated.py): the turn completes, each fix applied once, one card per fix;
 pressed while ``shell`` runs the tests: outcome unknown, the tests run again, the turn
-completes.
+completes. The page's coding agent (``make coding-ui``'s, tests/console/coding_gated_web.py),
+the crash button pressed while ``shell`` runs the tests after the fixes: each edit's diff is
+shown once, the tests run again and pass.
 
 Each session's workspace is a directory under ``<server dir>/.fxd-coding/workspace/`` (the
 agent's directory workspace, one copy of the project per session).
@@ -19,7 +21,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from console_pages import allow_until_done, open_session, send
+from console_pages import allow_until_done, answer, open_session, send, tool_call, turn_end
 from console_server import ConsoleServer
 from playwright.sync_api import Page, expect
 from shots import Shots
@@ -147,13 +149,16 @@ def test_a_fork_from_before_the_first_edit_works_on_its_own_copy(
 
 
 GATED_AGENTS = "tests.console.coding_gated:agents"
+GATED_PAGE_AGENTS = "tests.console.coding_gated_web:agents"
 
 
-def gated_demo_server(serve: Callable[..., ConsoleServer]) -> ConsoleServer:
+def gated_demo_server(
+    serve: Callable[..., ConsoleServer], agents: str = GATED_AGENTS
+) -> ConsoleServer:
     """``--demo`` (the turns in a worker process the crash button SIGKILLs) of the coding
     agent whose edit_file and shell wait at their gates (tests/console/coding_gated.py)."""
     no_model = {"OPENAI_API_KEY": "", "ANTHROPIC_API_KEY": "", "OPENAI_BASE_URL": ""}
-    return serve(demo=True, agents=GATED_AGENTS, env=no_model)
+    return serve(demo=True, agents=agents, env=no_model)
 
 
 def press_crash(page: Page) -> None:
@@ -217,3 +222,44 @@ def test_crash_while_shell_runs_the_tests_they_run_again_after_a_look(
     result = run_project_tests(workspace(server, "crash-shell"))
     assert result.returncode == 0, result.stderr
     shots.take("completed-after-the-crash")
+
+
+def test_crash_while_shell_runs_the_tests_on_the_page_each_diff_is_shown_once(
+    page: Page, serve: Callable[..., ConsoleServer], shots: Shots
+) -> None:
+    """The page's agent, its edits answering with their diffs: the gates open for the first
+    test run and the fixes, the shell's closed again before the run after them is allowed."""
+    server = gated_demo_server(serve, GATED_PAGE_AGENTS)
+    for tool in ("edit_file", "shell"):
+        server.open_gate(tool)
+    open_session(page, server, "crash-shell-diffs")
+    send(page, TASK)
+    answer(page, "answer-allow")  # the first test run
+    edits = tool_call(page, "edit_file")
+    expect(edits.get_by_test_id("diff")).to_have_count(2)
+    question = page.get_by_test_id("question")
+    expect(question).to_contain_text("Run `python3 -m unittest -q`")  # the run after the fixes
+    (server.gates / "shell").unlink()  # closed: that run does its work, then waits
+    answer(page, "answer-allow")
+    held = tool_call(page, "shell", "running")
+    expect(held.get_by_test_id("tool-progress")).to_contain_text("waiting for gate shell")
+    shots.take("tests-after-the-fixes-at-the-gate")
+
+    press_crash(page)
+    unknown = tool_call(page, "shell", "outcome_unknown")
+    expect(unknown).to_have_count(1)
+    expect(page.get_by_test_id("recovery-status")).to_contain_text("outcome unknown")
+    server.open_gate("shell")
+    allow_until_done(page)
+    expect(turn_end(page, "completed")).to_have_count(1)
+    expect(edits).to_have_count(2)  # one card per fix, each with its diff once
+    for n in range(2):
+        expect(edits.nth(n).get_by_test_id("diff")).to_have_count(1)
+    expect(page.get_by_test_id("diff")).to_have_count(2)
+    last = tool_call(page, "shell").last
+    expect(last.get_by_test_id("exit-status")).to_contain_text("exit 0")
+    shots.take("completed-after-the-crash-each-diff-once")
+    where = workspace(server, "crash-shell-diffs")
+    assert (where / "shop" / "cart.py").read_text().count("unit_price * qty") == 1
+    result = run_project_tests(where)
+    assert result.returncode == 0, result.stderr

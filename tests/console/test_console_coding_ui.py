@@ -6,7 +6,9 @@ process, the scripted model. Each state the issue lists, with a screenshot of it
   and exit status (the tests fail first, pass after the fixes); the files panel marking the
   changed file; the explore subagent's transcript, folded in its card; axe-core finds no
   serious violation (light and dark; a plan waiting; 360 px);
-- plan mode switched on in the page refuses the shell until the plan is approved, then edits;
+- plan mode switched on in the page refuses the shell and an edit (no diff, the file as it
+  was) until the plan is approved; the approval, an answer, holds across the crash button
+  pressed while the same edit, now made, is held at the test gate; its diff is shown once;
 - "Yes, don't ask again" chosen at the first prompt survives the crash button (a SIGKILL of
   the worker) pressed while an edit is held at the test gate (``FXD_CODING_GATE``), and is
   revocable in the grants panel; the press scrolls the page from the top of the log to the
@@ -105,10 +107,11 @@ def test_diffs_terminal_and_files_panel(
     assert run_project_tests(workspace(server, "ui-fix")).returncode == 0
 
 
-def test_plan_mode_refuses_the_shell_until_the_plan_is_approved(
-    page: Page, serve: Callable[..., ConsoleServer], shots: Shots
+def test_plan_mode_refuses_a_write_until_the_plan_is_approved_then_edits(
+    page: Page, serve: Callable[..., ConsoleServer], shots: Shots, tmp_path: Path
 ) -> None:
-    server = coding_ui(serve)
+    gate = tmp_path / "gate"
+    server = coding_ui(serve, gate)  # the gate closed: each edit that runs waits at it
     open_session(page, server, "ui-plan")
     toggle = page.get_by_test_id("plan-toggle")
     toggle.check()
@@ -117,19 +120,45 @@ def test_plan_mode_refuses_the_shell_until_the_plan_is_approved(
     send(page, TASK)
     question = page.get_by_test_id("question")
     expect(question).to_contain_text("1. Run the tests")
-    refused = tool_call(page, "shell")
-    expect(refused.first).to_contain_text("denied: plan mode is on")
-    expect(tool_call(page, "edit_file")).to_have_count(0)
+    expect(tool_call(page, "shell").first).to_contain_text("denied: plan mode is on")
+    # The first fix tried in plan mode: refused before it ran, no diff, the file as it was.
+    refused = tool_call(page, "edit_file")
+    expect(refused).to_have_count(1)
+    expect(refused).to_contain_text("denied: plan mode is on")
+    expect(page.get_by_test_id("diff")).to_have_count(0)
+    assert not list(gate.glob("edit_file.arrived.*"))  # it never reached the tool
     template = Path(__file__).resolve().parents[2] / "examples/coding_agent/project" / CART
-    assert (workspace(server, "ui-plan") / CART).read_text() == template.read_text()
+    cart = workspace(server, "ui-plan") / CART
+    assert cart.read_text() == template.read_text()
+    # The window's shot: the refused edit at the top (its line's scroll margin clears the
+    # sticky header), the plan below it.
+    refused.evaluate("e => e.closest('[data-testid=event]').scrollIntoView({block: 'start'})")
     shots.take("plan-waiting-for-approval")
     assert_accessible(page, "coding page, a plan waiting for approval")
 
     answer(page, "answer-allow")  # approve the plan
-    allow_until_done(page)
-    expect(tool_call(page, "edit_file")).to_have_count(2)
     expect(toggle).not_to_be_checked()  # approval turned plan mode off
+    expect(question).to_contain_text("Run `python3 -m unittest -q`")
+    answer(page, "answer-allow")
+    made = tool_call(page, "edit_file", "running")
+    expect(made).to_have_count(1)  # the same edit, made now: held at the gate
+    # The approval is an answer in the session's log: after a SIGKILL of the worker the
+    # recovery carries on without asking for the plan again.
+    page.get_by_test_id("crash-button").click()
+    expect(page.get_by_test_id("interruption").first).to_contain_text("INTERRUPTED")
+    (gate / "edit_file.open").touch()
+    allow_until_done(page)  # each question after this is a shell prompt, never the plan
+    expect(toggle).not_to_be_checked()
+    edits = tool_call(page, "edit_file")
+    expect(edits).to_have_count(3)  # the refused one, the same edit made, the second fix
+    expect(edits.first.get_by_test_id("diff")).to_have_count(0)
+    for n in (1, 2):
+        expect(edits.nth(n).get_by_test_id("diff")).to_have_count(1)
+    expect(edits.nth(1)).to_contain_text("run 2 (recovery)")
+    expect(edits.nth(1).get_by_test_id("diff")).to_contain_text("unit_price * qty")
+    expect(page.get_by_test_id("diff")).to_have_count(2)  # each fix's diff once
     shots.take("plan-approved-then-edited")
+    assert cart.read_text().count("unit_price * qty") == 1
     assert run_project_tests(workspace(server, "ui-plan")).returncode == 0
 
 
