@@ -5,12 +5,15 @@ subscription, and publish — and this base owns the rest: one subscriber thread
 started by the first watch, resubscribing with backoff when its connection drops, and stopped
 with the store.
 
-A push is fire-and-forget: one sent while this process was not subscribed (before the first
-subscription listened, or while a dropped one reconnects) never arrives. So each time a
-subscription begins, the base treats every session as written meanwhile — the backend's
-``written`` hook hears ``None`` (its caches stop serving any read unchecked) and every
-watcher in this process is woken to read once. A lost push then costs one read per watched
-session instead of the watchers' ``fallback_s``.
+A push is fire-and-forget: one sent while this process was not subscribed never arrives.
+So each time a dropped subscription is made again, the base treats every session as written
+meanwhile — the backend's ``written`` hook hears ``None`` (its caches stop serving any read
+unchecked) and every watcher in this process is woken to read once. A push lost to a
+reconnect then costs one read per watched session instead of the watchers' ``fallback_s``.
+The first subscription does not: it begins with the first watch, and a push in the moments
+before it listens (an abort of a call that has only just started) is read by the watcher's
+fallback, as before; doing the catch-up there too would cost every process's first steps a
+checked read for a window of milliseconds.
 """
 
 from __future__ import annotations
@@ -89,10 +92,14 @@ class PushingNotifier(Notifier):
         while not self._stopped.is_set():
             try:
                 with self._subscribe() as receive:
+                    pause = _RESUBSCRIBE_S[0]
+                    if self.subscriptions:
+                        # What was pushed while the connection was down is lost: every watcher
+                        # reads once. Before ``subscribed`` is set, so that any wake after it
+                        # is a push.
+                        self._pushed(None)
                     self.subscriptions += 1
                     self.subscribed.set()
-                    pause = _RESUBSCRIBE_S[0]
-                    self._pushed(None)  # what was pushed before this subscription is lost
                     while not self._stopped.is_set():
                         for session_id in receive(self.receive_s):
                             if self._stopped.is_set():
