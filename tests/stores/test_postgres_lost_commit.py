@@ -26,6 +26,7 @@ from lost_commit_support import assert_at_rest, assert_landed_once, claimed_sess
 
 from fxdurable.core.journal import Fence, Journal
 from fxdurable.errors import FxDurableError, StoreUnavailableError
+from fxdurable.stores._pg_connect import PoolExhaustedError
 from fxdurable.stores.postgres import PostgresStore
 from fxdurable.testing.faults import FaultProxy
 
@@ -76,6 +77,21 @@ def test_a_commit_whose_answer_is_lost_is_asked_about_and_lands_once(
     assert_landed_once(store, sub_id, before, commits=3)  # begin_attempt, settle, release: not four
 
 
+def _until_the_pool_reconnects(store: PostgresStore, limit_s: float = 20.0) -> None:
+    """Wait for the store's first read after the outage: the pool discarded the connections
+    that died with the proxy and opens new ones with its own backoff, which can outlast the
+    test's 1 s pool timeout (CI saw PoolExhaustedError here once)."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            store.read(lambda v: v.get_session("s1"))
+            return
+        except PoolExhaustedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)  # waiting for a condition: the pool's new connections
+
+
 def test_a_lost_commit_the_server_cannot_be_asked_about_is_an_unknown_outcome(
     store: PostgresStore, proxy: FaultProxy
 ) -> None:
@@ -87,6 +103,7 @@ def test_a_lost_commit_the_server_cannot_be_asked_about_is_an_unknown_outcome(
         _begin_attempt_losing_its_answer(journal, fence, sub_id, proxy, then_down=True)
     asked_for = time.monotonic() - started
     proxy.resume()
+    _until_the_pool_reconnects(store)
     assert_landed_once(store, sub_id, before, commits=1)  # it had landed, once
     _settle_and_check(store, journal, fence, sub_id)
     print(f"\nMEASURE a lost COMMIT's outcome asked of an unreachable server for {asked_for:.1f}s")
