@@ -18,11 +18,16 @@ Modules: :mod:`bench.timing` (batches, medians, machine description),
 :mod:`bench.redis_steps` (raw round trips, journal steps and growth on the Redis store),
 :mod:`bench.rq_throughput` (turns/s on RQ workers beside RQ's no-op job rate; its no-op job is
 :func:`bench.rq_noop.noop`),
-:mod:`bench.report` (the printed tables).
+:mod:`bench.report` (the printed tables),
+:mod:`bench.pg_workers` (issue 27: turns and tool steps per second on 4 and 1 ``fxdurable worker
+--queue postgresql://`` processes sharing one database, each run checked exactly-once from the
+database by :mod:`bench.pg_exactly_once`; its processes are :mod:`bench.pg_worker_set`'s, its
+agent :mod:`bench.pg_noop_agent`; ``--only pg-workers`` alone).
 
 The headline (issue 10; ``--only headline`` alone, ``--no-headline`` without it) compares
-fxdurable with its peers in the same run: :mod:`bench.peers` runs the same workload (N no-op
-steps in one durable unit) on :mod:`bench.peer_fxdurable`, :mod:`bench.peer_dbos` and
+fxdurable with its peers in the same run: :mod:`bench.peers` runs the same workloads (N no-op
+steps in one durable unit, sequential; and issue 23's parallel batch of 8, per call, which
+``--only batch`` measures alone) on :mod:`bench.peer_fxdurable`, :mod:`bench.peer_dbos` and
 :mod:`bench.peer_langgraph`, each in a subprocess; :mod:`bench.runtime_growth` (a runtime step
 late in a long session ÷ early in a short one) and :mod:`bench.rss_turns` (RSS over a long
 session) add the rest; :mod:`bench.headline_measure` runs it all, :mod:`bench.headline` builds

@@ -4,7 +4,9 @@ its ratios."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
+import os
 import sys
 import tempfile
 import time
@@ -15,13 +17,15 @@ from pathlib import Path
 from typing import TypeVar
 
 from bench.dynamodb_steps import measure_dynamodb
-from bench.headline import Headline, redis_rows, startup_rows
-from bench.headline_measure import HeadlinePlan, measure_headline
+from bench.headline import Headline, dynamodb_rows, pg_worker_rows, redis_rows, startup_rows
+from bench.headline_measure import HeadlinePlan, measure_headline, measure_peers
 from bench.http_admit import HttpFigures, measure_http_admit, render_http
 from bench.http_admit import unavailable_reason as http_unavailable_reason
 from bench.lambda_turns import LambdaFigures, measure_lambda_turns, render_lambda
 from bench.lambda_turns import unavailable_reason as lambda_unavailable_reason
+from bench.loop_lag import measure_loop_lag, render_loop_lag
 from bench.parallel_tools import measure_parallel, render_parallel
+from bench.pg_workers import PgPlan, PgWorkerFigures, measure_pg_workers, render_pg_workers
 from bench.redis_server import RedisServer, unavailable_reason
 from bench.redis_steps import measure_redis_growth, measure_redis_steps
 from bench.report import RedisSection, Report
@@ -157,6 +161,17 @@ STARTUP_REPS = {SMOKE.name: 1, QUICK.name: 1, DEFAULT.name: 7}
 LAMBDA_REPS = {SMOKE.name: 1, QUICK.name: 1, DEFAULT.name: 5}
 # Turns of each variant (about 0.13 s parallel, 0.43 s sequential each).
 PARALLEL_REPS = {SMOKE.name: 1, QUICK.name: 3, DEFAULT.name: 9}
+# Rounds of the loop-lag section, each all four variants once (about 2 s a round).
+LOOP_LAG_ROUNDS = {SMOKE.name: 1, QUICK.name: 3, DEFAULT.name: 5}
+LOOP_LAG_STEPS = {SMOKE.name: 2, QUICK.name: 20, DEFAULT.name: 20}  # per session's turn
+# Issue 27's Postgres workers row: turns per timed run, tool calls a turn, repetitions (about
+# 0.15 s a turn of 10 calls on 1 worker of a loaded 2-core machine). The smoke size runs 1 and
+# 2 workers: it only shows the row.
+PG_WORKERS = {
+    SMOKE.name: PgPlan(turns=4, calls=2, reps=1, workers=(1, 2)),
+    QUICK.name: PgPlan(turns=20, calls=10, reps=3),
+    DEFAULT.name: PgPlan(turns=80, calls=10, reps=3),
+}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -183,14 +198,30 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--only",
-        choices=["http", "startup", "headline", "lambda", "parallel", "core"],
+        choices=[
+            "http",
+            "startup",
+            "headline",
+            "batch",
+            "lambda",
+            "parallel",
+            "loop-lag",
+            "pg-workers",
+            "core",
+        ],
         default=None,
         help="measure one section alone: 'http' is POST /chat admission latency on a served app "
         "beside GET /healthz and a raw SQLite commit of the same run; 'startup' is import, "
         "worker and demo start times; 'headline' is issue 10's table (fxdurable, DBOS and "
-        "LangGraph per step, growth with session length, RSS; 'lambda' is a turn across many "
+        "LangGraph per step, growth with session length, RSS); 'batch' is the headline's row of a "
+        "parallel batch of 8 no-op safe calls per call, fxdurable beside DBOS and LangGraph on "
+        "WAL+FULL; 'lambda' is a turn across many "
         "wake-function invocations against the same turn in one, on moto; 'parallel' is a "
         "turn of 4 parallel safe tool calls of 100 ms against the same turn run sequentially; "
+        "'loop-lag' is the event loop's lateness under 8 concurrent sessions, the journal's "
+        "crossings in a thread against on the loop; 'pg-workers' is issue 27's turns and tool "
+        "steps per second on 4 (and 1) `fxdurable worker --queue postgresql://` processes "
+        "sharing one database, no-op tools, each run checked exactly-once from the database; "
         "'core' is the SQLite rows (raw commits, per-step cost, growth, resume, turns) and the "
         "Redis/RQ rows, or the line saying why those were skipped",
     )
@@ -281,6 +312,28 @@ def measure_lambda(
     )
 
 
+def measure_pg(
+    tmp: Path, plan: Plan, progress: Callable[[str], None]
+) -> tuple[PgWorkerFigures, bool]:
+    """Issue 27's Postgres workers row: (figures, whether measuring failed)."""
+    pg = PG_WORKERS[plan.name]
+    try:
+        figures = measure_pg_workers(
+            tmp,
+            turns=pg.turns,
+            calls=pg.calls,
+            reps=pg.reps,
+            on_progress=progress,
+            worker_counts=pg.workers,
+        )
+    except Exception as exc:  # a lost or doubled turn included: the row says it failed
+        traceback.print_exc()
+        failed = PgWorkerFigures({}, pg.turns, pg.calls, 1, os.getloadavg(), 0)
+        return dataclasses.replace(failed, note=f"failed: {type(exc).__name__}: {exc}"), True
+    progress("Postgres workers' turns per second measured")
+    return figures, False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     plan = SMOKE if args.smoke else QUICK if args.quick else DEFAULT
@@ -309,6 +362,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                 + render_lambda(lambda_figures, lambda_note)
             )
             return 1 if failed else 0
+        if args.only == "loop-lag":
+            loop_lag = measure_loop_lag(
+                tmp, rounds=LOOP_LAG_ROUNDS[plan.name], steps=LOOP_LAG_STEPS[plan.name]
+            )
+            print(f"fxdurable bench ({plan.name} run, loop lag only)\n")
+            print(render_loop_lag(loop_lag))
+            return 0
+        if args.only == "batch":
+            steps_runs, batch = measure_peers(tmp, plan.headline, progress, steps=False)
+            only = Headline(plan.name, plan.headline.ns, steps_runs, batch=batch)
+            print(f"fxdurable bench ({plan.name} run, parallel batch only)\n{machine_line(tmp)}\n")
+            print(only.render_batch())
+            return 1 if _peer_failed(only) else 0
+        if args.only == "pg-workers":
+            pg, failed = measure_pg(tmp, plan, progress)
+            print(
+                f"fxdurable bench ({plan.name} run, Postgres workers only)\n{machine_line(tmp)}"
+                f"\n\n{render_pg_workers(pg)}"
+            )
+            return 1 if failed else 0
         if args.only == "parallel":
             parallel = measure_parallel(tmp, reps=PARALLEL_REPS[plan.name])
             print(f"fxdurable bench ({plan.name} run, parallel tools only)\n")
@@ -318,9 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         peer_failed = False
         if args.only in (None, "headline") and not args.no_headline:
             headline = measure_headline(tmp, plan.headline, plan.name, progress)
-            peer_failed = any(
-                (run.note or "").startswith("failed") for run in headline.peers.values()
-            )
+            peer_failed = _peer_failed(headline)
         machine = machine_line(tmp)
         facts = machine_facts(tmp)
         if args.only == "headline":
@@ -393,34 +464,49 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1 if failed else 0
         parallel = measure_parallel(tmp, reps=PARALLEL_REPS[plan.name])
         progress("parallel tool calls measured")
+        loop_lag = measure_loop_lag(
+            tmp, rounds=LOOP_LAG_ROUNDS[plan.name], steps=LOOP_LAG_STEPS[plan.name]
+        )
+        progress("event-loop lag under concurrent sessions measured")
         http, http_note, http_failed = measure_http(tmp, plan, progress)
-        dynamodb, dynamodb_failed = measure_dynamodb(tmp, progress)
+        dynamodb, dynamodb_failed, dynamodb_figures = measure_dynamodb(tmp, progress)
         lambda_figures, lambda_note, lambda_failed = measure_lambda(tmp, plan, progress)
         failed = failed or http_failed or dynamodb_failed or lambda_failed
         wake = measure_wake_latency(samples=20 if plan.name == "quick" else 100)
         progress("Postgres queue wake latency measured")
+        pg, pg_failed = measure_pg(tmp, plan, progress)
+        failed = failed or pg_failed
     report = report_of(elapsed_s=time.perf_counter() - started)
     rest = "\n\n".join(
         (
             report.render(),
             render_parallel(parallel),
+            render_loop_lag(loop_lag),
             render_http(http, http_note),
             dynamodb,
             render_lambda(lambda_figures, lambda_note),
             render_startup(startup),
             render_wake_latency(wake),
+            render_pg_workers(pg),
         )
     )
     print(rest)
     if headline is not None:
         headline.extra += startup_rows(startup) + redis_rows(redis, redis_note)
+        headline.extra += dynamodb_rows(dynamodb_figures) + pg_worker_rows(pg)
         print()
         print(headline.render())
         if args.write:
             ratios = report.ratios() | parallel.ratios()
             ratios |= redis.ratios() if redis is not None else {}
+            ratios |= pg.ratios()
             _write(headline, facts, started, ratios, rest)
     return 1 if failed else 0
+
+
+def _peer_failed(headline: Headline) -> bool:
+    runs = [*headline.peers.values(), *headline.batch.values()]
+    return any((run.note or "").startswith("failed") for run in runs)
 
 
 def _write(

@@ -9,6 +9,11 @@ response is journaled too. SQLite store (WAL) at ``synchronous=FULL`` and ``NORM
 PostgreSQL store on the bench's server (``FXD_BENCH_POSTGRES_URL``, a database of its own; the
 mode measures nothing without one); one runtime per mode, each turn in a session of its own.
 
+The batch workload (issue 23's parallel row): one turn whose model's first response asks for N
+calls of a no-op ``replay="safe"`` tool at once (``parallel_tools`` on, the default), then a
+final answer; WAL+FULL only. Its figure, the turn's wall time ÷ N, includes the turn's two
+model steps and its admission, claim and settling, spread over the N calls.
+
 Run by :mod:`bench.peers` as ``python -m bench.peer_fxdurable``.
 """
 
@@ -18,12 +23,12 @@ import asyncio
 import itertools
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pydantic
 
-from bench.peers import POSTGRES, peer_main, postgres_url, seconds_per_step
+from bench.peers import BATCH, POSTGRES, STEPS, peer_main, postgres_url, seconds_per_step
 from bench.runtime_turns import SETTINGS
 from bench.sqlite_steps import sqlite_url
 from fxdurable import (
@@ -39,9 +44,10 @@ from fxdurable import (
 from fxdurable.runtime.models.scripted import turn_messages
 from fxdurable.runtime.tools import define_tool
 
-__all__ = ["DONE", "MODES", "noop_agent", "run_turn"]
+__all__ = ["BATCH_MODES", "DONE", "MODES", "batch_agent", "noop_agent", "run_turn"]
 
 MODES = ("WAL+FULL", "WAL+NORMAL", POSTGRES)
+BATCH_MODES = ("WAL+FULL",)
 DONE = "done"
 
 
@@ -67,17 +73,48 @@ def noop_agent(steps: int, *, name: str | None = None, stamps: list[float] | Non
     return Agent(name or f"noop-{steps}", ScriptedModel(policy), tools=[tool])
 
 
+async def _noop(inp: NoopInput, ctx: ToolContext) -> str:
+    return "ok"
+
+
+def batch_agent(calls: int) -> Agent:
+    """An agent (``batch-<calls>``) whose turn is one response asking for ``calls`` calls of a
+    no-op safe tool at once, run in parallel, then the final answer."""
+
+    def policy(request: ModelRequest) -> ModelResponse:
+        if any(m.role == "assistant" for m in turn_messages(request)):
+            return reply(DONE)
+        return reply("", *(call("noop", i=i) for i in range(calls)))
+
+    tool = define_tool(
+        "noop", description="Do nothing.", input_model=NoopInput, execute=_noop, replay="safe"
+    )
+    return Agent(f"batch-{calls}", ScriptedModel(policy), tools=[tool])
+
+
 async def run_turn(rt: Runtime, session_id: str, agent: str) -> None:
-    """Submit one turn and wait for it to settle. The waiter polls every 2 ms (``run`` polls
-    every 20 ms, which would add up to 2 ms a step at N = 10), as bench.runtime_turns does."""
+    """Submit one turn and wait for it to settle, as ``session.run`` does: the runtime tells
+    its own waiters when a turn it drives returns (runtime/turn_ends.py), so the wait adds
+    no polling reads and no poll latency to the measured steps."""
     handle = rt.session(session_id, agent=agent)
     sub = await handle.submit("Go.")
-    settled = await handle.wait(sub.id, timeout=600, poll_s=0.002)
+    settled = await handle.wait(sub.id, timeout=600)
     if settled.result != DONE:
         raise RuntimeError(f"the bench turn in {session_id} ended {settled.status}")
 
 
 def measure(directory: Path, mode: str, ns: Sequence[int], steps: int) -> dict[str, float]:
+    return _measure_turns(directory, mode, ns, steps, noop_agent)
+
+
+def measure_batch(directory: Path, mode: str, ns: Sequence[int], calls: int) -> dict[str, float]:
+    return _measure_turns(directory, mode, ns, calls, batch_agent)
+
+
+def _measure_turns(
+    directory: Path, mode: str, ns: Sequence[int], steps: int, agent: Callable[[int], Agent]
+) -> dict[str, float]:
+    """Seconds per step at each N of turns of ``agent(N)``, on one runtime for the mode."""
     if mode == POSTGRES:
         server = postgres_url("fxd")
         if server is None:
@@ -86,13 +123,14 @@ def measure(directory: Path, mode: str, ns: Sequence[int], steps: int) -> dict[s
     else:
         url = sqlite_url(directory / "fxd.db", mode.removeprefix("WAL+"))
     sessions = itertools.count()
+    agents = {n: agent(n) for n in ns}
     with asyncio.Runner() as runner:
-        rt = Runtime([noop_agent(n) for n in ns], store=url, settings=SETTINGS)
+        rt = Runtime(list(agents.values()), store=url, settings=SETTINGS)
         runner.run(rt.start())
         try:
 
             def unit(n: int) -> None:
-                runner.run(run_turn(rt, f"s{next(sessions)}", f"noop-{n}"))
+                runner.run(run_turn(rt, f"s{next(sessions)}", agents[n].name))
 
             return {str(n): seconds_per_step(unit, n, steps) for n in ns}
         finally:
@@ -106,4 +144,5 @@ def _import() -> object:
 
 
 if __name__ == "__main__":
-    sys.exit(peer_main("fxdurable", _import, MODES, measure))
+    workloads = {STEPS: (MODES, measure), BATCH: (BATCH_MODES, measure_batch)}
+    sys.exit(peer_main("fxdurable", _import, workloads))

@@ -10,6 +10,11 @@ The figure is seconds per step: the wall time of whole durable units (a DBOS wor
 LangGraph ``invoke``, an fxdurable turn) divided by the steps they ran, after one untimed
 warm-up unit per mode. Units of ``N`` steps are repeated until about ``steps`` steps have run,
 so N = 10 and N = 100 are timed over the same number of steps.
+
+A second workload (``--workload batch``, issue 23): one durable unit of N no-op steps run
+concurrently (an fxdurable turn whose model asks for N safe calls at once, a DBOS workflow
+gathering N async steps, a LangGraph superstep of N parallel nodes), in each system's WAL+FULL
+mode only; the figure is again the unit's wall time ÷ N, so seconds per call.
 """
 
 from __future__ import annotations
@@ -26,10 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = [
+    "BATCH",
     "NOT_INSTALLED_EXIT",
     "PEERS",
     "POSTGRES",
+    "STEPS",
     "PeerRun",
+    "Workload",
     "package_version",
     "peer_main",
     "postgres_url",
@@ -49,6 +57,10 @@ PEERS = {
 POSTGRES = "Postgres"
 # Measure one mode at all of ``ns`` into {str(n): seconds per step}.
 Measure = Callable[[Path, str, Sequence[int], int], dict[str, float]]
+# A workload of a peer module: the modes it measures, and how it measures one of them.
+Workload = tuple[Sequence[str], Measure]
+STEPS = "steps"  # N sequential steps per unit
+BATCH = "batch"  # N concurrent steps per unit
 
 
 def package_version(dist: str) -> str | None:
@@ -78,16 +90,19 @@ def seconds_per_step(run_unit: Callable[[int], object], n: int, steps: int) -> f
 
 
 def peer_main(
-    dist: str, import_check: Callable[[], object], modes: Sequence[str], measure: Measure
+    dist: str, import_check: Callable[[], object], workloads: Mapping[str, Workload]
 ) -> int:
     """The ``python -m bench.peer_<name>`` entry point shared by every system: parse the
     arguments, check the package imports (exit ``NOT_INSTALLED_EXIT`` if not), measure each
-    mode, print ``{"version": ..., "figures": {mode: {n: s}}}`` as the last line."""
+    mode of the chosen workload (``STEPS`` or ``BATCH``), print
+    ``{"version": ..., "figures": {mode: {n: s}}}`` as the last line."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--ns", default="10,100")
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--workload", choices=sorted(workloads), default=STEPS)
     args = parser.parse_args()
+    modes, measure = workloads[args.workload]
     try:
         import_check()
     except ImportError as exc:
@@ -128,17 +143,19 @@ def run_peer(
     steps: int,
     python: str = sys.executable,
     env: Mapping[str, str] | None = None,
+    workload: str = STEPS,
 ) -> None:
-    """One repetition of ``run.system`` in a subprocess; adds its figures to ``run`` or sets
-    ``run.note``. Later repetitions of a system that is not installed are skipped."""
+    """One repetition of ``run.system``'s ``workload`` in a subprocess; adds its figures to
+    ``run`` or sets ``run.note``. Later repetitions of a system that is not installed are
+    skipped."""
     if run.note is not None:
         return
     module, _dist = PEERS[run.system]
-    directory = tmp / f"{module.rsplit('.', 1)[1]}-{run.reps}"
+    directory = tmp / f"{module.rsplit('.', 1)[1]}-{workload}-{run.reps}"
     run.reps += 1
     directory.mkdir(parents=True)
     command = [python, "-m", module, "--dir", str(directory)]
-    command += ["--ns", ",".join(map(str, ns)), "--steps", str(steps)]
+    command += ["--ns", ",".join(map(str, ns)), "--steps", str(steps), "--workload", workload]
     try:
         proc = subprocess.run(
             command,

@@ -65,6 +65,14 @@ def results(
         "not_measured": {r.system: r.note for r in headline.peers.values() if r.note},
         "headline": [row.to_json() for row in headline.rows()],
         "seconds_per_step": steps,
+        # issue 23's parallel row: seconds per call of one batch, {system: {mode: {width: ...}}}
+        "batch_seconds_per_call": {
+            system: {
+                mode: {n: Figure.of(v).to_json() for n, v in by_n.items()}
+                for mode, by_n in run.samples.items()
+            }
+            for system, run in headline.batch.items()
+        },
         "runtime_growth": [
             {
                 "store": g.store,
@@ -137,6 +145,23 @@ share (its fork, page faults, pool threads and their SQLite connections) and the
 """
 
 
+#: The Postgres workers row's workload (issue 27; bench/pg_workers.py), under the step rows'.
+PG_WORKERS_NOTE = """The Postgres workers row (issue 27, target ≥ 1000 tool steps/s aggregate): 4 \
+`fxdurable worker --queue postgresql://` processes (`--concurrency 1`) with the store and the \
+wake queue in one schema of one database on the bench's server (`fsync=on`), running one-turn \
+sessions of a ScriptedModel that calls a no-op `replay="safe"` tool K times, one call per \
+response, then answers (K tool steps and K + 1 model steps a turn; K = 10 in the default run, \
+whose sizes the rest of the run states), admitted one at a time by a \
+Runtime in the bench process; beside it, the same on 1 worker, the repetitions alternating. \
+Tool steps/s is the turns' tool calls ÷ the wall time from the first admission to the last \
+settled submission. Every run is checked from the database: each submission completed in one \
+attempt, each turn's model calls and tool calls recorded once and completed after one run, \
+each call's effect (a line the tool writes apart from the store) exactly once, the wake queue \
+drained. On a 2-core machine the 4 workers and the server share the cores: the figure is \
+CPU-bound (the rest of the run says the CPU per turn of the workers, the server and the \
+admitting process)."""
+
+
 def _markdown(data: dict[str, object], headline: Headline, report: str) -> str:
     machine = data["machine"]
     assert isinstance(machine, dict)
@@ -179,6 +204,17 @@ N sequential no-op steps in one durable unit, N in {{{", ".join(map(str, headlin
 the figure is the unit's wall time ÷ N, after an untimed warm-up unit. The ratio of a step row
 is the cheaper peer's cost ÷ fxdurable's (target: fxdurable at least 2× cheaper than both),
 taken repetition by repetition.
+
+The parallel batch row (issue 23, target ≥ 4): one durable unit of {headline.batch_width} \
+concurrent no-op steps on WAL+FULL, per call (the unit's wall time ÷ {headline.batch_width}, \
+after an untimed warm-up unit). fxdurable: one turn whose ScriptedModel's first response asks \
+for {headline.batch_width} calls of a no-op `replay="safe"` tool (parallel_tools on), then a \
+final answer, so its figure includes the turn's two model steps; DBOS: an async workflow \
+gathering {headline.batch_width} async `@DBOS.step` steps started in order (DBOS's documented \
+way to run steps in parallel); LangGraph: one superstep of {headline.batch_width} nodes fanned \
+out from START, `SqliteSaver`, durability "sync".
+
+{PG_WORKERS_NOTE}
 
 {modes}
 

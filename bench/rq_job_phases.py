@@ -56,6 +56,7 @@ _TIMED: tuple[tuple[str, str, str], ...] = (
     ("fxdurable.stores.sqlite", "SqliteStore._migrate", "schema check (SQLite)"),
     ("fxdurable.stores.sqlite", "SqliteStore._open_connection", "SQLite connection opened"),
     ("fxdurable.stores.redis", "RedisStore._open", "schema check (Redis)"),
+    ("fxdurable.stores.redis", "RedisStore.close", "store closed (Redis)"),
     ("asyncio", "new_event_loop", "event loop created"),
     ("threading", "Thread.start", "thread started"),
     ("fxdurable.workers.rq_worker_class", "FxdWorker.execute_job", "worker: execute_job"),
@@ -68,6 +69,7 @@ _cpu: defaultdict[str, float] = defaultdict(float)  # the process's, all its thr
 _out: Path | None = None
 _profile_dir: Path | None = None
 _fork_started = 0.0
+_wal: Path | None = None  # a SQLite store's write-ahead log
 
 
 def _timed(label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -157,6 +159,8 @@ def _job(fn: Callable[..., Any]) -> Callable[..., Any]:
             _calls["job: minor page faults"] += after.ru_minflt - usage.ru_minflt
             _calls["job: voluntary switches"] += after.ru_nvcsw - usage.ru_nvcsw
             _calls["job: CPU ms (all threads)"] += round((time.process_time() - cpu) * 1000)
+            if _wal is not None and not _wal.exists():  # its last close checkpointed it away
+                _calls["job: SQLite WAL deleted at its end"] += 1
             _dump()
 
     return wrapper
@@ -235,7 +239,7 @@ def counts(lines: list[dict[str, Any]], worker_pid: int) -> dict[str, dict[str, 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    global _out, _profile_dir
+    global _out, _profile_dir, _wal
     parser = argparse.ArgumentParser(prog="python -m bench.rq_job_phases")
     parser.add_argument("--jobs", type=int, default=30)
     parser.add_argument("--store", choices=("sqlite", "redis"), default="sqlite")
@@ -259,6 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ):
         if args.store == "sqlite":
             store_url = sqlite_url(Path(tmp) / "phases.db")
+            _wal = Path(tmp) / "phases.db-wal"
         else:
             store_url = server.store_url(1, "phases")
         open_store(store_url).close()

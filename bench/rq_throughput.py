@@ -46,9 +46,6 @@ store.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -61,8 +58,9 @@ from typing import Any
 
 from bench.redis_server import RedisServer
 from bench.redis_steps import store_url as redis_store_url
-from bench.runtime_turns import PROMPT, SETTINGS, bench_agent
+from bench.runtime_turns import PROMPT, bench_agent
 from bench.sqlite_steps import sqlite_url
+from bench.worker_procs import start_worker, stop_workers, worker_env
 from fxdurable import Runtime
 from fxdurable.backends import open_store
 from fxdurable.core.states import SubmissionStatus
@@ -74,7 +72,6 @@ WORKER_COUNTS = (1, 2)
 MODES = ("fork", "nofork")
 #: The RQ worker class of each mode's no-op baseline (fxdurable's worker subclasses it).
 RQ_CLASSES = {"fork": "rq.Worker", "nofork": "rq.SimpleWorker"}
-REPO = Path(__file__).resolve().parents[1]
 QUEUE_DB = 0
 JOB_TIMEOUT_S = 600
 NOOP_FUNCTION = "bench.rq_noop.noop"
@@ -149,16 +146,6 @@ class RqFigures:
         return statistics.median(r.submit_seconds / r.seconds for r in runs)
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FXD_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["PYTHONUNBUFFERED"] = "1"
-    env["NO_COLOR"] = "1"
-    env["FXD_LEASE_TTL_S"] = str(SETTINGS.lease_ttl_s)
-    env["FXD_HEARTBEAT_S"] = str(SETTINGS.heartbeat_s)
-    return env
-
-
 def _rq_script() -> str:
     """The ``rq`` console script of this interpreter's environment."""
     script = Path(sys.executable).parent / "rq"
@@ -221,21 +208,9 @@ class WorkerGroup:
     def start(self) -> None:
         if self.store_url is not None:
             open_store(self.store_url).close()  # created once, before any worker opens it
-        env = _env()
+        env = worker_env()
         for name, log in zip(self.names, self.logs, strict=True):
-            log.parent.mkdir(parents=True, exist_ok=True)
-            with log.open("wb") as out:
-                self._procs.append(
-                    subprocess.Popen(
-                        self._command(name),
-                        cwd=log.parent,
-                        env=env,
-                        stdin=subprocess.DEVNULL,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,
-                    )
-                )
+            self._procs.append(start_worker(self._command(name), log, env))
 
     def _log_tails(self) -> str:
         parts = []
@@ -300,17 +275,7 @@ class WorkerGroup:
 
     def stop(self) -> None:
         """Warm shutdown (SIGTERM), then SIGKILL for any worker still running after 15 s."""
-        for proc in self._procs:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
-        for proc in self._procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_workers(self._procs)
         self._procs.clear()
         self.redis.close()
 

@@ -87,7 +87,7 @@ async def _run(url: str, turns: int, concurrency: int) -> TurnFigures:
             handles = [rt.session(f"turn-{n}") for n in range(turns)]
             subs = [await h.submit(PROMPT) for h in handles]
             for handle, sub in zip(handles, subs, strict=True):
-                settled = await handle.wait(sub.id, timeout=120, poll_s=0.002)
+                settled = await handle.wait(sub.id, timeout=120)
                 if settled.status != SubmissionStatus.COMPLETED:
                     raise RuntimeError(f"bench turn {sub.id} ended {settled.status}")
             elapsed = time.perf_counter() - start

@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what ru
         SubmissionFailedError,
         ToolInputError,
         UnknownAgentError,
+        WebhookSignatureError,
         WorkspaceError,
     )
     from fxdurable.runtime.agent import Agent, Durability, ModelRetries, Pricing
@@ -63,6 +64,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; the table below is what ru
     from fxdurable.runtime.task_view import ToolTask
     from fxdurable.runtime.tool_retry import Retry
     from fxdurable.runtime.tools import ReplayPolicy, Tool, ToolContext, define_tool, tool
+    from fxdurable.runtime.webhooks import Webhook, verify_webhook
     from fxdurable.runtime.worker import WorkerSettings
     from fxdurable.tools.mcp import MCPServer, mcp_tools
 
@@ -126,6 +128,8 @@ __all__ = [
     "ToolResult",
     "ToolTask",
     "UnknownAgentError",
+    "Webhook",
+    "WebhookSignatureError",
     "WorkerSettings",
     "WorkspaceError",
     "__version__",
@@ -139,6 +143,7 @@ __all__ = [
     "rewrite",
     "subagent",
     "tool",
+    "verify_webhook",
 ]
 
 
@@ -183,6 +188,7 @@ if not TYPE_CHECKING:
                 "SubmissionFailedError",
                 "ToolInputError",
                 "UnknownAgentError",
+                "WebhookSignatureError",
                 "WorkspaceError",
             ),
             "fxdurable.runtime.agent": ("Agent", "Durability", "ModelRetries", "Pricing"),
@@ -213,6 +219,7 @@ if not TYPE_CHECKING:
                 "define_tool",
                 "tool",
             ),
+            "fxdurable.runtime.webhooks": ("Webhook", "verify_webhook"),
             "fxdurable.runtime.worker": ("WorkerSettings",),
             "fxdurable.tools.mcp": ("MCPServer", "mcp_tools"),
         },

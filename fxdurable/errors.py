@@ -111,6 +111,7 @@ __all__ = [
     "ToolOutcomeUnknownError",
     "UnknownAgentError",
     "WakeNotSentError",
+    "WebhookSignatureError",
     "WorkspaceError",
 ]
 
@@ -506,6 +507,11 @@ class AttachmentError(FxDurableError, ValueError):
     """An image or a document refused before anything was written: a media type not in
     ``ATTACHMENT_TYPES``, bytes that are not what the type says, past the size limit, a URL
     that is not https, or a stored attachment's blob missing when a turn reads it."""
+
+
+class WebhookSignatureError(FxDurableError, ValueError):
+    """A received settlement webhook whose ``X-Fxdurable-Signature`` is malformed, does
+    not match its body, or is too old (``verify_webhook``): do not act on it."""
 
 
 class SessionBusyError(FxDurableError):

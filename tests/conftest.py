@@ -50,6 +50,7 @@ from browser_support import artifacts_dir
 from postgres_support import PostgresServer, pg_bin_dir, pg_ready
 from redis_support import free_port, unavailable
 
+from fxdurable.runtime import leases
 from fxdurable.testing.net import stop_process
 
 REDIS_SERVER = "redis-server"
@@ -88,6 +89,18 @@ _run_dir: Path | None = None
 def pytest_configure(config: pytest.Config) -> None:
     global _run_dir
     _run_dir = wheel_support.open_run_dir()
+    leases.exit_process = _lost_lease_in_a_test
+
+
+# A run in this process whose lease lapsed with its tool code still executing would end the
+# process (on_lost_lease="exit", fxdurable/runtime/leases.py): an xdist worker gone, the run
+# stopped without saying where. The test it happens in fails instead, with the guard's line;
+# tests of the exit itself run the worker in a process of its own.
+_lost_leases: list[str] = []
+
+
+def _lost_lease_in_a_test(status: int, line: str) -> None:
+    _lost_leases.append(line.strip())
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -97,7 +110,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item) -> Iterator[None]:
     outcome = yield
-    tiers.fail_if_spawned(outcome.get_result())
+    report = outcome.get_result()
+    tiers.fail_if_spawned(report)
+    if _lost_leases and report.when in ("call", "teardown"):
+        lines = "\n".join(_lost_leases)
+        _lost_leases.clear()
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{report.nodeid}: a run's lease lapsed while its tool code executed, which ends a "
+            f"worker process (this one, were it not the test suite's):\n{lines}"
+        )
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

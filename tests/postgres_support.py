@@ -23,12 +23,15 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
-from redis_support import free_port
+from fxdurable.testing.faults import FaultProxy
+from fxdurable.testing.net import free_port
 
-__all__ = ["PostgresServer", "pg_bin_dir", "pg_ready", "schema_raw"]
+__all__ = ["PostgresServer", "pg_bin_dir", "pg_ready", "schema_connection", "schema_raw"]
 
 # The user PostgreSQL runs as when the tests run as root (Debian's package creates it).
 PG_USER = "postgres"
@@ -83,6 +86,19 @@ def pg_ready(url: str, timeout: float) -> str | None:
         if time.monotonic() > deadline:
             return error
         time.sleep(0.05)
+
+
+def schema_connection(url: str) -> Any:
+    """An autocommit connection to ``url``'s server with ``url``'s schema (``?schema=``) on
+    its search path: a test's admin's, outside the store."""
+    import psycopg
+
+    from fxdurable.stores._pg_connect import parse_pg_url
+
+    settings = parse_pg_url(url)
+    conn = psycopg.connect(settings.conninfo, autocommit=True)
+    conn.execute(f'SET search_path TO "{settings.schema}"')
+    return conn
 
 
 def schema_raw(url: str) -> bytes:
@@ -240,3 +256,17 @@ class PostgresServer:
     def remove(self) -> None:
         self.stop()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def fault_proxy(postgres_url: str) -> Iterator[FaultProxy]:
+    """A :class:`FaultProxy` in front of the server at ``postgres_url``."""
+    where = urlsplit(postgres_url)
+    with FaultProxy(where.hostname or "127.0.0.1", where.port or 5432) as proxy:
+        yield proxy
+
+
+def through_proxy(postgres_url: str, proxy: FaultProxy) -> str:
+    """``postgres_url`` with its host and port replaced by the proxy's."""
+    where = urlsplit(postgres_url)
+    return where._replace(netloc=f"{where.username}@127.0.0.1:{proxy.port}").geturl()

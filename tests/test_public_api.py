@@ -66,6 +66,8 @@ PUBLIC_API = [
     "ToolResult",
     "ToolTask",
     "UnknownAgentError",
+    "Webhook",
+    "WebhookSignatureError",
     "WorkerSettings",
     "WorkspaceError",
     "__version__",
@@ -79,6 +81,7 @@ PUBLIC_API = [
     "rewrite",
     "subagent",
     "tool",
+    "verify_webhook",
 ]
 
 

@@ -53,7 +53,7 @@ SYSTEM_FIXTURES = frozenset(
     }
 )
 # Backend parameters whose fixtures start (or need) a server through getfixturevalue.
-SYSTEM_PARAMS = frozenset({"redis", "dynamodb", "dynamodb-s3", "postgres"})
+SYSTEM_PARAMS = frozenset({"redis", "dynamodb", "dynamodb-s3", "postgres", "postgres-s3"})
 SYSTEM_MARKS = frozenset({"crash", "redis", "aws"})
 # Where tests start subprocesses themselves (a CLI run, a shell tool, a wheel build, a worker),
 # relative to the repository: a directory ("tests/e2e/"), a file, or a test function of a file

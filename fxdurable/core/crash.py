@@ -59,6 +59,9 @@ CRASH_POINTS: frozenset[str] = frozenset(
         # child is durable (``:<tool>`` names the child's tool), its next step not started.
         "subagent.in-child",
         "steer.after-record",
+        # A settlement webhook's receiver answered; the delivery is not recorded yet (the
+        # next worker to hold the session sends it again, with the same delivery id).
+        "webhook.after-send",
         "abort.after-intent",
         # Session.fork: inside its one transaction (nothing written), and just after it.
         "fork.before-commit",

@@ -68,6 +68,7 @@ __all__ = [
     "ToolStarted",
     "ToolStepRecorded",
     "TurnStarted",
+    "WebhookSettled",
     "payload_data",
     "payload_of",
     "settled_event",
@@ -75,9 +76,10 @@ __all__ = [
 ]
 
 # major.minor: the major part changes with any rename or removal (see the module docstring).
+# 1.8: webhook.delivered, webhook.abandoned.
 # 1.7: tool.retrying, the attempts' agent_version.
 # 1.6: model.fallback, output.rejected; cache and reasoning token counts.
-WIRE_VERSION = "1.7"
+WIRE_VERSION = "1.8"
 
 
 class EventType(StrEnum):
@@ -114,6 +116,8 @@ class EventType(StrEnum):
     INPUT_REQUESTED = "input.requested"
     INPUT_ANSWERED = "input.answered"
     STATE_CHANGED = "state.changed"
+    WEBHOOK_DELIVERED = "webhook.delivered"
+    WEBHOOK_ABANDONED = "webhook.abandoned"
 
 
 # The outcome each settlement event records (the HTTP layer sends it as ``turn_end``).
@@ -396,6 +400,17 @@ class OutputRejected:
     rejections: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WebhookSettled:
+    """A settlement webhook's end: delivered (``status``, the receiver's HTTP status) or
+    abandoned after ``attempts`` (``error``, the last failure)."""
+
+    submission: str
+    attempts: int
+    status: int | None = field(default=None, metadata=_OMIT_IF_NONE)
+    error: str | None = field(default=None, metadata=_OMIT_IF_NONE)
+
+
 Payload: TypeAlias = (
     SessionCreated
     | SubmissionAdmitted
@@ -422,6 +437,7 @@ Payload: TypeAlias = (
     | InputRequested
     | InputAnswered
     | StateChanged
+    | WebhookSettled
 )
 
 _E = EventType
@@ -459,6 +475,8 @@ PAYLOADS: Mapping[EventType, type[Payload]] = {
     _E.INPUT_REQUESTED: InputRequested,
     _E.INPUT_ANSWERED: InputAnswered,
     _E.STATE_CHANGED: StateChanged,
+    _E.WEBHOOK_DELIVERED: WebhookSettled,
+    _E.WEBHOOK_ABANDONED: WebhookSettled,
 }
 
 # When each event is appended: the README's vocabulary table is generated from this.
@@ -509,6 +527,9 @@ WHEN: Mapping[EventType, str] = {
     "turn is queued to resume",
     _E.STATE_CHANGED: "a tool call's `ctx.state` writes were committed with its result (or "
     "with its durable `step`), or a fork took its source's state",
+    _E.WEBHOOK_DELIVERED: "the submission's settlement webhook was answered with a 2xx",
+    _E.WEBHOOK_ABANDONED: "the settlement webhook failed its every attempt (or the agent no "
+    "longer has one): no more are made",
 }
 
 

@@ -67,8 +67,12 @@ def _encoder(tp: Any) -> Convert | None:
         # Fields added later with ``metadata=OMIT_DEFAULT`` are left out at their default, so
         # a record that does not use them keeps the bytes it was stored with (Redis members,
         # DynamoDB bodies); decoding fills a missing key with its default.
+        # Compared as encoded: a tuple default is stored as a list.
+        converters = dict(fields)
         defaults = {
-            f.name: f.default for f in dataclasses.fields(tp) if f.metadata.get(_OMIT_DEFAULT_KEY)
+            f.name: _encoded_default(f.default, converters[f.name])
+            for f in dataclasses.fields(tp)
+            if f.metadata.get(_OMIT_DEFAULT_KEY)
         }
 
         def encode_record(value: Any) -> Any:
@@ -96,6 +100,12 @@ def _encoder(tp: Any) -> Convert | None:
         if item is not None:
             return lambda value: None if value is None else [item(v) for v in value]
     return None
+
+
+def _encoded_default(default: Any, conv: Convert | None) -> Any:
+    if conv is not None:
+        return conv(default)
+    return list(default) if isinstance(default, tuple) else default
 
 
 @functools.cache

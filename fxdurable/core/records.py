@@ -31,6 +31,7 @@ __all__ = [
     "Lease",
     "MessageRecord",
     "ModelCallRecord",
+    "PendingWebhook",
     "SessionRecord",
     "StepRecord",
     "SubmissionRecord",
@@ -74,6 +75,17 @@ class Lease:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PendingWebhook:
+    """A settled submission whose settlement webhook (``Agent(webhook=)``) is not delivered
+    yet: recorded with the settlement, in its commit, so a crash after it still delivers.
+    ``attempts`` failed so far; the next is not tried before ``next_at`` (journal clock)."""
+
+    submission_id: str
+    attempts: int = 0
+    next_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SessionRecord:
     id: str
     agent: str
@@ -107,6 +119,9 @@ class SessionRecord:
     state: JsonObject = field(default_factory=dict)
     # What every model call of the session spent so far (the session spending budget).
     spent: Usage = field(default_factory=lambda: Usage())
+    # Settlement webhooks still to deliver, oldest first. While any is, the session stays
+    # ``active`` (the sweep's index), so a scan finds it after a crash.
+    webhooks: tuple[PendingWebhook, ...] = field(default=(), metadata=OMIT_DEFAULT)
     version: int = 1
 
 

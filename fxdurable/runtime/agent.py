@@ -15,6 +15,7 @@ from fxdurable.runtime.models.base import Model
 from fxdurable.runtime.output import OutputSpec
 from fxdurable.runtime.spend import SpendingBudget
 from fxdurable.runtime.tools import Tool
+from fxdurable.runtime.webhooks import Webhook
 
 __all__ = ["AfterTool", "Agent", "BeforeTool", "Durability", "ModelRetries", "Pricing"]
 
@@ -145,6 +146,9 @@ class Agent:
     most ``output_retries`` times, then the submission fails with ``output_invalid``
     (docs/typed-output.md). ``Submission.output`` is the validated value.
 
+    ``webhook``: each submission's end (completed, failed or aborted) is POSTed, signed,
+    at least once, to this :class:`~fxdurable.runtime.webhooks.Webhook` (docs/webhooks.md).
+
     ``version``: recorded on each turn it starts and each attempt it runs (``TurnRecord``,
     ``AttemptRecord``, the ``attempt.started`` event), so a rolling deploy's trace says which
     version ran what; undeclared, a digest of the instructions, the tools' names,
@@ -166,6 +170,7 @@ class Agent:
         "spending",
         "tools",
         "version",
+        "webhook",
     )
 
     name: str
@@ -183,6 +188,7 @@ class Agent:
     output_retries: int
     # Recorded on each turn and attempt it runs: declared, or a digest of what the model sees.
     version: str
+    webhook: Webhook | None  # each settlement POSTed there (runtime/webhooks.py)
 
     def __init__(
         self,
@@ -200,6 +206,7 @@ class Agent:
         output_type: Any = None,
         output_retries: int = 2,
         version: str | None = None,
+        webhook: Webhook | None = None,
     ) -> None:
         if not name:
             raise ConfigurationError("an agent needs a name: sessions are bound to it")
@@ -241,6 +248,7 @@ class Agent:
             "output": output,
             "output_retries": output_retries,
             "version": version or _digest(name, instructions, tuple(tools), output),
+            "webhook": webhook,
         }
         for key, value in values.items():
             object.__setattr__(self, key, value)

@@ -50,6 +50,7 @@ class Conversation:
         self._open: set[_Round] = set()  # rounds with a task not yet settled
         self._chat: list[ChatMessage] = []  # built once for the closed prefix of _messages
         self._built = 0  # how many of _messages _chat covers
+        self._chat_stored = False  # whether _chat holds a stored attachment (History's flag)
 
     @classmethod
     def load(cls, view: ReadView, session: SessionRecord, token: int) -> Conversation:
@@ -100,11 +101,17 @@ class Conversation:
                 break
             closed += 1
         if closed > self._built:
-            self._chat += self._build(self._messages[self._built : closed])
+            built = self._build(self._messages[self._built : closed])
+            self._chat += built.messages
+            self._chat_stored = self._chat_stored or built.stored_attachments
             self._built = closed
         tail = self._build(self._messages[self._built :])
         summary = self._summary.text if self._summary is not None else None
-        return History(summary=summary, messages=[*self._chat, *tail])
+        return History(
+            summary=summary,
+            messages=[*self._chat, *tail.messages],
+            stored_attachments=self._chat_stored or tail.stored_attachments,
+        )
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -122,6 +129,7 @@ class Conversation:
             kept = [m for m in self._messages if m.seq > upto]
             if len(kept) != len(self._messages):
                 self._messages, self._chat, self._built = kept, [], 0
+                self._chat_stored = False
                 compacted = True
         if compacted:
             live = {(m.turn_id, m.round or 0) for m in self._messages if m.tool_calls}
@@ -133,10 +141,10 @@ class Conversation:
             (message.turn_id, message.round or 0)
         )
 
-    def _build(self, messages: Sequence[MessageRecord]) -> list[ChatMessage]:
+    def _build(self, messages: Sequence[MessageRecord]) -> History:
         rounds = {(m.turn_id, m.round or 0) for m in messages if m.tool_calls}
         tasks = [t for key in rounds for t in self._tasks.get(key, ())]
-        return build_history(messages, tasks).messages
+        return build_history(messages, tasks)
 
 
 class ConversationCache:

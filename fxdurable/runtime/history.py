@@ -27,6 +27,9 @@ SUMMARY_HEADING = "Summary of the earlier conversation (older messages were comp
 class History:
     summary: str | None
     messages: list[ChatMessage]
+    # Whether a message holds a stored attachment, whose bytes are still to load: known as the
+    # history is built, so a model step of a long session need not scan every message for it.
+    stored_attachments: bool = False
 
 
 def call_id(task: ToolTaskRecord) -> str:
@@ -58,11 +61,13 @@ def build_history(
     latest = summaries[-1] if summaries and compact else None
     cutoff = (latest.summarizes_upto or 0) if latest is not None else 0
     history: list[ChatMessage] = []
+    stored = False
     for message in messages:
         if message.role == "summary" or message.seq <= cutoff:
             continue
         if message.role == "user":
             attached = tuple(from_ref(ref) for ref in message.attachments)
+            stored = stored or any(ref.digest is not None for ref in message.attachments)
             history.append(ChatMessage(role="user", text=message.text, attachments=attached))
             continue
         if message.interrupted:  # its round's tool calls belong to the round's answer
@@ -84,6 +89,7 @@ def build_history(
         )
         for task in round_tasks:
             if is_terminal(task.status):
+                stored = stored or any(ref.digest is not None for ref in task.attachments)
                 history.append(
                     ChatMessage(
                         role="tool",
@@ -93,7 +99,8 @@ def build_history(
                         attachments=tuple(from_ref(ref) for ref in task.attachments),
                     )
                 )
-    return History(summary=latest.text if latest is not None else None, messages=history)
+    summary = latest.text if latest is not None else None
+    return History(summary=summary, messages=history, stored_attachments=stored)
 
 
 def conversation(view: ReadView, session_id: str) -> list[ChatMessage]:

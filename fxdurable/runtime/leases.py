@@ -274,6 +274,16 @@ class _Guard:
                 _at_deadline(run)
 
 
+def _exit_now(status: int, line: str) -> None:
+    os._exit(status)
+
+
+# How "exit" ends the process. A seam for a test process that must outlive a run it hosts (a
+# pytest worker: tests/conftest.py puts a stand-in there that fails the test instead); a
+# stand-in that returns leaves the run's code executing, so nothing else may use it.
+exit_process: Callable[[int, str], None] = _exit_now
+
+
 def _at_deadline(run: GuardedRun) -> None:
     """The run's stop deadline passed without a renewal: nothing of it may run on."""
     run._refuse_new()
@@ -298,7 +308,8 @@ def _at_deadline(run: GuardedRun) -> None:
         try:
             os.write(2, line.encode())
         finally:
-            os._exit(LOST_LEASE_EXIT_STATUS)
+            exit_process(LOST_LEASE_EXIT_STATUS, line)
+        return  # only a test's stand-in for exit_process returns
     try:
         run.on_lost_lease(lost)
     except Exception:

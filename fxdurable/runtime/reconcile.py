@@ -40,7 +40,12 @@ def orphaned_sessions(view: ReadView, *, now: float, quiet_s: float = 0.0) -> li
             if not live or dead_here:
                 found.append(session.id)
             continue
+        if any(w.next_at <= now for w in session.webhooks):
+            found.append(session.id)  # a settlement webhook is due: the wake sends it
+            continue
         unsettled = view.unsettled_submissions(session.id)
+        if not unsettled and session.webhooks:
+            continue  # owes only webhooks whose retry is not due yet
         if unsettled and expired_question(unsettled[0], now):
             found.append(session.id)  # its timer is due: the wake records the timeout
             continue

@@ -53,6 +53,7 @@ from fxdurable.runtime.reconcile import orphaned_sessions
 from fxdurable.runtime.schedule import Cron, Schedule, Scheduled, run_schedule
 from fxdurable.runtime.submission import Submission
 from fxdurable.runtime.task_view import ToolTask, running_task
+from fxdurable.runtime.turn_ends import TurnEnds
 from fxdurable.runtime.worker import WakeHandler, WorkerSettings
 
 __all__ = ["Runtime", "SessionHandle"]
@@ -113,6 +114,7 @@ class Runtime:
         self._grace_s = shutdown_grace_s
         # ``sleep`` and ``rng`` drive model-retry backoff: tests inject them to run without
         # real waiting and with fixed jitter.
+        self._turn_ends = TurnEnds()  # session.wait reads again when a wake here ends
         self._handler = WakeHandler(
             self.journal,
             self.queue,
@@ -261,6 +263,9 @@ class Runtime:
             await self._handler.handle(session_id, budget)
         finally:
             self._budgets.discard(budget)
+            # After the whole wake (the lease released): a caller whose session.run returns
+            # does not race the wake's last reads and release with its next submission.
+            self._turn_ends.pulse()
 
     async def reconcile(self) -> int:
         """Enqueue a wake for every session with unsettled work and no live owner."""
@@ -398,10 +403,14 @@ class SessionHandle:
     async def wait(
         self, submission_id: str, *, timeout: float | None = None, poll_s: float = 0.02
     ) -> Submission:
-        """Wait until the submission settles and return it (any outcome)."""
+        """Wait until the submission settles and return it (any outcome). A wake this
+        runtime runs is read again as soon as it ends; a submission another process settles
+        is seen on the next poll, every ``poll_s``."""
+        turn_ends = self._rt._turn_ends
 
         async def settled() -> Submission:
             while True:
+                seen = turn_ends.count
                 sub = await self.submission(submission_id)
                 if sub is None:
                     raise SubmissionFailedError(
@@ -409,7 +418,7 @@ class SessionHandle:
                     )
                 if sub.settled:
                     return sub
-                await asyncio.sleep(poll_s)
+                await turn_ends.after(seen, poll_s)
 
         return await asyncio.wait_for(settled(), timeout)
 

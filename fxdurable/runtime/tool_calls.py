@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import pydantic
 
@@ -306,19 +307,14 @@ class ToolCalls(TurnBase):
         failed one recorded, its ``ctx.state`` writes dropped, before the backoff."""
         if tool.retry is None:
             return tool.run_with_attachments(arguments, ctx)
-        state = self._state
-        assert state is not None
 
         def commit(failed_runs: int, error: str, delay_s: float) -> None:
-            state.noted(
-                self._journal.record_tool_retry(
-                    self._fence,
-                    task.id,
-                    failed_runs=failed_runs,
-                    error=error,
-                    delay_s=delay_s,
-                    held=state.held(),
-                )
+            self._write_held(
+                self._journal.record_tool_retry,
+                task.id,
+                failed_runs=failed_runs,
+                error=error,
+                delay_s=delay_s,
             )
 
         async def on_retry(failed_runs: int, exc: BaseException, delay_s: float) -> None:
@@ -332,6 +328,13 @@ class ToolCalls(TurnBase):
             sleep=self._sleep,
             rng=self._rng,
         )
+
+    def _write_held(self, transition: Callable[..., ToolStep], task_id: str, **fields: Any) -> None:
+        """One of a running call's own transitions (a step, a retry), written from the
+        records the driver holds; what it committed is kept for the next one."""
+        state = self._state
+        assert state is not None
+        state.noted(transition(self._fence, task_id, held=state.held(), **fields))
 
     def _child_sessions(self, task: ToolTaskRecord) -> ChildSessions | None:
         """A subagent call's child sessions, within this turn's budgets."""
@@ -364,20 +367,15 @@ class ToolCalls(TurnBase):
     def _step_log(self, task: ToolTaskRecord, tool: Tool, tool_state: ToolState) -> StepLog:
         """The steps of this run of a durable call: those recorded by earlier runs replay.
         The call's ``ctx.state`` writes so far commit with each step's record."""
-        state = self._state
-        assert state is not None
 
         def commit(name: str, value: str, error: str | None, writes: StateWrites) -> None:
-            state.noted(
-                self._journal.record_step(
-                    self._fence,
-                    task.id,
-                    name=name,
-                    value=value,
-                    error=error,
-                    writes=writes,
-                    held=state.held(),
-                )
+            self._write_held(
+                self._journal.record_step,
+                task.id,
+                name=name,
+                value=value,
+                error=error,
+                writes=writes,
             )
             crash_point("tool.step.after-record", tool.name)
 

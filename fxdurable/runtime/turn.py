@@ -94,7 +94,9 @@ class TurnDriver(ToolCalls):
         if queued is not None and queued.status == "queued" and queued.abort_requested:
             # Aborted before it ever ran: it settles without a turn, so its prompt never
             # enters the conversation later turns are shown.
-            await durable(j.settle, self._fence, submission_id, "aborted")
+            await durable(
+                j.settle, self._fence, submission_id, "aborted", webhook=self._owes_webhook
+            )
             return
         if turn is not None and turn.model_retry_at is not None:
             await self._wait_out_model_backoff(turn.model_retry_at)
@@ -133,7 +135,9 @@ class TurnDriver(ToolCalls):
             match check:
                 case AbortTurn():
                     await self._resolve_running(state.round_tasks)
-                    await durable(j.settle, self._fence, submission_id, "aborted")
+                    await durable(
+                        j.settle, self._fence, submission_id, "aborted", webhook=self._owes_webhook
+                    )
                     return
                 case FailTurn(code=code, message=message, exhausted=exhausted):
                     await self._fail(submission_id, code, message, exhausted=exhausted)
@@ -224,6 +228,7 @@ class TurnDriver(ToolCalls):
                 "completed",
                 text=text,
                 output=verdict.output,
+                webhook=self._owes_webhook,
             )
         except SteeringPendingError:
             state.steering = state.steering or ("",)  # the model answers it
@@ -292,6 +297,7 @@ class TurnDriver(ToolCalls):
             outcome,
             error=ErrorInfo(code=code, message=message, unknown_calls=unknown),
             exhausted=exhausted,
+            webhook=self._owes_webhook,
         )
         log.warning("submission %s failed: %s", submission_id, message)
         for task in state.tasks.values():

@@ -75,6 +75,8 @@ class TurnBase:
         self._sleep = sleep
         self._conversations = ConversationCache() if conversations is None else conversations
         self._agent = agent
+        # Each settlement owes the agent's webhook (runtime/webhooks.py), in its commit.
+        self._owes_webhook = agent.webhook is not None
         self._fence = fence
         self._budget = budget
         self._worker = worker

@@ -31,12 +31,13 @@ from fxdurable.runtime.agent import Agent
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.children import ChildDriver
 from fxdurable.runtime.conversation import ConversationCache
-from fxdurable.runtime.crossing import durable
+from fxdurable.runtime.crossing import durable, durable_apart
 from fxdurable.runtime.interrupts import watch_interrupts
 from fxdurable.runtime.leases import GuardedRun, LeaseView, OnLostLease, enter_run, guard, unguard
 from fxdurable.runtime.model_step import Sleep
 from fxdurable.runtime.subagent import with_delegates
 from fxdurable.runtime.turn import TurnDriver
+from fxdurable.runtime.webhooks import deliver_due, next_due
 
 __all__ = ["WakeHandler", "WorkerSettings", "local_process_is_dead", "this_worker"]
 
@@ -217,7 +218,8 @@ class WakeHandler:
         view._renewed(expires_at=held_until, expires_mono=held_since + ttl)
         run = GuardedRun(session_id, view, self._on_lost_lease)
         guard(run)
-        work = asyncio.ensure_future(self._run(fence, agent, budget, driver_box, run))
+        owes = agent.webhook is not None or bool(session.webhooks)
+        work = asyncio.ensure_future(self._run(fence, agent, budget, driver_box, run, owes))
         work.add_done_callback(lambda _: run.ended())
         beat = asyncio.ensure_future(self._heartbeat(fence, work, driver_box, run))
         # An abort or a steer acts now, not at the next beat (runtime/interrupts.py).
@@ -325,23 +327,42 @@ class WakeHandler:
         budget: InvocationBudget,
         box: list[TurnDriver],
         run: GuardedRun,
+        owes_webhooks: bool,
     ) -> float | None:
-        """Run the session's submissions in order; returns when the question the next one
-        waits on expires (None: at rest, or a question without a timeout)."""
+        """Run the session's submissions in order, and send the settlement webhooks due
+        (``owes_webhooks``: the agent has one, or the session owed one when the wake began);
+        returns when the question the next one waits on expires or a webhook is retried
+        (None: at rest, or a question without a timeout)."""
         enter_run(run)  # this task's tool calls execute as the run's (runtime/leases.py)
         j = self._journal
+        sid = fence.session_id
         while True:
-            unsettled = await durable(j.read, lambda v: v.unsettled_submissions(fence.session_id))
+            # One read: the session only when it may owe webhooks (no extra read otherwise).
+            unsettled, session = await durable(
+                j.read,
+                lambda v: (
+                    v.unsettled_submissions(sid),
+                    v.get_session(sid) if owes_webhooks else None,
+                ),
+            )
+            # Settlement webhooks due go out first, before the next turn, which may be long;
+            # then the loop reads again what their records left.
+            if session is not None and await deliver_due(
+                j, fence, agent.webhook, session, self._clock
+            ):
+                continue
+            retry_due = None if session is None else next_due(session)
             if unsettled and expired_question(unsettled[0], self._clock.now()):
                 # The question's timer is due: its timeout answer, raced with a person's
                 # (exactly one is recorded), then the turn goes on with whichever won.
-                await durable(j.expire_input, fence.session_id)
+                await durable(j.expire_input, sid)
                 continue
             if unsettled and waits_for_input(unsettled[0]):
-                # Waiting for a person: the answer wakes it, or the question's timer.
-                return question_due_at(unsettled[0])
+                # Waiting for a person: the answer wakes it, or the question's timer (or a
+                # webhook's retry, whichever is sooner).
+                return _sooner(question_due_at(unsettled[0]), retry_due)
             if not unsettled:
-                return None  # at rest
+                return retry_due  # at rest, unless a webhook's retry is still to come
             driver = TurnDriver(
                 j,
                 agent,
@@ -416,7 +437,7 @@ class WakeHandler:
                 # lands as the call completes, and the heartbeat would then never stop.
                 # A late beat's one try ends well before the run's stop deadline.
                 async with asyncio.timeout(max(give_up_at - started, self._settings.margin_s / 4)):
-                    await durable(self._journal.heartbeat, fence, ttl_s=ttl)
+                    await durable_apart(self._journal.heartbeat, fence, ttl_s=ttl)
             except LeaseLostError:
                 raise
             except Exception as exc:  # any failure is retried: renewal must not stop quietly
@@ -443,7 +464,8 @@ class WakeHandler:
     async def _notice_abort(self, fence: Fence, box: list[TurnDriver]) -> None:
         """Tell the running turn of an abort recorded by another process."""
         try:
-            unsettled = await durable(
+            # Apart, like the renewal: the beat awaits it, and must not queue behind tools.
+            unsettled = await durable_apart(
                 self._journal.read, lambda v: v.unsettled_submissions(fence.session_id)
             )
         except Exception as exc:  # noticed at the next beat, or at the turn's next boundary
@@ -494,3 +516,7 @@ def _interrupted_work(view: ReadView, session_id: str) -> bool:
         if attempts and attempts[-1].status == AttemptStatus.RUNNING:
             return True
     return False
+
+
+def _sooner(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)

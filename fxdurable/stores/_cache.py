@@ -25,6 +25,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Generic, Protocol, TypeVar
 
+from fxdurable.core.records import SessionRecord
+
 __all__ = ["Entry", "VersionedCache"]
 
 
@@ -51,6 +53,10 @@ class VersionedCache(Generic[E]):
         self._make = make
         self._limit = limit
         self._entries: OrderedDict[str, E] = OrderedDict()
+        # Sessions whose lease a commit of this store took, by the lease's owner id: the
+        # holder's first read after its own commit may stand unchecked (the stores'
+        # ``own_snapshot``) only while this store holds the session's lease.
+        self.holding: dict[str, str] = {}
 
     def get(self, key: str) -> E | None:
         """The entry of ``key`` at whatever version it holds (marked recently used)."""
@@ -98,3 +104,22 @@ class VersionedCache(Generic[E]):
                     continue
                 apply(key, entry)
                 entry.version = version
+
+    def hold(self, session: SessionRecord, before: SessionRecord | None) -> None:
+        """A commit of this store wrote ``session`` over ``before`` (None: written blind, or
+        new): note whether this store now holds its lease (it took it: a new owner)."""
+        owner = session.lease.owner
+        with self.lock:
+            if owner is not None and before is not None and before.lease.owner != owner:
+                self.holding[session.id] = owner
+            elif self.holding.get(session.id) != owner or owner is None:
+                self.holding.pop(session.id, None)
+
+    def holds(self, session: SessionRecord, now: float) -> bool:
+        """Whether ``session``'s lease is one this store took and, by ``now``, live. Callers
+        hold :attr:`lock`."""
+        lease = session.lease
+        owner = lease.owner
+        return (
+            owner is not None and self.holding.get(session.id) == owner and lease.expires_at > now
+        )

@@ -1,10 +1,10 @@
 """The DynamoDB store's requests: one place that calls boto3, counts, retries and maps errors.
 
-Every request goes through :meth:`Api.call`, which counts it (``requests``: what the tests and
-``bench.dynamodb_steps`` read), lets botocore's standard retry mode retry throttling and 5xx
-a few times, then keeps retrying them with capped exponential backoff and full jitter for
-``?retry_budget_s=`` (10 s by default) before raising
-:class:`~fxdurable.errors.StoreUnavailableError`. Nothing raised here is a botocore exception.
+Every request goes through :meth:`Api.call`, the loop every store's AWS requests share
+(:mod:`fxdurable.stores._aws_calls`): it counts it (``requests``: what the tests and
+``bench.dynamodb_steps`` read), retries throttling and 5xx for ``?retry_budget_s=`` (10 s by
+default) before raising :class:`~fxdurable.errors.StoreUnavailableError`, and maps botocore's
+errors in one table. Nothing raised here is a botocore exception.
 
 A ``TransactWriteItems`` carries a ``ClientRequestToken``: DynamoDB applies a request with the
 same token at most once within ten minutes, so re-sending a commit whose answer was lost is
@@ -15,52 +15,21 @@ safe and does not apply it twice. If it still cannot be sent, its outcome is unk
 from __future__ import annotations
 
 import random
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from botocore import exceptions as bx
-from botocore.config import Config
-
-from fxdurable.errors import ConfigurationError, StoreError, StoreUnavailableError
+from fxdurable.errors import StoreError, StoreUnavailableError
+from fxdurable.stores._aws_calls import AwsCalls, aws_client
 from fxdurable.stores._ddb_items import Item, Key, from_wire
 from fxdurable.stores._ddb_settings import DynamoSettings
 
 __all__ = ["Api", "Cancelled", "TableMissing"]
 
-CONNECT_TIMEOUT_S = 5
-READ_TIMEOUT_S = 10
 _BACKOFF_BASE_S = 0.05
 _BACKOFF_CAP_S = 2.0
 _BATCH_GET_MAX = 100
 _BATCH_WRITE_MAX = 25
-_RETRYABLE = {
-    "ProvisionedThroughputExceededException",
-    "ThrottlingException",
-    "RequestLimitExceeded",
-    "InternalServerError",
-    "ServiceUnavailable",
-    "TransactionInProgressException",  # our own token still in flight: wait for it
-    "SlowDown",  # S3
-}
-_DENIED = {
-    "AccessDenied",
-    "AccessDeniedException",
-    "UnrecognizedClientException",
-    "InvalidClientTokenId",
-    "InvalidSignatureException",
-    "SignatureDoesNotMatch",
-    "ExpiredToken",
-    "ExpiredTokenException",
-    "MissingAuthenticationTokenException",
-}
-_UNREACHABLE = (
-    bx.EndpointConnectionError,
-    bx.ConnectionClosedError,
-    bx.ConnectTimeoutError,
-    bx.ReadTimeoutError,
-)
 
 
 class Cancelled(Exception):
@@ -84,36 +53,34 @@ class Api:
 
         self.settings = settings
         self.where = settings.where
-        self._lock = threading.Lock()
-        self.requests = 0  # DynamoDB and S3 requests sent (botocore's own retries not counted)
-        config = Config(
-            connect_timeout=CONNECT_TIMEOUT_S,
-            read_timeout=READ_TIMEOUT_S,
-            retries={"mode": "standard", "max_attempts": 3},
+        self.calls = AwsCalls(
+            service="DynamoDB",
+            where=settings.where,
+            retry_budget_s=settings.retry_budget_s,
+            docs="docs/dynamodb.md",
+            special=self._special,
         )
         maker = session or boto3
-        try:
-            self.dynamodb: Any = maker.client(
-                "dynamodb",
-                region_name=settings.region,
-                endpoint_url=settings.endpoint_url,
-                config=config,
+        store = f"DynamoDB store ({self.where})"
+        self.dynamodb: Any = aws_client(
+            maker,
+            "dynamodb",
+            region=settings.region,
+            endpoint_url=settings.endpoint_url,
+            store=store,
+        )
+        self.s3: Any = (
+            aws_client(
+                maker, "s3", region=settings.region, endpoint_url=settings.endpoint_url, store=store
             )
-            self.s3: Any = (
-                maker.client(
-                    "s3",
-                    region_name=settings.region,
-                    endpoint_url=settings.endpoint_url,
-                    config=config,
-                )
-                if settings.bucket
-                else None
-            )
-        except bx.NoRegionError:
-            raise ConfigurationError(
-                f"no AWS region for the DynamoDB store ({self.where}): add ?region=... to the "
-                "URL or set AWS_REGION"
-            ) from None
+            if settings.bucket
+            else None
+        )
+
+    @property
+    def requests(self) -> int:
+        """DynamoDB and S3 requests sent (botocore's own retries not counted)."""
+        return self.calls.requests
 
     def close(self) -> None:
         for client in (self.dynamodb, self.s3):
@@ -125,69 +92,20 @@ class Api:
     def call(
         self, client: Any, operation: str, *, unknown_outcome: bool = False, **params: Any
     ) -> Any:
-        """``client.<operation>(**params)``, counted, retried while the service is throttling
-        or failing (bounded), mapped to fxdurable errors. ``unknown_outcome``: a write whose
-        loss in transit leaves its outcome unknown (said in the error)."""
-        budget = self.settings.retry_budget_s
-        deadline = time.monotonic() + budget
-        failures = 0
-        while True:
-            with self._lock:
-                self.requests += 1
-            try:
-                return getattr(client, operation)(**params)
-            except bx.ClientError as exc:
-                error = exc.response.get("Error", {})
-                code = str(error.get("Code", ""))
-                if code == "TransactionCanceledException":
-                    reasons = exc.response.get("CancellationReasons") or []
-                    raise Cancelled([str(r.get("Code", "None")) for r in reasons]) from None
-                status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-                if code in _RETRYABLE or status >= 500:
-                    cause: BaseException = exc
-                else:
-                    raise self._refused(operation, code, str(error.get("Message", exc))) from None
-            except _UNREACHABLE as exc:
-                cause = exc
-            except bx.NoCredentialsError:
-                raise ConfigurationError(
-                    f"no AWS credentials for the DynamoDB store ({self.where}): set them in "
-                    "the environment, a profile or the instance/Lambda role"
-                ) from None
-            except bx.BotoCoreError as exc:
-                raise StoreError(f"{operation} on DynamoDB {self.where} failed: {exc}") from None
-            failures += 1
-            delay = random.uniform(0, min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2**failures))
-            if time.monotonic() + delay > deadline:
-                what = (
-                    "its outcome is unknown (it may have been applied): read the records again"
-                    if unknown_outcome
-                    else "nothing was written"
-                )
-                raise StoreUnavailableError(
-                    f"{operation} on DynamoDB {self.where} kept failing for "
-                    f"{budget:g} s ({cause}); {what}",
-                    where=self.where,
-                    cause=cause,
-                ) from None
-            time.sleep(delay)
+        """One request through the shared loop (:mod:`._aws_calls`): counted, retried for
+        ``?retry_budget_s=``, mapped to fxdurable errors."""
+        return self.calls.call(client, operation, unknown_outcome=unknown_outcome, **params)
 
-    def _refused(self, operation: str, code: str, message: str) -> ConfigurationError | StoreError:
-        if code in _DENIED:
-            return ConfigurationError(
-                f"AWS refused {operation} on DynamoDB {self.where} ({code}): check the "
-                "credentials and the IAM policy (docs/dynamodb.md lists the actions)"
-            )
+    def _special(self, code: str, response: Mapping[str, Any]) -> BaseException | None:
+        if code == "TransactionCanceledException":
+            reasons = response.get("CancellationReasons") or []
+            return Cancelled([str(r.get("Code", "None")) for r in reasons])
         if code == "ResourceNotFoundException":
             return TableMissing(
                 f"no DynamoDB {self.where}: deploy it (infra/template.yaml) or open the store "
                 "with create=True"
             )
-        if code in ("NoSuchBucket",):
-            return ConfigurationError(
-                f"the S3 bucket of the DynamoDB store does not exist: {message}"
-            )
-        return StoreError(f"{operation} on DynamoDB {self.where} was refused ({code}): {message}")
+        return None
 
     # -- reads --------------------------------------------------------------------------------
 

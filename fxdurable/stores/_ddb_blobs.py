@@ -15,25 +15,16 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 from collections import OrderedDict
-from typing import Any
 
-from fxdurable.errors import BlobCorruptError, StoreError
+from fxdurable.errors import StoreError
 from fxdurable.stores._ddb_api import Api
+from fxdurable.stores._s3_objects import REFRESH_S, S3Objects
 
 __all__ = ["ITEM_LIMIT", "REFRESH_S", "Blobs", "folder"]
 
 ITEM_LIMIT = 390_000  # bytes of body an item may hold: DynamoDB's 400 KB, less keys and names
 _KEEP_BYTES = 32 * 1024 * 1024  # resolved bodies kept (least recently used go first)
-_KEEP_PUT = 10_000  # hashes remembered as put
-# The bucket's lifecycle rule expires an object SessionRetentionDays after it was *written*,
-# however recently a new record named it. Content addressing makes a new record name old
-# objects (a workspace template's files, shared by every new session; a body a long-lived
-# worker put months ago), so a put skipped because "it is there" is only trusted for this
-# long: past it the object is written again, and its expiry starts over. A day keeps the
-# extra writes rare, and is far below any retention (which is counted in days).
-REFRESH_S = 24 * 3600.0
 
 
 def folder(partition: str) -> str:
@@ -46,11 +37,17 @@ class Blobs:
     def __init__(self, api: Api) -> None:
         self._api = api
         self._settings = api.settings
+        # put, get and delete at content-addressed keys: shared with the Postgres store
+        self._objects = S3Objects(
+            api.calls,
+            api.s3,
+            bucket=api.settings.bucket,
+            prefix=api.settings.s3_prefix,
+            no_bucket=self._no_bucket,
+        )
         self._lock = threading.Lock()
         self._held: OrderedDict[str, str] = OrderedDict()
         self._held_bytes = 0
-        # hash -> when this store put it (time.monotonic()): a re-put within REFRESH_S is skipped
-        self._put_done: OrderedDict[str, float] = OrderedDict()
 
     def offload(self, body: str, what: str, partition: str | None = None) -> str | None:
         """The reference to ``body`` once it is in S3 (its hash, under its partition's folder
@@ -75,43 +72,16 @@ class Blobs:
     def put_object(self, digest: str, data: bytes, content_type: str) -> None:
         """``data`` at its content-addressed key (skipped when this store put it within
         :data:`REFRESH_S`)."""
-        with self._lock:
-            put_at = self._put_done.get(digest)
-        if put_at is not None and time.monotonic() - put_at < REFRESH_S:
-            return
-        self._api.call(
-            self._s3(),
-            "put_object",
-            Bucket=self._settings.bucket,
-            Key=self._key(digest),
-            Body=data,
-            ContentType=content_type,
-        )
-        with self._lock:
-            self._put_done[digest] = time.monotonic()
-            self._put_done.move_to_end(digest)
-            while len(self._put_done) > _KEEP_PUT:
-                self._put_done.popitem(last=False)
+        self._objects.put(digest, data, content_type)
 
     def get_object(self, digest: str) -> bytes:
         """The object at ``digest``'s key, verified (raises if missing or damaged)."""
-        reply = self._api.call(
-            self._s3(), "get_object", Bucket=self._settings.bucket, Key=self._key(digest)
-        )
-        data: bytes = reply["Body"].read()
-        if hashlib.sha256(data).hexdigest() != digest.rsplit("/", 1)[-1]:
-            raise BlobCorruptError(f"S3 object {self._key(digest)} does not match its hash")
-        return data
+        return self._objects.get(digest)
 
     def delete_object(self, digest: str) -> None:
         """Remove the object at ``digest``'s key (none there is no error: S3 says so too)."""
-        if self._api.s3 is None:
-            return
-        self._api.call(
-            self._api.s3, "delete_object", Bucket=self._settings.bucket, Key=self._key(digest)
-        )
+        self._objects.delete(digest)
         with self._lock:
-            self._put_done.pop(digest, None)
             body = self._held.pop(digest, None)
             if body is not None:
                 self._held_bytes -= len(body)
@@ -121,7 +91,7 @@ class Blobs:
         bodies, each version of each); how many."""
         if self._api.s3 is None:
             return 0
-        prefix = self._key(folder(partition)) + "/"
+        prefix = self._objects.key(folder(partition)) + "/"
         removed = 0
         pages = self._api.s3.get_paginator("list_objects_v2").paginate(
             Bucket=self._settings.bucket, Prefix=prefix
@@ -144,16 +114,11 @@ class Blobs:
         self._hold(digest, body)
         return body
 
-    def _s3(self) -> Any:
-        if self._api.s3 is None:
-            raise StoreError(
-                f"a record of DynamoDB {self._api.where} is in S3 but the store has no bucket: "
-                "open it with ?bucket=NAME"
-            )
-        return self._api.s3
-
-    def _key(self, digest: str) -> str:
-        return f"{self._settings.s3_prefix}/sha256/{digest}"
+    def _no_bucket(self) -> StoreError:
+        return StoreError(
+            f"a record of DynamoDB {self._api.where} is in S3 but the store has no bucket: "
+            "open it with ?bucket=NAME"
+        )
 
     def _hold(self, digest: str, body: str) -> None:
         with self._lock:

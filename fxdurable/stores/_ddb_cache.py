@@ -9,6 +9,11 @@ at least that new: anything newer moved the head, which the next check sees). A 
 conditioned on ``sv = v`` proves the cache was current; this store then applies its own
 writes to it and moves it to *v + 1* (:meth:`Caches.advance`).
 
+The lease holder's first read of its session after its own commit is that commit's state,
+without the ``GetItem`` of the head (:meth:`Caches.own_snapshot`; its rules:
+:mod:`fxdurable.stores.dynamodb`). A commit whose outcome was unknown or that was refused
+drops the caches it touched, so no read is ever served from a guess.
+
 Pointers and request ids never change once written: :attr:`Caches.fixed` keeps them for
 good. At most :data:`MAX_PARTITIONS` partitions are held (least recently used goes first).
 """
@@ -16,14 +21,23 @@ good. At most :data:`MAX_PARTITIONS` partitions are held (least recently used go
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterable
 
+from fxdurable.core.notify import Notifier
+from fxdurable.core.recordcodec import decode
+from fxdurable.core.records import SessionRecord
 from fxdurable.stores._cache import VersionedCache
 from fxdurable.stores._ddb_items import HEAD, Item, Key
 
-__all__ = ["MAX_PARTITIONS", "Caches", "PartCache"]
+__all__ = ["MAX_PARTITIONS", "OWN_SNAPSHOT_S", "Caches", "PartCache"]
 
 MAX_PARTITIONS = 256
+# How long after its own commit the holder's first read may be that commit's state: less than
+# the interrupt watcher's poll period, so a poll (made a period into a call, which starts after
+# the commit) always checks the head and sees another process's abort or steer at once, while
+# the runtime's read right after a commit (the model request's, a few ms later) is free.
+OWN_SNAPSHOT_S = Notifier.poll_s
 # Sort-key prefixes of append-only records (messages, events): kept only inside a range a
 # reader holds, never one by one, so a session's history is not held just for being written.
 _APPEND_ONLY = ("MSG#", "EV#")
@@ -33,10 +47,13 @@ _MAX_FIXED = 100_000
 class PartCache:
     """What one partition held at ``version`` (only what some reader fetched)."""
 
-    __slots__ = ("items", "ranges", "version")
+    __slots__ = ("items", "own_at", "ranges", "version")
 
     def __init__(self, version: int) -> None:
         self.version = version
+        # When this store's own commit moved it to ``version`` (wall clock), while no read
+        # has been served from it unchecked since (Caches.own_snapshot); else None.
+        self.own_at: float | None = None
         self.items: dict[str, Item | None] = {}  # sort key -> item (None: absent)
         # prefix -> the first sort key from which every item under the prefix is in items
         # ("" : all of them)
@@ -92,10 +109,31 @@ class Caches(VersionedCache[PartCache]):
                 self.fixed.clear()
             self.fixed[item.key] = item
 
+    def own_snapshot(self, pk: str, now: float) -> int | None:
+        """The version at which a read view may take the session partition ``pk`` without
+        reading its head: what this store holds of it came from its own last commit, less
+        than :data:`OWN_SNAPSHOT_S` before ``now``, no read has been served from that
+        unchecked yet, and the session's lease is this store's (it took it) and live by
+        ``now``. Marks it served. None: read the head. Callers hold :attr:`lock`."""
+        cache = self.get(pk)
+        if cache is None or cache.own_at is None or now - cache.own_at >= OWN_SNAPSHOT_S:
+            return None
+        head = cache.items.get(HEAD)
+        if head is None or head.body is None:
+            return None
+        session = head.record
+        if not isinstance(session, SessionRecord):
+            session = head.record = decode(SessionRecord, head.body)
+        if not self.holds(session, now):
+            return None
+        cache.own_at = None
+        return cache.version
+
     def advance_by(self, read: dict[str, int], writes: dict[Key, Item | None]) -> None:
         """After a commit conditioned on ``sv = read[pk]`` for each partition it wrote and
         read: apply its writes to those partitions' caches (now at ``read[pk] + 1``) and drop
         the caches of partitions it wrote without that condition."""
+        committed = time.time()
         written: dict[str, list[tuple[str, Item | None]]] = {}
         for (pk, sk), item in writes.items():
             written.setdefault(pk, []).append((sk, item))
@@ -114,6 +152,7 @@ class Caches(VersionedCache[PartCache]):
                 # The commit moved the head (ADD sv 1) without rewriting its record.
                 base = head or Item(pk=pk, sk=HEAD)
                 cache.items[HEAD] = dataclasses.replace(base, sv=version)
+            cache.own_at = committed
 
         # A partition written without having been read has no version here: -1 moves to 0,
         # which no held entry of it matches, so it is dropped.

@@ -30,8 +30,11 @@ sent again with the same token (:mod:`._ddb_api`; DynamoDB applies a token at mo
 ten minutes); if it is then cancelled (an emulator without token idempotency cancels the
 resend of a commit that landed) or can still not be confirmed, the heads are read again:
 one that holds this commit's token proves it landed (all or nothing), and the commit stands.
-An outcome still unknown raises :class:`~fxdurable.errors.StoreUnavailableError`, with the
-caches dropped.
+An outcome still unknown raises :class:`~fxdurable.errors.StoreUnavailableError`. Either way
+the caches of what it touched are dropped, as after a cancelled commit: nothing is built on
+what a commit wrote unless its answer said it applied at the version the body relied on, so
+the next read (the lease holder's first after it included) and the next transition read
+afresh (tests/stores/test_dynamodb_lost_commit.py).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from typing import Any
 
 from fxdurable.core import optimistic
 from fxdurable.core.crash import crash_point
+from fxdurable.core.records import SessionRecord
 from fxdurable.errors import StoreError, StoreUnavailableError
 from fxdurable.stores._ddb_api import Api, Cancelled
 from fxdurable.stores._ddb_blobs import Blobs
@@ -137,8 +141,11 @@ def commit(api: Api, blobs: Blobs, caches: Caches, reads: Reads, writes: dict[Ke
     try:
         api.transact([e.request for e in entries], token)
     except Cancelled as cancelled:
-        caches.drop(touched)  # whatever happened, nothing read for this commit is reused
+        # Whatever happened, nothing read for this commit is reused, and nothing is built on
+        # what it wrote: the next read or run of what it touched reads afresh.
+        caches.drop(touched)
         if _landed(api, written, token):
+            _hold(caches, writes)
             return  # a resend of a commit that had landed (see the module's docstring)
         _cancelled(cancelled, entries, caches)
     except StoreUnavailableError:
@@ -149,13 +156,24 @@ def commit(api: Api, blobs: Blobs, caches: Caches, reads: Reads, writes: dict[Ke
             landed = False
         if not landed:
             raise  # its outcome is unknown: said in the error
+        _hold(caches, writes)
         return
+    _hold(caches, writes)
     done: dict[Key, Item | None] = {k: w.item for k, w in writes.items()}
     done.update(heads)
     caches.advance_by(reads.used, done)
     for key, write in writes.items():
         if not versioned(key[0]) and write.item is not None and write.item.target is not None:
             caches.learn(write.item)
+
+
+def _hold(caches: Caches, writes: dict[Key, Write]) -> None:
+    """After a commit known to have landed: the leases of the sessions it wrote, as this
+    store holds them (:meth:`Caches.hold`)."""
+    for write in writes.values():
+        record = write.item.record if write.item is not None else None
+        if isinstance(record, SessionRecord):
+            caches.hold(record, write.replaces)
 
 
 def _landed(api: Api, written: set[str], token: str) -> bool:

@@ -15,6 +15,7 @@ __all__ = [
     "HEAD",
     "SCHEMA",
     "SESSIONS",
+    "SESSION_PREFIX",
     "Item",
     "Key",
     "attempt",
@@ -36,6 +37,7 @@ __all__ = [
 
 Key = tuple[str, str]  # (pk, sk)
 
+SESSION_PREFIX = "S#"  # the pk of a session's partition is this and its id
 HEAD = "#"  # the sort key of a partition's head: its version ``sv`` (and a session's record)
 SESSIONS = "SESSIONS"  # pk of the index of every session: sk = session id
 ACTIVE = "ACTIVE"  # pk of the index of active sessions: sk = session id
@@ -54,7 +56,7 @@ def _id(value: str) -> str:
 
 
 def session_pk(session_id: str) -> str:
-    return f"S#{session_id}"
+    return f"{SESSION_PREFIX}{session_id}"
 
 
 def session_head(session_id: str) -> Key:

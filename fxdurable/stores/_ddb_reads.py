@@ -2,14 +2,17 @@
 
 A :class:`Reads` serves one run of one body. Its first touch of a versioned partition either
 takes the store's cache of it at the version the cache holds (a transaction: the commit's
-condition ``sv = v`` proves it, costing no request now), or reads the partition's head with a
-strongly consistent ``GetItem`` (a read view, or nothing cached). Items and ranges the cache
-misses are fetched after that (``GetItem``, ``Query``, ``BatchGetItem``, all strongly
-consistent and paginated) and kept at that version. Reads see the body's own writes first.
+condition ``sv = v`` proves it, costing no request now; or the lease holder's first read of
+its session after its own commit, :meth:`Caches.own_snapshot`), or reads the partition's
+head with a strongly consistent ``GetItem`` (any other read view, or nothing cached). Items
+and ranges the cache misses are fetched after that (``GetItem``, ``Query``, ``BatchGetItem``,
+all strongly consistent and paginated) and kept at that version. Reads see the body's own
+writes first.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -18,12 +21,14 @@ from fxdurable.core.recordcodec import decode
 from fxdurable.stores._ddb_api import Api
 from fxdurable.stores._ddb_blobs import Blobs
 from fxdurable.stores._ddb_cache import Caches, PartCache
-from fxdurable.stores._ddb_items import HEAD, Item, Key, versioned
+from fxdurable.stores._ddb_items import HEAD, SESSION_PREFIX, Item, Key, versioned
 
 __all__ = ["Reads"]
 
 R = TypeVar("R")
 T = TypeVar("T")
+
+wall_clock = time.time  # what a lease's expiry and a commit's age are read against (tests)
 
 
 class Reads:
@@ -59,12 +64,19 @@ class Reads:
         version its head holds now (one ``GetItem``)."""
         if pk in self.used:
             return
-        if self._writable:
-            with self._caches.lock:
+        with self._caches.lock:
+            if self._writable:
                 cache = self._caches.get(pk)
                 if cache is not None:
                     self.used[pk] = cache.version
                     self.unverified.add(pk)
+                    return
+            elif pk.startswith(SESSION_PREFIX):
+                # The lease holder's first read after its own commit: that commit's state.
+                # Not unverified: a run that fetches nothing more stands without a request.
+                own = self._caches.own_snapshot(pk, wall_clock())
+                if own is not None:
+                    self.used[pk] = own
                     return
         head = self._resolved(self._api.get((pk, HEAD)))
         version = _version(head)

@@ -54,6 +54,9 @@ class Write:
     expect: int | None = None
     reread: bool = False
     erase: bool = False  # a session head's record removed (its partition version stays)
+    # A session head's write: the record it replaces as this run knew it (None: written
+    # blind, or new), so the commit can note a lease this store took (Caches.hold).
+    replaces: SessionRecord | None = None
 
     @property
     def conditioned(self) -> bool:
@@ -236,12 +239,13 @@ class DynamoTx(ByKindTx):
         what = f"session {record.id!r}"
         before = self.reads.peek(key)
         write = self._check(key, expected_version, what)
+        was = self.reads.record(SessionRecord, before) if isinstance(before, Item) else None
+        write.replaces = was
         self._put(key, record, record.version, write)
         if expected_version is None:
             self._buffer(
                 (SESSIONS, record.id), Write(item=Item(pk=SESSIONS, sk=record.id), what=what)
             )
-        was = self.reads.record(SessionRecord, before) if isinstance(before, Item) else None
         active = record.status == SessionStatus.ACTIVE
         if was is None or (was.status == SessionStatus.ACTIVE) != active:
             entry = Item(pk=ACTIVE, sk=record.id) if active else None

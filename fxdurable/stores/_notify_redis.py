@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 from collections.abc import Callable, Iterator
 
 import redis
@@ -25,6 +26,7 @@ _CONFIRM_S = 5.0
 
 class RedisNotifier(PushingNotifier):
     thread_name = "fxd-redis-interrupts"
+    receive_s = 5.0  # stop() ends a wait at once (_interrupt): a long one costs nothing
 
     def __init__(
         self, pool: redis.ConnectionPool, prefix: str, written: Callable[[str | None], None]
@@ -35,15 +37,23 @@ class RedisNotifier(PushingNotifier):
         super().__init__(written)
         self._pool = pool
         self.channel = f"{prefix}:interrupts"
+        # A channel of this notifier's own, for stop(): the subscriber's wait ends at once
+        # (a store's close waited out a receive, 0.5 s, before), without waking every other
+        # process's subscriber of the prefix.
+        self._own_channel = f"{prefix}:stop:{uuid.uuid4().hex}"
 
     def _publish(self, session_id: str) -> None:
         redis.Redis(connection_pool=self._pool).publish(self.channel, session_id)
 
+    def _interrupt(self) -> None:
+        redis.Redis(connection_pool=self._pool).publish(self._own_channel, "")
+
     @contextlib.contextmanager
     def _subscribe(self) -> Iterator[Receive]:
-        pubsub = redis.Redis(connection_pool=self._pool).pubsub()  # type: ignore[no-untyped-call]
+        # Untyped before redis 8.2, typed since: the ignore holds for either.
+        pubsub = redis.Redis(connection_pool=self._pool).pubsub()  # type: ignore[no-untyped-call,unused-ignore]
         try:
-            pubsub.subscribe(self.channel)
+            pubsub.subscribe(self.channel, self._own_channel)
             # Listening only once the server confirms: the base then wakes every watcher to
             # read, and a push in between would otherwise be neither received nor read.
             deadline = time.monotonic() + _CONFIRM_S
@@ -57,9 +67,14 @@ class RedisNotifier(PushingNotifier):
                 message = pubsub.get_message(timeout=timeout)
                 if message is None or message.get("type") != "message":
                     return []
-                data = message["data"]
-                return [data.decode() if isinstance(data, bytes) else str(data)]
+                if _text(message["channel"]) != self.channel:
+                    return []  # stop()'s push: the loop sees the stop at once
+                return [_text(message["data"])]
 
             yield receive
         finally:
             pubsub.close()
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

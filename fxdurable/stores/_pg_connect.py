@@ -14,6 +14,11 @@ parameter                 default     meaning
                                       :class:`PoolExhaustedError`
 ``statement_timeout_ms``  30000       ``SET statement_timeout`` on every connection
 ``lock_timeout_ms``       10000       ``SET lock_timeout`` on every connection
+``bucket``                (none)      the store's S3 bucket: blobs past ``offload_threshold``
+                                      (65536 bytes) go there (:mod:`._pg_blobs`), with
+                                      ``s3_prefix``, ``region``, ``endpoint_url`` and
+                                      ``retry_budget_s`` as the DynamoDB store spells them
+                                      (:mod:`._aws_options`)
 ========================  ==========  ==================================================
 
 Every other parameter (``sslmode``, ``connect_timeout``, ``application_name``, ...) is
@@ -33,7 +38,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from fxdurable.core.blobs import MAX_BLOB_BYTES
 from fxdurable.errors import ConfigurationError, StoreUnavailableError
+from fxdurable.stores._aws_options import AwsOptions, pop_aws_options
 
 if TYPE_CHECKING:  # psycopg loads only when a postgresql:// URL is opened
     import psycopg
@@ -71,6 +78,7 @@ class PgSettings:
     pool_timeout_s: float = 30.0
     statement_timeout_ms: int = 30000
     lock_timeout_ms: int = 10000
+    s3: AwsOptions | None = None  # None: no bucket, every blob in the table
 
 
 def quote_ident(name: str) -> str:
@@ -120,6 +128,12 @@ def parse_pg_url(url: str) -> PgSettings:
         raise ConfigurationError(f"pool_timeout_s must be positive in {url!r}")
     statement_ms = _int(options, "statement_timeout_ms", 30000, url, 0)
     lock_ms = _int(options, "lock_timeout_ms", 10000, url, 0)
+    aws = pop_aws_options(options, url, max_threshold=MAX_BLOB_BYTES)
+    needing_bucket = [name for name in aws.given if name != "bucket"]
+    if aws.bucket is None and needing_bucket:
+        raise ConfigurationError(
+            f"{', '.join(needing_bucket)} only apply with an S3 bucket: add ?bucket=NAME to {url!r}"
+        )
     conninfo = urlunsplit(
         (parts.scheme, parts.netloc, parts.path, urlencode(options), parts.fragment)
     )
@@ -135,6 +149,7 @@ def parse_pg_url(url: str) -> PgSettings:
         pool_timeout_s=pool_timeout_s,
         statement_timeout_ms=statement_ms,
         lock_timeout_ms=lock_ms,
+        s3=aws if aws.bucket is not None else None,
     )
 
 
@@ -155,6 +170,9 @@ def _check_if_told(conn: psycopg.Connection[tuple[object, ...]]) -> None:
         told = [True]  # no socket to look at: ask
     if told:
         ConnectionPool.check_connection(conn)
+
+
+_RECONNECT_ON_ITS_OWN_S = 2.0
 
 
 def open_pool(
@@ -189,6 +207,11 @@ def open_pool(
         name=name,
         # A connection that died with its server (a restart) is replaced, not handed out.
         check=_check_if_told,
+        # How long the pool retries a lost connection on its own (backoff 1 s, 2 s, ...)
+        # before it leaves reconnecting to demand: psycopg_pool's default of 5 minutes let
+        # its backoff grow past 8 s in a 10 s outage, so the first callers after the server
+        # came back waited for the pool's next try, not for the server.
+        reconnect_timeout=_RECONNECT_ON_ITS_OWN_S,
     )
     try:
         pool.open(wait=settings.pool_min > 0, timeout=settings.pool_timeout_s)

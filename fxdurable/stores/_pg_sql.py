@@ -57,6 +57,16 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE blobs (digest TEXT PRIMARY KEY, data BYTEA NOT NULL);
     """,
+    # 3: a blob's bytes may be an S3 object instead (?bucket=, stores/_pg_blobs.py): then
+    # ``data`` is NULL and ``s3_written`` says when the object was last written. Each step is
+    # cheap on a large table: a nullable column without a default, a dropped NOT NULL, and a
+    # CHECK that every existing row meets by construction (NOT VALID: no scan under the lock).
+    """
+    ALTER TABLE blobs ADD COLUMN s3_written TIMESTAMPTZ;
+    ALTER TABLE blobs ALTER COLUMN data DROP NOT NULL;
+    ALTER TABLE blobs ADD CONSTRAINT blobs_bytes_or_object
+        CHECK ((data IS NULL) <> (s3_written IS NULL)) NOT VALID;
+    """,
 )
 
 

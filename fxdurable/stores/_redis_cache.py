@@ -116,8 +116,6 @@ class Caches(VersionedCache[SessionCache]):
         super().__init__(_fresh, limit=MAX_SESSIONS)
         self._keys = keys
         self._record_sid: dict[str, str] = {}  # record key -> its session (never changes)
-        # Sessions whose lease a commit of this store took, by the lease's owner id.
-        self.holding: dict[str, str] = {}
         # Moved on by every commit of the WATCH path, which writes without moving the caches:
         # no cache moved by an own commit before it may be served unchecked (see Caches.own).
         self.epoch = 0
@@ -163,16 +161,6 @@ class Caches(VersionedCache[SessionCache]):
 
         self.advance({sid: v - 1 for sid, v in bumped.items()}, bumped, apply)
 
-    def hold(self, session: SessionRecord, before: SessionRecord | None) -> None:
-        """A commit of this store wrote ``session`` over ``before`` (None: written blind):
-        note whether this store now holds its lease (it took it: a new owner)."""
-        owner = session.lease.owner
-        with self.lock:
-            if owner is not None and before is not None and before.lease.owner != owner:
-                self.holding[session.id] = owner
-            elif self.holding.get(session.id) != owner or owner is None:
-                self.holding.pop(session.id, None)
-
     def written_elsewhere(self, sid: str | None) -> None:
         """Another process says it wrote ``sid`` (an abort or a steer, by pub/sub): what this
         store holds may be behind, so no read of it stands unchecked any more. ``None``: any
@@ -196,8 +184,7 @@ class Caches(VersionedCache[SessionCache]):
         session = cache.decoded.get(self._keys.session(sid))
         if not isinstance(session, SessionRecord):
             return False
-        lease = session.lease
-        if lease.owner is None or self.holding.get(sid) != lease.owner or lease.expires_at <= now:
+        if not self.holds(session, now):
             return False
         cache.own = None
         return True

@@ -54,12 +54,24 @@ in the transaction that moves the session record's ``next_event_seq``.
 **Requests** (counted by tests/stores/test_dynamodb_steps.py through the runtime;
 ``bench.dynamodb_steps`` reports them). The store keeps what it read of a partition at its
 version (:mod:`._ddb_cache`). With the session held (its previous transition through this
-store leaves it so), a transition is 1 request, its ``TransactWriteItems``, and the model
-request's read is 1, a ``GetItem`` of the session's head: a **tool step** (``start_tool``,
-``finish_tool``, ``record_model_call`` and the read) costs **4** and a **model step** **2**,
-however long the session. A cold read costs one more ``Query`` or ``GetItem`` per range or
-record it misses, plus one ``BatchGetItem`` of the heads it relied on (so what it returns
-is one snapshot). Reads never ``Scan``.
+store leaves it so: a commit conditioned on ``sv = v`` moves the cache to *v + 1* with its
+own writes, a blind write from the records the journal holds included, since the condition
+rides on the cached version), a transition is 1 request, its ``TransactWriteItems``, and a
+read is 1, a ``GetItem`` of the session's head, or 0 when it is the lease holder's first
+read after its own commit: a read of the session's partition only, all of it from what that
+commit left, less than a poll period (150 ms) after it, while this store holds the session's
+live lease (it took it, and the wall clock says it has not expired). That read is the
+commit's state (the interrupt watcher's reads, a poll period into a call, always check); a
+write the commit did not see (a steer, an abort from another process) moved the partition's
+version, so it is in the next read, which checks the head, and the holder's next commit is
+cancelled on it and reruns on fresh reads. A commit whose answer was lost (decided by its
+token) or that was cancelled leaves nothing to read from: its caches are dropped. A **tool
+step** through the runtime (the result's commit, and the model response's with the next
+call's intent, the model request's read being the first after the result's commit) costs
+**2**, however long the session; it was 3 with that read checking the head, and 4 before the
+merged commits. A cold read costs one more ``Query`` or ``GetItem`` per range or record it
+misses, plus one ``BatchGetItem`` of the heads it relied on (so what it returns is one
+snapshot). Reads never ``Scan``.
 
 **Large records** go to S3 (``?bucket=NAME``; ``s3_prefix=``, default ``fxd-blobs``;
 ``offload_threshold=`` bytes, default 65536): a record whose JSON is past the threshold is put

@@ -32,6 +32,7 @@ database is an operator's decision, not a side effect of a worker's start.
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import threading
 import time
@@ -42,12 +43,12 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import PoolTimeout
 
-from fxdurable.core.blobs import blob_digest, is_digest, verified
 from fxdurable.core.optimistic import Rerun, contention_backoff, optimistic
 from fxdurable.core.store import ReadView, Tx
 from fxdurable.errors import StoreError, StoreUnavailableError
 from fxdurable.stores._body import refuse_awaitable
 from fxdurable.stores._notify_pg import PgNotifier
+from fxdurable.stores._pg_blobs import PgBlobs
 from fxdurable.stores._pg_connect import (
     PgSettings,
     PoolExhaustedError,
@@ -65,6 +66,15 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 Conn = psycopg.Connection[tuple[Any, ...]]
+
+_log = logging.getLogger("fxdurable.stores.postgres")
+
+
+class _PoolUnreachable(psycopg.OperationalError):
+    """No connection within ``pool_timeout_s`` while the pool had room for more: it could not
+    open one (the server is away or restarting). Handled as a lost connection: nothing was
+    written, so the caller's retry loop goes on."""
+
 
 _ATTEMPTS = 50  # serialization failures in a row before a transaction gives up
 _RECONNECTS = 5  # lost connections in a row before a transaction gives up
@@ -135,9 +145,13 @@ def _migrate_on(conn: Conn, settings: PgSettings) -> tuple[int, int]:
 
 
 class PostgresStore:
-    """``postgresql://user@host:port/db?schema=fxdurable`` (parameters: _pg_connect.py)."""
+    """``postgresql://user@host:port/db?schema=fxdurable`` (parameters: _pg_connect.py).
 
-    def __init__(self, url: str, *, create: bool = True) -> None:
+    ``session`` is a ``boto3.Session`` for a store with ``?bucket=`` to take credentials and
+    the default region from (as the DynamoDB store's); by default boto3's own chain.
+    """
+
+    def __init__(self, url: str, *, create: bool = True, session: Any = None) -> None:
         self._settings = parse_pg_url(url)
         self.url = url
         self.where = f"{self._settings.where} schema {self._settings.schema}"
@@ -148,6 +162,7 @@ class PostgresStore:
         self._notifier_lock = threading.Lock()
         try:
             self._check_schema(create=create)
+            self._blobs = PgBlobs(self._settings.s3, self._short, self.where, session)
         except BaseException:
             self._pool.close()
             raise
@@ -160,7 +175,25 @@ class PostgresStore:
             with self._pool.connection() as conn:
                 yield conn
         except PoolTimeout as exc:
+            stats = self._pool.get_stats()
+            if stats["pool_size"] < stats["pool_max"]:
+                raise _PoolUnreachable(
+                    f"no connection to PostgreSQL at {self._settings.where} could be opened "
+                    f"within pool_timeout_s={self._settings.pool_timeout_s}"
+                ) from exc
             raise pool_exhausted(self._settings, exc) from exc
+
+    def _lost(self, exc: BaseException, doing: str, lost: int) -> None:
+        """Say (once per lost connection) that the store rides out a broken connection, so
+        an operator sees the outage and its recovery in the log, not silence."""
+        _log.warning(
+            "PostgreSQL store %s: connection lost while %s (%s); retrying (%d of %d)",
+            self.where,
+            doing,
+            str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
+            lost,
+            _RECONNECTS,
+        )
 
     def _unavailable(self, exc: BaseException, doing: str) -> StoreUnavailableError:
         if isinstance(exc, pg_errors.LockNotAvailable):
@@ -232,6 +265,7 @@ class PostgresStore:
                 lost += 1  # the connection broke before COMMIT: nothing was written
                 if lost > _RECONNECTS:
                     raise self._unavailable(exc, "writing") from exc
+                self._lost(exc, "writing", lost)
                 raise Rerun(delay=0.05 * lost) from None
 
         try:
@@ -296,79 +330,57 @@ class PostgresStore:
             time.sleep(0.05)  # a server restarting, or a backend still committing
 
     def read(self, body: Callable[[ReadView], T]) -> T:
-        for attempt in range(_RECONNECTS + 1):
+        def once(conn: Conn) -> T:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                return body(_PgTx(conn))
+            finally:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("ROLLBACK")
+
+        return self._reconnecting(once, "reading")
+
+    def _reconnecting(self, once: Callable[[Conn], R], doing: str) -> R:
+        """``once`` on a pooled connection, again on a new one after a lost connection (each
+        caller's ``once`` is a read or idempotent), up to ``_RECONNECTS`` times."""
+        for lost in range(_RECONNECTS + 1):
             try:
                 with self._connection() as conn:
-                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                    try:
-                        return body(_PgTx(conn))
-                    finally:
-                        with contextlib.suppress(psycopg.Error):
-                            conn.execute("ROLLBACK")
+                    return once(conn)
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-                if attempt == _RECONNECTS or isinstance(
+                if lost == _RECONNECTS or isinstance(
                     exc, (pg_errors.LockNotAvailable, pg_errors.QueryCanceled)
                 ):
-                    raise self._unavailable(exc, "reading") from exc
-                time.sleep(0.05 * (attempt + 1))
+                    raise self._unavailable(exc, doing) from exc
+                self._lost(exc, doing, lost + 1)
+                time.sleep(0.05 * (lost + 1))
         raise AssertionError("unreachable")
 
-    # -- blobs --------------------------------------------------------------------------
+    # -- blobs (in the table, large ones in S3 with ?bucket=: _pg_blobs.py) ---------------
 
     def put_blob(self, data: bytes) -> str:
-        digest = blob_digest(data)
-
-        def body(conn: Conn) -> None:
-            conn.execute(
-                "INSERT INTO blobs (digest, data) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                (digest, bytes(data)),
-            )
-
-        self._short(body, "storing a blob")  # idempotent: a retry after a lost COMMIT is safe
-        return digest
+        return self._blobs.put(data)
 
     def get_blob(self, digest: str) -> bytes | None:
-        if not is_digest(digest):
-            return None
-        found: list[bytes] = []
-
-        def body(conn: Conn) -> None:
-            row = conn.execute("SELECT data FROM blobs WHERE digest = %s", (digest,)).fetchone()
-            if row is not None:
-                found.append(bytes(row[0]))
-
-        self._short(body, "reading a blob")
-        return verified(digest, found[0], self.where) if found else None
+        return self._blobs.get(digest)
 
     def delete_blob(self, digest: str) -> None:
-        if not is_digest(digest):
-            return
-
-        def body(conn: Conn) -> None:
-            conn.execute("DELETE FROM blobs WHERE digest = %s", (digest,))
-
-        self._short(body, "deleting a blob")  # idempotent: a retry deletes nothing more
+        self._blobs.delete(digest)
 
     def _short(self, body: Callable[[Conn], None], doing: str) -> None:
         """One short autocommit-style transaction, retried on a lost connection (each use
         here is idempotent)."""
-        for attempt in range(_RECONNECTS + 1):
+
+        def once(conn: Conn) -> None:
             try:
-                with self._connection() as conn:
-                    try:
-                        body(conn)
-                        conn.commit()
-                        return
-                    except BaseException:
-                        with contextlib.suppress(psycopg.Error):
-                            conn.rollback()
-                        raise
-            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-                if attempt == _RECONNECTS or isinstance(
-                    exc, (pg_errors.LockNotAvailable, pg_errors.QueryCanceled)
-                ):
-                    raise self._unavailable(exc, doing) from exc
-                time.sleep(0.05 * (attempt + 1))
+                body(conn)
+                conn.commit()
+            except BaseException:
+                with contextlib.suppress(psycopg.Error):
+                    conn.rollback()
+                raise
+
+        self._reconnecting(once, doing)
 
     def notifier(self) -> PgNotifier:
         """Aborts and steers reach the lease holder by LISTEN/NOTIFY (core/notify.py)."""
@@ -381,6 +393,7 @@ class PostgresStore:
         if self._notifier is not None:
             self._notifier.stop()  # before the pool: its stop push takes a connection
         self._pool.close()
+        self._blobs.close()
 
 
 class _Done(BaseException):

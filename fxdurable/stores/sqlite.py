@@ -3,7 +3,10 @@
 ``FULL`` fsyncs the WAL at every commit, so a committed step survives a power cut, not only a
 SIGKILL; ``?synchronous=NORMAL`` in the URL trades that for speed (a power cut may then lose
 the last commits, never corrupt the file). Each thread gets its own connection; writers are
-serialised by ``BEGIN IMMEDIATE``, which also gives each transaction a consistent view.
+serialised by ``BEGIN IMMEDIATE``, which also gives each transaction a consistent view. This
+process's transactions that queue while another commits share the next commit (one fsync for
+several sessions' steps; :mod:`fxdurable.stores._group_commit`), each in a savepoint of its
+own; a transaction that arrives alone commits alone, as before.
 
 SQLite's own errors never leave this module: a full disk raises
 :class:`~fxdurable.errors.StoreFullError`, a lock held past the busy timeout or an I/O error
@@ -26,10 +29,10 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlparse
 
 from fxdurable.core.blobs import blob_digest, is_digest, verified
@@ -37,11 +40,12 @@ from fxdurable.core.store import ReadView, Tx
 from fxdurable.errors import (
     ConfigurationError,
     StoreError,
-    StoreFullError,
-    StoreUnavailableError,
 )
 from fxdurable.stores._body import refuse_awaitable
+from fxdurable.stores._group_commit import GroupCommit, Queued
 from fxdurable.stores._sql_tables import SqlTable, SqlTx, sql_tables
+from fxdurable.stores._sqlite_faults import fault as _fault
+from fxdurable.stores._sqlite_faults import roll_back as _roll_back
 
 __all__ = ["SqliteStore"]
 
@@ -92,58 +96,6 @@ _MIGRATIONS: tuple[str, ...] = (
     """,
 )
 
-# Primary result codes (https://sqlite.org/rescode.html); extended codes keep them in the low
-# byte (SQLITE_IOERR_WRITE is SQLITE_IOERR | 3<<8).
-_BUSY, _LOCKED, _IOERR, _FULL, _CANTOPEN, _PROTOCOL = 5, 6, 10, 13, 14, 15
-
-
-def _fault(
-    exc: sqlite3.Error, path: Path, doing: str, busy_timeout_ms: int, *, committing: bool = False
-) -> StoreError:
-    """SQLite's error as the store's: what happened, to which file, and what to do.
-
-    Every fault but one is a known non-commit: a lock past the busy timeout (at ``BEGIN
-    IMMEDIATE``, or a ``COMMIT`` that SQLite leaves open and the store rolls back), a full
-    disk (SQLite rolls the transaction back itself), an I/O error before ``COMMIT``. The one
-    that is not is an I/O error *during* ``COMMIT`` (``committing``): the WAL frames and their
-    commit marker may have reached the file before the write or fsync that failed, and the
-    next recovery of the WAL (the file opened after a crash) may then replay the transaction.
-    That outcome is unknown, and the error says so."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    primary = None if code is None else code & 0xFF
-    where = str(path)
-    if committing and primary == _IOERR:
-        return StoreUnavailableError(
-            f"SQLite store {path} failed with an I/O error during a commit ({exc}): it may or "
-            "may not have been applied (what reached its write-ahead log may be replayed when "
-            "the file is next recovered); check its disk, then read before retrying",
-            where=where,
-            cause=exc,
-        )
-    if primary == _FULL or (primary is None and "full" in str(exc)):
-        return StoreFullError(
-            f"SQLite store {path} is full while {doing} ({exc}): nothing was written and what "
-            "was committed before is intact; free space on its disk, then retry",
-            where=where,
-            cause=exc,
-        )
-    if primary in (_BUSY, _LOCKED) or (primary is None and "locked" in str(exc)):
-        return StoreUnavailableError(
-            f"SQLite store {path} stayed locked by another connection past the busy timeout "
-            f"({busy_timeout_ms} ms) while {doing} ({exc}): nothing was written; retry, and "
-            "raise ?busy_timeout_ms= if another process holds it this long on purpose",
-            where=where,
-            cause=exc,
-        )
-    if primary in (_IOERR, _CANTOPEN, _PROTOCOL):
-        return StoreUnavailableError(
-            f"SQLite store {path} failed with an I/O error while {doing} ({exc}): nothing was "
-            "written; check its disk and the file's permissions, then retry",
-            where=where,
-            cause=exc,
-        )
-    return StoreError(f"SQLite store {path} failed while {doing}: {exc}")
-
 
 def _schema_version(conn: sqlite3.Connection) -> int | None:
     """The schema version a file records, or None when it has no version table yet."""
@@ -154,14 +106,6 @@ def _schema_version(conn: sqlite3.Connection) -> int | None:
             return None
         raise
     return int(row[0] or 0)
-
-
-def _roll_back(conn: sqlite3.Connection) -> None:
-    """Roll back what is open. After a full disk or an I/O error SQLite has often rolled back
-    already, and a failing ROLLBACK must not hide the error that says why."""
-    if conn.in_transaction:
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
 
 
 # No order of its own: insertion order, which is the rowid's (rows are never re-inserted).
@@ -243,6 +187,7 @@ class SqliteStore:
         self._slots: list[_Slot] = []
         self._closed = False
         self._lock = threading.Lock()
+        self._group = GroupCommit(self._commit_group)
         if schema_checked:
             pass
         elif create:
@@ -372,16 +317,50 @@ class SqliteStore:
             raise
 
     def transact(self, body: Callable[[Tx], T]) -> T:
+        """Run ``body`` in a write transaction and commit it: alone, or with the
+        transactions of other threads that queued while a commit was in progress, in one
+        commit (one fsync) of them all (:mod:`fxdurable.stores._group_commit`)."""
+        return self._group.run(body)
+
+    def _commit_group(self, group: Sequence[Queued[Any]]) -> None:
         with self._using() as conn, self._faults("writing"):
             conn.execute("BEGIN IMMEDIATE")
             try:
-                result = body(_SqliteTx(conn))
+                if len(group) == 1:
+                    result = group[0].body(_SqliteTx(conn))
+                    refuse_awaitable(result)
+                    self._commit(conn)
+                    group[0].succeed(result)
+                    return
+                ran = [(job, result) for job, result in self._each_savepoint(conn, group)]
+                if ran:
+                    self._commit(conn)
+                for job, result in ran:
+                    job.succeed(result)
+            finally:
+                _roll_back(conn)  # a no-op after the commit
+
+    def _each_savepoint(
+        self, conn: sqlite3.Connection, group: Sequence[Queued[Any]]
+    ) -> Iterator[tuple[Queued[Any], Any]]:
+        """Each body of a group in a savepoint of its own, so that one that fails is undone
+        alone; yields those that ran, with their results, to be settled after the commit."""
+        for job in group:
+            conn.execute("SAVEPOINT grouped")
+            try:
+                result = job.body(_SqliteTx(conn))
                 refuse_awaitable(result)
-                self._commit(conn)
-                return result
-            except BaseException:
-                _roll_back(conn)
-                raise
+            except BaseException as exc:
+                if not conn.in_transaction:
+                    # SQLite rolled the whole transaction back (a full disk, an I/O error):
+                    # the group's earlier writes are gone too, so none of it commits.
+                    raise
+                conn.execute("ROLLBACK TO grouped")
+                conn.execute("RELEASE grouped")
+                job.fail(self._fault(exc, "writing") if isinstance(exc, sqlite3.Error) else exc)
+                continue
+            conn.execute("RELEASE grouped")
+            yield job, result
 
     def read(self, body: Callable[[ReadView], T]) -> T:
         with self._using() as conn, self._faults("reading"):

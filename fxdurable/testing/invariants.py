@@ -305,13 +305,15 @@ def _check_submissions(
                     f"submission {sub.id} ({sub.status}) has {len(running)} running attempts",
                 )
             )
-    expected = SessionStatus.ACTIVE if unsettled else SessionStatus.IDLE
+    # A settlement webhook still owed keeps the session active: the sweep's index finds it.
+    expected = SessionStatus.ACTIVE if unsettled or session.webhooks else SessionStatus.IDLE
     if session.status != expected:
         out.append(
             Violation(
                 "session-status",
                 session.id,
-                f"status {session.status} with {len(unsettled)} unsettled submissions",
+                f"status {session.status} with {len(unsettled)} unsettled submissions and "
+                f"{len(session.webhooks)} webhooks owed",
             )
         )
     # A question past its timer (``ask(timeout_s=)``) is answered by the next worker or scan

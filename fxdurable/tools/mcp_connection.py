@@ -26,8 +26,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Coroutine
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -339,16 +339,7 @@ class Connection:
     def _transport(self) -> Any:
         spec = self.spec
         if spec.url is not None:
-            from mcp.client.streamable_http import streamablehttp_client
-
-            return _FirstTwo(
-                streamablehttp_client(
-                    spec.url,
-                    headers=dict(spec.headers) or None,
-                    timeout=spec.connect_timeout_s,
-                    sse_read_timeout=spec.call_timeout_s + spec.connect_timeout_s,
-                )
-            )
+            return _http_streams(spec)
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         assert spec.command is not None
@@ -378,15 +369,21 @@ class Connection:
             holder.cancel()
 
 
-class _FirstTwo:
-    """streamable HTTP yields (read, write, get_session_id): the session needs the first two."""
+@asynccontextmanager
+async def _http_streams(spec: ServerSpec) -> AsyncIterator[tuple[Any, Any]]:
+    """A streamable-HTTP connection's (read, write) streams, what the session needs (the
+    transport also yields its session id). Through the SDK's ``streamable_http_client``
+    with an httpx client of our own: its older ``streamablehttp_client`` is deprecated and
+    warns on every connection."""
+    import httpx
+    from mcp.client.streamable_http import streamable_http_client
 
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    async def __aenter__(self) -> tuple[Any, Any]:
-        read, write, _ = await self._inner.__aenter__()
-        return read, write
-
-    async def __aexit__(self, *exc: Any) -> Any:
-        return await self._inner.__aexit__(*exc)
+    timeout = httpx.Timeout(
+        spec.connect_timeout_s, read=spec.call_timeout_s + spec.connect_timeout_s
+    )
+    async with (
+        # What the SDK's own client factory builds: its timeouts and headers, nothing else.
+        httpx.AsyncClient(headers=dict(spec.headers) or None, timeout=timeout) as client,
+        streamable_http_client(spec.url or "", http_client=client) as (read, write, _),
+    ):
+        yield read, write

@@ -31,8 +31,11 @@ import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import Coroutine
+import threading
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from fxdurable.backends import open_queue, open_store
@@ -48,6 +51,7 @@ from fxdurable.runtime.models import aclose_loaded_clients
 from fxdurable.runtime.subagent import with_delegates
 from fxdurable.runtime.worker import WakeHandler, WorkerSettings
 from fxdurable.workers.config import WorkerConfig
+from fxdurable.workers.rq_sqlite_keeper import SqliteKeeper
 
 __all__ = [
     "HorsePrep",
@@ -84,6 +88,8 @@ class WarmContext:
         # runs jobs, as it always was (it may set up per-job state; the crash suites arm
         # their next crash there).
         self.agents = {a.name: a for a in load_agents(config.agents_spec)}
+        # A store the worker made for its horses is left open at the horse's end (see close).
+        self._owns_store = prepared is None or prepared.store is None
         if prepared is not None:
             self.settings = prepared.settings
             self.store: Store = prepared.store or open_store(config.store_url, schema_checked=True)
@@ -91,6 +97,8 @@ class WarmContext:
             self.settings = WorkerSettings.from_env()
             self.store = open_store(config.store_url)
         self.loop = asyncio.new_event_loop()
+        self._pool = ReusingThreadPool(thread_name_prefix="fxd-pool")
+        self.loop.set_default_executor(self._pool)
         try:
             self.journal = Journal(self.store, SystemClock(), RandomIds())
             if prepared is not None and prepared.queue is not None:
@@ -137,12 +145,19 @@ class WarmContext:
             loop.run_until_complete(aclose_loaded_clients())
             if self.queue is not None:
                 loop.run_until_complete(self.queue.aclose())
-            loop.run_until_complete(loop.shutdown_default_executor())
+            # Here, not in a thread of its own as loop.shutdown_default_executor() would: the
+            # loop runs nothing meanwhile, and a horse starts one thread less.
+            self._pool.shutdown(wait=True)
         except Exception:  # closing must not hide why the context was dropped
             log.warning("closing the worker's warm context failed", exc_info=True)
         finally:
             loop.close()
-            self.store.close()
+            # The worker's store in its horse (Redis), once the pool has no call left in flight,
+            # is the horse's to drop at its exit, not to close: closing it stops its pub/sub
+            # subscriber, which waits out the receive in progress (up to half a second, more
+            # than the whole turn), and closes sockets the exit closes anyway.
+            if self._owns_store:
+                self.store.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,12 +169,15 @@ class HorsePrep:
     opens the store itself, without the schema check the worker already made. ``queue`` is the
     worker's queue client (redis-py reconnects in a new process: its pool checks the pid).
     The worker itself never uses ``store``, so every horse starts from the same copy of it.
+    ``keeper`` holds a SQLite database open between horses, so that no horse's close is its
+    last one (:mod:`fxdurable.workers.rq_sqlite_keeper`).
     """
 
     pid: int
     settings: WorkerSettings
     store: Store | None
     queue: WakeQueue | None
+    keeper: SqliteKeeper | None = None
 
 
 #: Stores whose client a forked process may go on using: the Redis store holds only a redis-py
@@ -182,15 +200,20 @@ def prepare_horses(config: WorkerConfig, agents: list[Agent], queue: WakeQueue |
     same classes, from the module the worker imported) find it built.
 
     A store that must not cross a fork (SQLite) is closed again at once, so no connection of
-    it exists when RQ forks; its horses open it without a second check."""
+    it exists when RQ forks; its horses open it without a second check, and a keeper process
+    holds the database open between them."""
     global _prepared
     _warm_caches(agents)
     store: Store | None = open_store(config.store_url)
     assert store is not None
+    keeper = None
     if config.store_url.split(":", 1)[0] not in _FORK_SAFE_STORES:
+        database = getattr(store, "path", None)  # a SQLite store's file
+        if config.store_url.startswith("sqlite:") and isinstance(database, Path):
+            keeper = SqliteKeeper(database)
         store.close()
         store = None
-    _prepared = HorsePrep(os.getpid(), WorkerSettings.from_env(), store, queue)
+    _prepared = HorsePrep(os.getpid(), WorkerSettings.from_env(), store, queue, keeper)
 
 
 def _warm_caches(agents: list[Agent]) -> None:
@@ -213,9 +236,13 @@ def release_horse_prep() -> None:
     """The worker is done forking: close what :func:`prepare_horses` kept open."""
     global _prepared
     prepared, _prepared = _prepared, None
-    if prepared is not None and prepared.pid == os.getpid() and prepared.store is not None:
+    if prepared is None or prepared.pid != os.getpid():
+        return
+    if prepared.store is not None:
         with contextlib.suppress(Exception):
             prepared.store.close()
+    if prepared.keeper is not None:
+        prepared.keeper.close()
 
 
 def keep_warm() -> None:
@@ -247,3 +274,44 @@ def close_warm_context() -> None:
     if context is not None and context.pid == os.getpid():
         with contextlib.suppress(Exception):
             context.close()
+
+
+class ReusingThreadPool(ThreadPoolExecutor):
+    """A thread pool that starts a thread only when every thread it has is busy.
+
+    CPython's pool starts one whenever no thread has *said* it is idle, and a thread says so
+    only after the call's result has woken the loop, which by then has often submitted the
+    next call: a turn's sequential store calls started three or four threads per work horse,
+    each with its own SQLite connection. Here a call counts as running until its result is
+    set (its future's first done callback, which runs before the loop is woken), so the next
+    call goes to the thread that just finished it; concurrent calls (a heartbeat beside a
+    commit, parallel tools) still get threads of their own, up to ``max_workers``.
+    """
+
+    def __init__(self, max_workers: int | None = None, thread_name_prefix: str = "") -> None:
+        super().__init__(max_workers, thread_name_prefix)
+        self._running = 0
+        self._running_lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        with self._running_lock:
+            self._running += 1
+        try:
+            future = super().submit(fn, *args, **kwargs)
+        except BaseException:
+            self._finished(None)
+            raise
+        future.add_done_callback(self._finished)
+        return future
+
+    def _finished(self, _future: object) -> None:
+        with self._running_lock:
+            self._running -= 1
+
+    def _adjust_thread_count(self) -> None:
+        if self._running <= len(self._threads):
+            return  # a thread is free, or about to be: it takes the call from the queue
+        # Every thread is busy: start one (CPython's check of its idle count would not).
+        while self._idle_semaphore.acquire(timeout=0):
+            pass
+        super()._adjust_thread_count()

@@ -23,6 +23,7 @@ is the driver: ``pydai_driver.py``'s run to rest with that framework's agent.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -35,10 +36,10 @@ import pytest
 import test_pydantic_ai_crash as pydai_crash
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.types import ToolAnnotations
-from pydai_checks import lines
+from pydai_checks import UNKNOWN, assert_checked, lines
 
 import fxdurable as fx
-from tests.mcp.mcp_support import blocked_pid, kill
+from tests.mcp.mcp_support import blocked_pid, free_port, kill, start_http_server
 
 HERE = Path(__file__).resolve()
 ADAPTERS = ("pydantic-ai", "openai-agents", "langchain", "langchain-graph")
@@ -48,8 +49,9 @@ INSTRUCTIONS = "You deploy releases carefully."
 # -- the MCP server -----------------------------------------------------------------------------
 
 
-def serve(world: Path) -> None:
-    server = FastMCP("world", log_level="WARNING")
+def serve(world: Path, http: int | None = None) -> None:
+    """Over stdio, or with ``http`` streamable HTTP at ``http://127.0.0.1:<http>/mcp``."""
+    server = FastMCP("world", host="127.0.0.1", port=http or 8000, log_level="WARNING")
 
     def log(name: str, line: str) -> None:
         with (world / name).open("a") as out:
@@ -90,13 +92,15 @@ def serve(world: Path) -> None:
         await maybe_block("deploy")
         return f"release {release} deployed ({key})"
 
-    server.run("stdio")
+    server.run("stdio" if http is None else "streamable-http")
 
 
 # -- each framework's agent, its tools the server's ---------------------------------------------
 
 
-def mcp_tools(world: Path) -> list[fx.Tool]:
+def mcp_tools(world: Path, http: int | None = None) -> list[fx.Tool]:
+    if http is not None:  # a server of its own, which the test starts and kills
+        return fx.mcp_tools(fx.MCPServer.http(f"http://127.0.0.1:{http}/mcp", call_timeout_s=20))
     # The server imports this file's imports: the repository on its path (the SDK starts it
     # with a minimal environment of its own).
     server = fx.MCPServer.stdio(
@@ -108,10 +112,10 @@ def mcp_tools(world: Path) -> list[fx.Tool]:
     return fx.mcp_tools(server)
 
 
-def build(framework: str, world: Path) -> fx.Agent:
+def build(framework: str, world: Path, http: int | None = None) -> fx.Agent:
     """``framework``'s agent of the crash matrix (its model, from the adapter's own tests)
-    with no tools of its own and the MCP server's added."""
-    tools = mcp_tools(world)
+    with no tools of its own and the MCP server's added (over HTTP on port ``http``)."""
+    tools = mcp_tools(world, http)
     if framework == "pydantic-ai":
         from pydai_agent import function_model
         from pydantic_ai import Agent
@@ -187,6 +191,53 @@ def test_an_mcp_call_cut_by_a_sigkill_is_settled_by_its_annotations(
         assert len(reads) == 3 and reads[0] == reads[1] != reads[2], reads
     else:
         assert len(reads) == 2 and reads[0] != reads[1], reads  # the turn's, the follow-up's
+
+
+@pytest.mark.parametrize("tool", ["deploy", "read_status"])
+def test_a_streamable_http_server_killed_mid_call_is_settled_by_the_annotations(
+    tmp_path: Path, tool: str
+) -> None:
+    """pydantic-ai's model calling a streamable-HTTP MCP server, the *server* SIGKILLed while
+    ``tool`` is blocked mid-call (its effect done, its answer not sent), the worker alive:
+    the unsafe deploy is ``outcome_unknown`` (the model told so, its blind repeat refused),
+    the safe read runs again once, under the same ``_meta`` execution id, on the server
+    started again on the same port."""
+    store, world, port = f"sqlite:///{tmp_path}/pydai.db", tmp_path / "world", free_port()
+    world.mkdir()
+    (world / f"block-{tool}").touch()
+    command = [str(HERE), "serve", str(world), "--http", str(port)]
+    servers = [start_http_server(world, port, command)]
+    argv = ["--framework", "pydantic-ai", "--http", str(port)]
+    worker = pydai_crash.start(HERE, store, world, argv=argv)
+    try:
+        kill(blocked_pid(world, tool, worker))
+        if tool == "read_status":  # a redeployed server, where the re-run finds it
+            servers.append(start_http_server(world, port, command))
+        out, err = worker.communicate(timeout=60)
+        assert worker.returncode == 0 and "Traceback" not in err, (worker.returncode, out, err)
+        done = pydai_crash.outcome(out)
+        assert done["status"] == "completed", done
+        unknown = tool == "deploy"
+        assert len(lines(world / "effects.log")) == 1  # the deploy ran once, never re-run
+        last = [(n, t) for n, t in json.loads(lines(world / "model.log")[-1])["shown"]]
+        deploys = [t for n, t in last if n == "deploy"]
+        if unknown:
+            assert done["text"] == "deploy outcome unknown; not repeated", done
+            assert UNKNOWN in deploys[0] and "Refused" in deploys[1], deploys
+        else:
+            assert done["text"].startswith("deployed: ") and len(deploys) == 1, done
+        assert len(lines(world / "notes.log")) == 1  # the idempotent note once
+        assert_checked(store, world)
+    finally:
+        for proc in [worker, *servers]:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    reads = lines(world / "reads.log")
+    if unknown:
+        assert len(reads) == 1, reads
+    else:
+        assert len(reads) == 2 and reads[0] == reads[1], reads  # re-run, the same key
 
 
 def test_each_adapter_takes_the_policies_from_the_annotations_and_refuses_a_clash(
@@ -311,14 +362,16 @@ def test_the_framework_model_is_shown_the_servers_own_schema(
 
 
 def main(argv: list[str]) -> int:
+    http = int(argv[argv.index("--http") + 1]) if "--http" in argv else None
     if argv[:1] == ["serve"]:
-        serve(Path(argv[1]))
+        serve(Path(argv[1]), http)
         return 0
     import pydai_driver
 
     framework = argv[argv.index("--framework") + 1]
-    sys.argv = [sys.argv[0], *(a for a in argv if a not in ("--framework", framework))]
-    return pydai_driver.serve(lambda world: build(framework, world))
+    ours = {"--framework", framework} | ({"--http", str(http)} if http is not None else set())
+    sys.argv = [sys.argv[0], *(a for a in argv if a not in ours)]
+    return pydai_driver.serve(lambda world: build(framework, world, http))
 
 
 if __name__ == "__main__":

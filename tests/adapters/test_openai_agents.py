@@ -128,7 +128,7 @@ def test_a_transient_sdk_model_error_is_retried_durably(tmp_path: Path) -> None:
     model = ScriptedModel([down, [assistant_message("back")]])
     retries = fx.ModelRetries(base_s=0.01, max_s=0.01)
     agent = durable_agent(
-        Agent(name="flaky", model=model), durability=fx.Durability(model_retries=retries)
+        Agent(name="retried", model=model), durability=fx.Durability(model_retries=retries)
     )
     text, events = run_turn(agent, tmp_path, "hello")
     assert text == "back" and len(model.calls) == 2

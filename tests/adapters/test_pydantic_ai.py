@@ -154,8 +154,8 @@ def test_what_the_adapter_does_not_make_durable_is_refused() -> None:
     with pytest.raises(fx.ConfigurationError, match="output_type"):
         durable_agent(Agent(model, name="a", output_type=Plan))
     external = ExternalToolset([ToolDefinition(name="wipe", description="Wipe it.")])
-    with pytest.raises(fx.ConfigurationError, match="'wipe' is a 'external' tool"):
-        durable_agent(Agent(model, name="b", toolsets=[external]))
+    with pytest.raises(fx.ConfigurationError, match="'wipe' is an external tool"):
+        durable_agent(Agent(model, name="b", toolsets=[external]), replay={"wipe": "safe"})
     with pytest.raises(fx.ConfigurationError, match="lacks: \\['nope'\\]"):
         durable_agent(Agent(model, name="c"), replay={"nope": "safe"})
     with pytest.raises(fx.ConfigurationError, match="needs a name"):

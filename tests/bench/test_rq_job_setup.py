@@ -68,6 +68,19 @@ def test_a_forking_worker_checks_the_store_once_and_each_horse_makes_one_loop(st
     assert horses["event loop created"] == horses["wake handler built"] == JOBS
     if store == "redis":  # the worker's store: its redis-py pool reconnects in each horse
         assert "SQLite connection opened" not in horses
+        # ... and is left to the horse's exit: closing it waited out its pub/sub subscriber's
+        # receive (up to half a second a job).
+        assert "store closed (Redis)" not in horses
+    else:
+        # One pool thread, one connection per horse: the turn's calls are sequential (CPython's
+        # pool started 3 threads a horse, each opening a connection).
+        assert horses["SQLite connection opened"] == JOBS
+        # The pool's thread and the lease guard's: none more for the close (CPython's pool
+        # and asyncio's shutdown_default_executor started 4 a horse).
+        assert horses["thread started"] == 2 * JOBS
+        # The keeper holds the database open between horses: no horse's close is the last
+        # one, which checkpointed the whole log and deleted it for the next horse to remake.
+        assert "job: SQLite WAL deleted at its end" not in horses
 
 
 def test_a_no_fork_worker_makes_its_context_once_for_every_job() -> None:

@@ -10,21 +10,14 @@ import fxdurable as fx
 from examples.coding_agent.agent import model_from_env
 from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.models.announce import describe_model_endpoints
+from tests.kit.provider_env import clear_provider_environment
 
 LOCAL = "http://127.0.0.1:8765/v1"
-_CHOOSERS = (
-    "OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "OPENAI_BASE_URL",
-    "FXD_OPENAI_BASE_URL",
-    "FXD_CODING_MODEL",
-)
 
 
 @pytest.fixture(autouse=True)
 def no_model_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in _CHOOSERS:
-        monkeypatch.delenv(name, raising=False)
+    clear_provider_environment(monkeypatch, "FXD_CODING_MODEL")
 
 
 def announced(model: fx.Model) -> str:

@@ -65,6 +65,8 @@ WIRE_1 = {
     "state.changed",  # 1.5
     "model.fallback",  # 1.6
     "tool.retrying",  # 1.7
+    "webhook.delivered",  # 1.8
+    "webhook.abandoned",  # 1.8
 }
 
 

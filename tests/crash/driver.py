@@ -22,7 +22,7 @@ once it has started); ``abort-deploy`` (the same with the unsafe deploy); ``hook
 allow-all ``before_tool`` hook); ``continuation`` (tools take a little time so a small
 ``--invocation-budget`` expires and the turn spans several invocations); ``provision`` (the
 story request is ``provision crash``: one call of the durable, two-step ``provision`` tool);
-``provision-flaky`` (``provision flaky``: its first step raises once, the tool takes a
+``provision-overquota`` (``provision overquota``: its first step raises once, the tool takes a
 fallback step);
 ``batch`` (the story request is ``batch crash``: three calls of one response, run as a
 parallel batch).
@@ -102,7 +102,7 @@ SCENARIOS = (
     "ask",
     "continuation",
     "provision",
-    "provision-flaky",
+    "provision-overquota",
     "delegate",
     "delegate2",
     "delegate2-batch",
@@ -122,7 +122,7 @@ DELEGATE = {
 # The request (and the follow-up) of the other scenarios whose prompt is not the story's.
 PROMPTS = {
     "provision": PROVISION,
-    "provision-flaky": "provision flaky",  # its tenant step fails once: the fallback branch
+    "provision-overquota": "provision overquota",  # its tenant step fails once: the fallback branch
     "welcome": "welcome crash",
     "upgrade": "welcome and upgrade crash",
     "batch": "batch crash",  # a parallel tool batch

@@ -8,7 +8,7 @@ the two steps (``tool.step.after-record``), restarted, run to rest; the shared i
 checked, then a next message completes. Either way the call is re-executed, never
 ``outcome_unknown``, and each step's effect happened exactly once.
 
-The ``provision-flaky`` scenario's ``tenant`` step raises once (the quota frees up after), and
+The ``provision-overquota`` scenario's ``tenant`` step raises once (the quota frees up after), and
 the tool takes its ``fallback`` step instead: killed once the failure is recorded, recovery
 raises it again and takes the fallback (the tenant step does not run again, though it would
 now succeed); killed before, the tenant step runs again and succeeds, and no fallback runs.
@@ -78,11 +78,13 @@ def _provision_effects(world: World) -> list[str]:
 def test_a_crash_after_a_failed_step_was_recorded_takes_the_fallback_again(
     crash: CrashHarness,
 ) -> None:
-    world = crash.crash_and_recover("tool.step.after-record:provision", scenario="provision-flaky")
+    world = crash.crash_and_recover(
+        "tool.step.after-record:provision", scenario="provision-overquota"
+    )
     assert world.submission().status == "completed"
     task = world.task("provision")
     assert task.status == "completed" and task.runs == 2, task
-    assert task.result == "tenant shared-flaky at flaky.example.com"
+    assert task.result == "tenant shared-overquota at overquota.example.com"
     assert [(s.name, s.run, s.error is not None) for s in task.steps] == [
         ("tenant", 1, True),
         ("fallback", 2, False),
@@ -94,9 +96,11 @@ def test_a_crash_after_a_failed_step_was_recorded_takes_the_fallback_again(
 
 
 def test_a_crash_before_a_failed_step_was_recorded_runs_it_again(crash: CrashHarness) -> None:
-    world = crash.crash_and_recover("tool.step.before-record:provision", scenario="provision-flaky")
+    world = crash.crash_and_recover(
+        "tool.step.before-record:provision", scenario="provision-overquota"
+    )
     task = world.task("provision")
-    assert task.result == "tenant t-flaky at flaky.example.com"
+    assert task.result == "tenant t-overquota at overquota.example.com"
     assert [(s.name, s.error) for s in task.steps] == [("tenant", None), ("dns", None)]
     assert _provision_effects(world) == ["tenant", "dns"]
     assert [run for _, run in world.calls_of("provision.tenant")] == [1, 2]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import secrets
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
@@ -66,7 +67,11 @@ def test_a_postgres_only_deployment_from_the_wheel_serves_a_turn(
         serve, serve_log = start("serve", "serve", "--port", str(port))
         url = f"http://127.0.0.1:{port}"
         wait_for_health(url, serve, serve_log)
-        for proc, log in workers:
+        for proc, log in workers:  # a worker may still be starting once serve answers
+            deadline = time.monotonic() + 60
+            while READY not in log.read_text() and proc.poll() is None:
+                assert time.monotonic() < deadline, f"no {READY!r}: {log.read_text()}"
+                time.sleep(0.05)
             assert proc.poll() is None and READY in log.read_text(), log.read_text()
 
         with httpx.stream(

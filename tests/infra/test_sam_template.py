@@ -241,6 +241,20 @@ def test_only_the_wake_function_consumes_the_queue(template: dict[str, Any]) -> 
     )  # the scan only reads the store
 
 
+def test_the_http_function_may_erase_a_sessions_objects_and_only_it(
+    template: dict[str, Any],
+) -> None:
+    """``DELETE /sessions/{id}`` deletes the session's S3 objects, listing its folder first
+    (fxdurable/stores/_ddb_blobs.py): without these actions an erase on AWS is AccessDenied
+    (moto does not check IAM, so only the template can tell)."""
+    assert {"s3:DeleteObject", "s3:ListBucket"} <= _actions(template, "HttpFunction", "s3:")
+    (policy,) = _function(template, "HttpFunction")["Policies"]
+    (listing,) = [s for s in policy["Statement"] if s["Action"] == "s3:ListBucket"]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": "fxd-blobs/*"}}
+    for name in ("WakeFunction", "ScanFunction"):
+        assert not {"s3:DeleteObject", "s3:ListBucket"} & _actions(template, name, "s3:")
+
+
 def test_the_queue_outlasts_a_killed_invocation_and_reports_partial_failures(
     template: dict[str, Any],
 ) -> None:

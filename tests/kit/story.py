@@ -7,7 +7,7 @@ outcome is unknown, the scripted model inspects with ``check_deploy`` and never 
 ``tick`` tool ``n`` times, one per round (a long turn, for the deadline tests).
 ``provision <tag>`` calls the durable ``provision`` tool once (two steps: ``tenant``, which
 looks the tenant up before creating it, then ``dns``, which does not look) and ends with
-:func:`provisioned_text`. For a tenant named ``flaky...`` the ``tenant`` step raises
+:func:`provisioned_text`. For a tenant named ``overquota...`` the ``tenant`` step raises
 :class:`QuotaExceeded` the first time it runs in this world (``quota.txt``) and the tool
 takes the step ``fallback`` instead (a shared tenant), then ``dns``.
 ``welcome <tag>`` calls ``send_welcome`` (idempotent, guarded by the persisted state
@@ -134,7 +134,7 @@ def is_delegation(prompt: str) -> bool:
 
 
 class QuotaExceeded(Exception):
-    """What provision's ``tenant`` step raises for a ``flaky...`` tenant, the first time."""
+    """What provision's ``tenant`` step raises for an ``overquota...`` tenant, the first time."""
 
 
 def provisioned_text(tag: str) -> str:
@@ -279,7 +279,7 @@ def story_tools(world: Path, timings: Timings) -> list[fx.Tool]:
 
         def create_tenant() -> str:
             log_call("provision.tenant", ctx)
-            if inp.tenant.startswith("flaky") and not quota.exists():
+            if inp.tenant.startswith("overquota") and not quota.exists():
                 append_line(quota, inp.tenant)  # the quota frees up after this refusal
                 raise QuotaExceeded(f"no tenant quota left for {inp.tenant}")
             if inp.tenant not in read_lines(tenants):
@@ -590,10 +590,11 @@ def story_agent(
     subagents: bool = False,
     barrier: bool = False,
     parallel_tools: bool = True,
+    webhook: fx.Webhook | None = None,
 ) -> fx.Agent:
     """The story's agent, its outside world in ``world``; the scripted model by default.
     ``subagents``: it also declares ``research`` (:mod:`tests.kit.delegation`), whose
-    children meet at a barrier with ``barrier``."""
+    children meet at a barrier with ``barrier``; ``webhook``: its settlement webhook."""
     tools = story_tools(world, timings or Timings())
     if subagents:
         from tests.kit.delegation import research_tool  # it builds on this module
@@ -607,4 +608,5 @@ def story_agent(
         before_tool=before_tool,
         durability=durability,
         parallel_tools=parallel_tools,
+        webhook=webhook,
     )

@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -101,9 +101,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_http_server(world: Path, port: int) -> subprocess.Popen[str]:
+def start_http_server(
+    world: Path, port: int, command: Sequence[str] | None = None
+) -> subprocess.Popen[str]:
+    """A streamable-HTTP MCP server on ``port``, once it listens: ``mcp_server.py``, or the
+    server ``command`` starts (run by this venv's python)."""
+    argv = [str(SERVER), str(world), "--http", str(port)] if command is None else command
     proc = subprocess.Popen(
-        [sys.executable, str(SERVER), str(world), "--http", str(port)],
+        [sys.executable, *argv],
         cwd=REPO,
         env=env(),
         stdout=subprocess.DEVNULL,

@@ -21,24 +21,14 @@ from fxdurable.runtime.models.base import ChatMessage, Finish, ModelRequest, Mod
 from fxdurable.testing.model_server import ScriptedModelServer
 from fxdurable.testing.net import free_port
 from fxdurable.testing.wire_common import Failure, Quirks
+from tests.kit.provider_env import clear_provider_environment
 
 SECRET = "sk-env-key-NEVER-LOGGED-4471"
-_VARIABLES = (
-    "FXD_OPENAI_BASE_URL",
-    "OPENAI_BASE_URL",
-    "OPENAI_API_KEY",
-    "OPENAI_ORG_ID",
-    "OPENAI_PROJECT_ID",
-    "FXD_ANTHROPIC_BASE_URL",
-    "ANTHROPIC_BASE_URL",
-    "ANTHROPIC_API_KEY",
-)
 
 
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in _VARIABLES:
-        monkeypatch.delenv(name, raising=False)
+    clear_provider_environment(monkeypatch)
 
 
 def _ask(model: OpenAIModel | AnthropicModel) -> ModelResponse:

@@ -66,6 +66,10 @@ def test_a_prompts_image_reaches_the_model_as_bytes_and_the_records_keep_only_it
             await s.wait(again.id, timeout=10)
             # The second turn's request still carries the first prompt's image, read again.
             assert model.requests[-1].messages[0].attachments[0].data == PNG
+            # So does a third with no attachment of its own: the image is in the part of the
+            # conversation this process built before (runtime/conversation.py), not the tail.
+            assert await s.run("and now?") == "a picture"
+            assert model.requests[-1].messages[0].attachments[0].data == PNG
             records = read(
                 rt,
                 lambda v: [*v.messages("s1"), *v.submissions("s1")],

@@ -24,6 +24,7 @@ from fxrt_support import db_url, owned_store, rounds_done, run
 
 import fxdurable as fx
 from fxdurable.errors import ConfigurationError
+from fxdurable.runtime import leases
 from fxdurable.runtime.leases import LeaseView, LostLease
 
 SETTINGS = fx.WorkerSettings(
@@ -52,6 +53,17 @@ def locked(tmp_path: Any) -> Iterator[Any]:
             self.other.close()
 
     yield db_url(tmp_path) + "&busy_timeout_ms=50", Lock()
+
+
+def _blocking_deploy(started: threading.Event, release: threading.Event) -> fx.Tool:
+    @fx.tool(replay="unsafe")
+    def deploy(inp: Step, ctx: fx.ToolContext) -> str:
+        "Blocks until released: it never looks at its lease."
+        started.set()
+        release.wait(30)
+        return "deployed"
+
+    return deploy
 
 
 def _agent(tool: fx.Tool) -> fx.Agent:
@@ -116,12 +128,7 @@ def test_on_lost_lease_is_called_before_the_lease_expires_for_a_tool_still_runni
     started, release = threading.Event(), threading.Event()
     lost: list[tuple[LostLease, float]] = []
 
-    @fx.tool(replay="unsafe")
-    def deploy(inp: Step, ctx: fx.ToolContext) -> str:
-        "Blocks until released: it never looks at its lease."
-        started.set()
-        release.wait(30)
-        return "deployed"
+    deploy = _blocking_deploy(started, release)
 
     def on_lost_lease(what: LostLease) -> None:
         lost.append((what, time.monotonic()))
@@ -147,6 +154,35 @@ def test_on_lost_lease_is_called_before_the_lease_expires_for_a_tool_still_runni
     assert what.expires_in_s > 0, "told before the lease expires"
     # The outage began after the last renewal: the deadline comes within one TTL of it.
     assert when - began < SETTINGS.lease_ttl_s
+
+
+def test_the_default_ends_the_process_through_its_seam_with_the_guards_line(locked, monkeypatch):
+    """``on_lost_lease="exit"`` (the default) calls ``leases.exit_process`` with status 75 and
+    the line it wrote; this process stands in for it (the real exit is
+    tests/workers/test_lost_lease_effects.py's)."""
+    url, lock = locked
+    started, release = threading.Event(), threading.Event()
+    exits: list[tuple[int, str]] = []
+
+    def stand_in(status: int, line: str) -> None:
+        exits.append((status, line))
+        release.set()
+
+    monkeypatch.setattr(leases, "exit_process", stand_in)
+
+    deploy = _blocking_deploy(started, release)
+
+    async def main() -> None:
+        async with fx.Runtime([_agent(deploy)], store=owned_store(url), settings=SETTINGS) as rt:
+            await rt.session("s").submit("go")
+            await asyncio.to_thread(started.wait, 10)
+            with lock:
+                await asyncio.to_thread(release.wait, 10)
+
+    run(main(), timeout=30)
+    ((status, line),) = exits
+    assert status == leases.LOST_LEASE_EXIT_STATUS == 75
+    assert "lease on session s could not be renewed" in line and "(deploy)" in line, line
 
 
 def test_outside_a_runtime_a_tool_has_a_lease_that_never_ends():

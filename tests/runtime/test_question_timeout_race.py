@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from store_matrix import STORES, open_store
 
 from fxdurable.core.asking import expired_question, question_due_at, waits_for_input
 from fxdurable.core.clock import RandomIds
@@ -23,29 +24,9 @@ from fxdurable.testing import FakeClock
 RACES = 8  # true races per store: each a fresh session, both writers released at once
 
 
-def _sqlite(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    return SqliteStore(f"sqlite:///{tmp_path}/race.db")
-
-
-def _redis(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    from fxdurable.stores.redis import RedisStore
-
-    return RedisStore(request.getfixturevalue("redis_url"))
-
-
-def _dynamodb(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    from dynamo_support import dynamo_store
-
-    return dynamo_store(request.getfixturevalue("serial_moto_server"))
-
-
-FACTORIES = {"sqlite": _sqlite, "redis": _redis, "dynamodb": _dynamodb}
-MARKS = {"redis": pytest.mark.redis, "dynamodb": pytest.mark.aws}
-
-
-@pytest.fixture(params=[pytest.param(n, marks=MARKS.get(n, ())) for n in sorted(FACTORIES)])
+@pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    opened = FACTORIES[request.param](request, tmp_path)
+    opened = open_store(request, tmp_path)
     yield opened
     opened.close()
 

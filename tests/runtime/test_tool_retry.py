@@ -22,7 +22,7 @@ class Order(pydantic.BaseModel):
     name: str
 
 
-def flaky(
+def fails_first(
     runs: list[str], *, failures: list[BaseException], replay: fx.ReplayPolicy, retry: Retry
 ) -> fx.Tool:
     """``fetch``: raises the next of ``failures`` on each run while any are left, then
@@ -68,7 +68,7 @@ def run_turn(tmp_path, tool: fx.Tool) -> tuple[fx.Submission, list, list, list[f
 def test_a_safe_tool_runs_again_in_the_same_execution_until_it_answers(tmp_path):
     runs: list[str] = []
     retry = Retry(attempts=3, backoff_s=1.0, max_backoff_s=30.0)
-    tool = flaky(
+    tool = fails_first(
         runs, failures=[TimeoutError("slow"), ConnectionError("reset")], replay="safe", retry=retry
     )
     settled, (task,), evs, waits, state = run_turn(tmp_path, tool)
@@ -89,7 +89,7 @@ def test_a_safe_tool_runs_again_in_the_same_execution_until_it_answers(tmp_path)
 def test_the_last_error_fails_the_call_once_the_attempts_are_spent(tmp_path):
     runs: list[str] = []
     failures: list[BaseException] = [ConnectionError(f"reset {i}") for i in range(5)]
-    tool = flaky(runs, failures=failures, replay="idempotent", retry=Retry(attempts=2))
+    tool = fails_first(runs, failures=failures, replay="idempotent", retry=Retry(attempts=2))
     _, (task,), evs, waits, _ = run_turn(tmp_path, tool)
     assert (task.status.value, task.result) == ("failed", "ConnectionError: reset 1")
     assert len(runs) == 2 and len(waits) == 1
@@ -100,7 +100,7 @@ def test_an_unsafe_tool_retries_only_the_errors_it_names(tmp_path):
     runs: list[str] = []
     retry = Retry(attempts=5, on=(ConnectionRefusedError,))
     failures: list[BaseException] = [ConnectionRefusedError("refused"), RuntimeError("half done")]
-    tool = flaky(runs, failures=failures, replay="unsafe", retry=retry)
+    tool = fails_first(runs, failures=failures, replay="unsafe", retry=retry)
     _, (task,), evs, _, _ = run_turn(tmp_path, tool)
     # Refused: the effect did not happen, so it ran again; then an error it did not name.
     assert (task.status.value, task.result) == ("failed", "RuntimeError: half done")
@@ -112,7 +112,7 @@ def test_an_unsafe_tool_retries_only_the_errors_it_names(tmp_path):
 
 def test_an_unsafe_tool_must_name_the_errors_it_retries():
     with pytest.raises(fx.ConfigurationError, match="unsafe tool retries only on errors"):
-        flaky([], failures=[], replay="unsafe", retry=Retry())
+        fails_first([], failures=[], replay="unsafe", retry=Retry())
 
 
 @pytest.mark.parametrize(
@@ -147,7 +147,7 @@ def test_a_durable_tool_retries_inside_its_steps_not_around_them():
 def test_the_runtimes_own_errors_are_never_retried(tmp_path):
     runs: list[str] = []
     failure = ToolOutcomeUnknownError("the server went away mid-call")
-    tool = flaky(runs, failures=[failure], replay="safe", retry=Retry(attempts=3))
+    tool = fails_first(runs, failures=[failure], replay="safe", retry=Retry(attempts=3))
     _, (task,), evs, waits, _ = run_turn(tmp_path, tool)
     assert len(runs) == 1 and waits == []
     assert task.status.value == "cancelled"  # a safe call cut short: cancelled, not retried

@@ -12,9 +12,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from postgres_support import fault_proxy
 
 from fxdurable.core.store import Store
 from fxdurable.stores.sqlite import SqliteStore
+from fxdurable.testing.faults import FaultProxy
 
 
 def _sqlite(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
@@ -47,17 +49,28 @@ def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     return PostgresStore(request.getfixturevalue("postgres_url"))  # a schema of this test's own
 
 
+def _postgres_s3(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    """Every blob past 64 bytes goes to S3: the whole contract runs through the offload."""
+    from pg_s3_support import pg_s3_store
+
+    return pg_s3_store(
+        request.getfixturevalue("postgres_url"), request.getfixturevalue("moto_server"), 64
+    )
+
+
 FACTORIES: dict[str, Callable[[pytest.FixtureRequest, Path], Store]] = {
     "sqlite": _sqlite,
     "redis": _redis,
     "dynamodb": _dynamodb,
     "dynamodb-s3": _dynamodb_s3,
     "postgres": _postgres,
+    "postgres-s3": _postgres_s3,
 }
 MARKS: dict[str, pytest.MarkDecorator] = {
     "redis": pytest.mark.redis,
     "dynamodb": pytest.mark.aws,
     "dynamodb-s3": pytest.mark.aws,
+    "postgres-s3": pytest.mark.aws,
 }
 
 
@@ -68,3 +81,10 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     s = FACTORIES[request.param](request, tmp_path)
     yield s
     s.close()
+
+
+@pytest.fixture
+def postgres_proxy(postgres_url: str) -> Iterator[FaultProxy]:
+    """A fault proxy before this test's PostgreSQL (the outage and lost-commit tests)."""
+    with fault_proxy(postgres_url) as proxy:
+        yield proxy

@@ -21,8 +21,13 @@ from urllib.parse import urlsplit
 
 import pytest
 from aws_support import REGION, aws_session
-from lost_commit_support import assert_at_rest, assert_landed_once, claimed_session
+from dynamo_support import dynamo_url, request_counter
+from lost_commit_support import SESSION, assert_at_rest, assert_landed_once, claimed_session
 
+from fxdurable.core.clock import RandomIds, SystemClock
+from fxdurable.core.journal import Fence, Journal
+from fxdurable.core.records import ToolCallRequest, Usage
+from fxdurable.core.states import ToolTaskStatus
 from fxdurable.stores.dynamodb import DynamoStore
 from fxdurable.testing.faults import Answer, FaultProxy
 
@@ -66,3 +71,62 @@ def test_a_commit_whose_answer_is_lost_lands_once(proxy: FaultProxy, mode: Answe
         assert_at_rest(store)
     finally:
         store.close()
+
+
+def running_task(journal: Journal, fence: Fence, sub_id: str) -> str:
+    """s1's attempt begun and a model call with one safe call recorded: the call's task id."""
+    journal.begin_attempt(fence, sub_id, worker="w")
+    call = ToolCallRequest(name="x", arguments="{}")
+    (task,) = journal.record_model_call(
+        fence, sub_id, round_=0, text="", tool_calls=(call,), policies=("safe",), usage=Usage()
+    ).tasks
+    return task.id
+
+
+def test_what_a_lost_commit_wrote_is_read_back_not_served(proxy: FaultProxy) -> None:
+    """The holder's start_tool lands but its answer is lost: the store decides it landed by
+    its token, but holds nothing built from it. So the holder's next read (which would be
+    free after an answered commit: that commit's state) reads the head, and the next
+    transition commits once on what is stored."""
+    url = f"dynamodb://fxd-lost-{time.monotonic_ns() % 10**9}?region={REGION}"
+    store = DynamoStore(f"{url}&endpoint_url=http://127.0.0.1:{proxy.port}", session=aws_session())
+    try:
+        journal, fence, sub_id, before = claimed_session(store)
+        task_id = running_task(journal, fence, sub_id)
+        proxy.lose_answer(COMMIT, "drop")
+        journal.start_tool(fence, task_id)
+        assert proxy.lost == 1, "the proxy never faulted the commit: the test proves nothing"
+        with request_counter(store) as sent:
+            seen = store.read(lambda v: v.get_tool_task(task_id))
+        assert seen is not None and seen.status == ToolTaskStatus.RUNNING
+        assert sent[0] == "GetItem", sent  # the session's head, read: nothing taken on trust
+        journal.finish_tool(fence, task_id, ToolTaskStatus.COMPLETED, "done")
+        # begin_attempt, the model call, start_tool, finish_tool: one commit each.
+        assert_landed_once(store, sub_id, before, commits=4)
+    finally:
+        store.close()
+
+
+def test_a_refused_commit_reads_afresh_and_lands_once(moto_server: str) -> None:
+    """Another store steers while the holder's start_tool is written from what it held: the
+    TransactWriteItems is cancelled (the session's version moved), the holder drops what it
+    held, reads the session and commits the transition once, the steer kept."""
+    url = dynamo_url(moto_server)
+    holder, other = (DynamoStore(url, session=aws_session()) for _ in range(2))
+    try:
+        journal, fence, sub_id, before = claimed_session(holder)
+        task_id = running_task(journal, fence, sub_id)
+        assert Journal(other, SystemClock(), RandomIds()).steer(SESSION, "left").steered
+        with request_counter(holder) as sent:
+            journal.start_tool(fence, task_id)
+        assert sent[0] == sent[-1] == "TransactWriteItems" and sent.count(sent[0]) == 2, sent
+        assert "GetItem" in sent, sent  # between the refused commit and the one that landed
+        task = other.read(lambda v: v.get_tool_task(task_id))
+        assert task is not None and task.status == ToolTaskStatus.RUNNING
+        session = other.read(lambda v: v.get_session(SESSION))
+        assert session is not None and session.steering == ("left",)
+        # begin_attempt, the model call, the steer, start_tool: one commit each.
+        assert_landed_once(other, sub_id, before, commits=4)
+    finally:
+        holder.close()
+        other.close()

@@ -1,7 +1,8 @@
 """The decisive erasure test on the networked stores: a session erased, then every raw key
 and value of Redis, every DynamoDB item (moto server), every S3 object and every live row of
-every table in the PostgreSQL store's schema searched for its prompt's text, a tool result's
-text and a file's text: nothing. (SQLite's raw file: tests/runtime/test_erase.py.)"""
+every table in the PostgreSQL store's schema (and its bucket's objects) searched for its
+prompt's text, a tool result's text and a file's text: nothing. (SQLite's raw file:
+tests/runtime/test_erase.py.)"""
 
 from __future__ import annotations
 
@@ -15,15 +16,19 @@ from postgres_support import schema_raw
 import fxdurable as fx
 from fxdurable import tools as fxt
 from fxdurable.core.store import Store
-from tests.runtime.fxrt_support import FAST, run
+from tests.runtime.fxrt_support import run
 from tests.stores.conftest import FACTORIES, MARKS
 from tests.tools.test_stored_workspace import scripted
 
+# A heartbeat of 0.5 s, not the usual 0.05: on DynamoDB each beat is a request to the serial
+# moto server (one request at a time), and twenty a second queued the turn's own requests
+# behind them until a renewal timed out on a loaded machine and the run was stopped.
+BEATS = fx.WorkerSettings(heartbeat_s=0.5, lease_ttl_s=10, scan_interval_s=0.2)
 PROMPT = "PROMPT-raw-erase-c0ffee"
 FILE_TEXT = "FILE-raw-erase-" + "x" * 200  # past the offload threshold: an S3 object too
 RESULT = "RESULT-raw-erase-beef"
 KEPT = "KEPT-raw-other-0451"
-NETWORKED = ["redis", "dynamodb", "dynamodb-s3", "postgres"]
+NETWORKED = ["redis", "dynamodb", "dynamodb-s3", "postgres", "postgres-s3"]
 
 
 @pytest.fixture(params=[pytest.param(n, marks=MARKS.get(n, ())) for n in NETWORKED])
@@ -73,11 +78,26 @@ def _dynamo_raw(store: Any) -> bytes:
     return "\n".join(out).encode()
 
 
+def _bucket_raw(endpoint_url: str | None, bucket: str | None) -> bytes:
+    """Every object's key and bytes in a PostgreSQL store's bucket (its large blobs)."""
+    from pg_s3_support import s3_client
+
+    out: list[bytes] = []
+    with s3_client(endpoint_url) as s3:
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+            for obj in page.get("Contents", []):
+                body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+                out += [obj["Key"].encode(), body.replace(b"\n", b" ")]
+    return b"\n".join(out)
+
+
 def raw(store: Store) -> bytes:
     if store.url.startswith("redis"):
         return _redis_raw(store)
     if store.url.startswith("postgres"):
-        return schema_raw(store.url)
+        s3 = store._settings.s3  # type: ignore[attr-defined]
+        objects = _bucket_raw(s3.endpoint_url, s3.bucket) if s3 is not None else b""
+        return schema_raw(store.url) + b"\n" + objects
     return _dynamo_raw(store)
 
 
@@ -99,7 +119,7 @@ def test_nothing_of_an_erased_session_is_left_in_the_raw_store(
     agent = fx.Agent("coder", scripted(turns), tools=fxt.workspace_tools(ws))
 
     async def main() -> None:
-        async with fx.Runtime([agent], store=raw_store, settings=FAST) as rt:
+        async with fx.Runtime([agent], store=raw_store, settings=BEATS) as rt:
             assert await rt.session("s1").run(PROMPT, timeout=60) == "done"
             assert await rt.session("s2").run(KEPT, timeout=60) == "ok"
             before = raw(raw_store)

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from urllib.parse import urlsplit
 
 import pytest
 from lost_commit_support import assert_at_rest, assert_landed_once, claimed_session
+from postgres_support import through_proxy
 
 from fxdurable.core.journal import Fence, Journal
 from fxdurable.errors import FxDurableError, StoreUnavailableError
-from fxdurable.stores._pg_connect import PoolExhaustedError
 from fxdurable.stores.postgres import PostgresStore
 from fxdurable.testing.faults import FaultProxy
 
@@ -34,16 +33,8 @@ COMMIT = b"COMMIT\x00"  # the statement, NUL-terminated in the protocol's Query/
 
 
 @pytest.fixture
-def proxy(postgres_url: str) -> Iterator[FaultProxy]:
-    where = urlsplit(postgres_url)
-    with FaultProxy(where.hostname or "127.0.0.1", where.port or 5432) as proxy:
-        yield proxy
-
-
-@pytest.fixture
-def store(postgres_url: str, proxy: FaultProxy) -> Iterator[PostgresStore]:
-    where = urlsplit(postgres_url)
-    url = where._replace(netloc=f"{where.username}@127.0.0.1:{proxy.port}").geturl()
+def store(postgres_url: str, postgres_proxy: FaultProxy) -> Iterator[PostgresStore]:
+    url = through_proxy(postgres_url, postgres_proxy)
     # pool_timeout_s=1: how long the store keeps asking an unreachable server what became of
     # a lost COMMIT is a few seconds plus this.
     s = PostgresStore(f"{url}&pool_timeout_s=1")
@@ -68,49 +59,34 @@ def _settle_and_check(store: PostgresStore, journal: Journal, fence: Fence, sub_
 
 
 def test_a_commit_whose_answer_is_lost_is_asked_about_and_lands_once(
-    store: PostgresStore, proxy: FaultProxy
+    store: PostgresStore, postgres_proxy: FaultProxy
 ) -> None:
     journal, fence, sub_id, before = claimed_session(store)
-    _begin_attempt_losing_its_answer(journal, fence, sub_id, proxy)
+    _begin_attempt_losing_its_answer(journal, fence, sub_id, postgres_proxy)
     assert_landed_once(store, sub_id, before, commits=1)
     _settle_and_check(store, journal, fence, sub_id)
     assert_landed_once(store, sub_id, before, commits=3)  # begin_attempt, settle, release: not four
 
 
-def _until_the_pool_reconnects(store: PostgresStore, limit_s: float = 20.0) -> None:
-    """Wait for the store's first read after the outage: the pool discarded the connections
-    that died with the proxy and opens new ones with its own backoff, which can outlast the
-    test's 1 s pool timeout (CI saw PoolExhaustedError here once)."""
-    deadline = time.monotonic() + limit_s
-    while True:
-        try:
-            store.read(lambda v: v.get_session("s1"))
-            return
-        except PoolExhaustedError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)  # waiting for a condition: the pool's new connections
-
-
 def test_a_lost_commit_the_server_cannot_be_asked_about_is_an_unknown_outcome(
-    store: PostgresStore, proxy: FaultProxy
+    store: PostgresStore, postgres_proxy: FaultProxy
 ) -> None:
     """Neither returned nor run again: the caller is told the write may have landed; once the
     server is back a read finds it there once, and the journal goes on from that read."""
     journal, fence, sub_id, before = claimed_session(store)
     started = time.monotonic()
     with pytest.raises(StoreUnavailableError, match="may or may not have been applied"):
-        _begin_attempt_losing_its_answer(journal, fence, sub_id, proxy, then_down=True)
+        _begin_attempt_losing_its_answer(journal, fence, sub_id, postgres_proxy, then_down=True)
     asked_for = time.monotonic() - started
-    proxy.resume()
-    _until_the_pool_reconnects(store)
+    # The next read is answered at once (tests/stores/test_postgres_outage.py).
+    postgres_proxy.resume()
     assert_landed_once(store, sub_id, before, commits=1)  # it had landed, once
     _settle_and_check(store, journal, fence, sub_id)
     print(f"\nMEASURE a lost COMMIT's outcome asked of an unreachable server for {asked_for:.1f}s")
 
 
 def test_a_store_that_guessed_the_outcome_would_apply_the_transition_again(
-    store: PostgresStore, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+    store: PostgresStore, postgres_proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same lost answer with the question taken away (every lost COMMIT taken as aborted):
     the body runs again from fresh reads, which see its own first run, and the transition is
@@ -119,7 +95,7 @@ def test_a_store_that_guessed_the_outcome_would_apply_the_transition_again(
     monkeypatch.setattr(PostgresStore, "_committed", lambda self, lost: False)
     journal, fence, sub_id, before = claimed_session(store)
     try:
-        _begin_attempt_losing_its_answer(journal, fence, sub_id, proxy)
+        _begin_attempt_losing_its_answer(journal, fence, sub_id, postgres_proxy)
     except FxDurableError:
         return  # refused (its own first run is in the way): not landed once either
     with pytest.raises(AssertionError):  # measured: attempts [1, 2], version +2

@@ -4,12 +4,14 @@ faults (a killed backend mid-transaction, a held lock, an exhausted pool, a serv
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from postgres_support import schema_connection
 
 from fxdurable.backends import open_store
 from fxdurable.core.kinds import EVENT, SUBMISSION, TOOL_TASK
@@ -28,11 +30,14 @@ def store(postgres_url: str) -> Iterator[PostgresStore]:
     s.close()
 
 
-def _admin(url: str) -> psycopg.Connection[Any]:
-    settings = parse_pg_url(url)
-    conn = psycopg.connect(settings.conninfo, autocommit=True)
-    conn.execute(f'SET search_path TO "{settings.schema}"')
-    return conn
+def _back_to_the_previous_version(conn: psycopg.Connection[Any]) -> None:
+    """Undo the newest migration (3: blobs may be S3 objects), as a database an older
+    fxdurable made would be."""
+    assert len(MIGRATIONS) == 3, "undo the newest migration here"
+    conn.execute("ALTER TABLE blobs DROP CONSTRAINT blobs_bytes_or_object")
+    conn.execute("ALTER TABLE blobs DROP COLUMN s3_written")
+    conn.execute("ALTER TABLE blobs ALTER COLUMN data SET NOT NULL")
+    conn.execute("DELETE FROM schema_version WHERE version = %s", (len(MIGRATIONS),))
 
 
 def _session(store: PostgresStore, session_id: str) -> None:
@@ -52,14 +57,16 @@ def test_url_parameters_are_parsed_and_left_out_of_libpq_conninfo() -> None:
 
 
 def test_an_outdated_schema_is_refused_naming_the_migrate_command(postgres_url: str) -> None:
-    open_store(postgres_url).close()
-    with _admin(postgres_url) as conn:
-        conn.execute("DROP TABLE blobs")
-        conn.execute("DELETE FROM schema_version WHERE version = %s", (len(MIGRATIONS),))
-    with pytest.raises(SchemaOutdatedError, match="fxdurable migrate"):
+    old = open_store(postgres_url)
+    kept = old.put_blob(b"written before the migration")
+    old.close()
+    with schema_connection(postgres_url) as conn:
+        _back_to_the_previous_version(conn)
+    with pytest.raises(SchemaOutdatedError, match=re.escape(f"fxdurable migrate {postgres_url}")):
         open_store(postgres_url)
     assert migrate(postgres_url) == (len(MIGRATIONS) - 1, len(MIGRATIONS))
-    store = open_store(postgres_url)  # migrated: opens, and blobs work again
+    store = open_store(postgres_url)  # migrated: opens, and blobs work, old and new
+    assert store.get_blob(kept) == b"written before the migration"
     assert store.get_blob(store.put_blob(b"x")) == b"x"
     store.close()
 
@@ -72,7 +79,7 @@ def test_reads_a_step_makes_use_an_index(
     store: PostgresStore, postgres_url: str, kind: Any, index: str, value: tuple[str, ...]
 ) -> None:
     sql = BY_KIND[kind.name].ranges[(index, False, False)]
-    with _admin(postgres_url) as conn:
+    with schema_connection(postgres_url) as conn:
         conn.execute("SET enable_seqscan = off")  # tiny tables: otherwise a scan is cheaper
         plan = "\n".join(str(r[0]) for r in conn.execute("EXPLAIN " + sql, value))
     assert "Index" in plan and "Seq Scan" not in plan, plan
@@ -89,7 +96,7 @@ def test_a_backend_terminated_mid_transaction_is_ridden_out(
         runs += 1
         if runs == 1:  # the first run's connection is killed under it
             pid = tx._conn.info.backend_pid
-            with _admin(postgres_url) as conn:
+            with schema_connection(postgres_url) as conn:
                 conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
         tx.put_session(a_session("b"), expected_version=None)
         return "done"
@@ -104,7 +111,7 @@ def test_a_lock_held_past_lock_timeout_is_a_clear_error(postgres_server: str) ->
     store = PostgresStore(url)
     try:
         _session(store, "held")
-        with _admin(url) as holder:
+        with schema_connection(url) as holder:
             holder.execute("BEGIN")
             holder.execute("LOCK TABLE sessions IN ACCESS EXCLUSIVE MODE")
             with pytest.raises(StoreUnavailableError, match="lock_timeout_ms"):
@@ -160,9 +167,8 @@ def test_the_migrate_command_brings_an_outdated_schema_up_to_date(
     from fxdurable.cli.main import main
 
     open_store(postgres_url).close()
-    with _admin(postgres_url) as conn:
-        conn.execute("DROP TABLE blobs")
-        conn.execute("DELETE FROM schema_version WHERE version = %s", (len(MIGRATIONS),))
+    with schema_connection(postgres_url) as conn:
+        _back_to_the_previous_version(conn)
     assert main(["migrate", postgres_url]) == 0
     assert f"to {len(MIGRATIONS)}" in capsys.readouterr().out
     assert main(["migrate", postgres_url]) == 0
@@ -180,3 +186,26 @@ def test_check_reads_a_postgres_store(store: PostgresStore, postgres_url: str) -
     active = a_session("broken")  # active with nothing unsettled: check must see it
     store.transact(lambda tx: tx.put_session(active, expected_version=None))
     assert main(["check", "--store", postgres_url]) == 1
+
+
+def test_a_store_without_a_bucket_loads_no_aws_client(postgres_url: str) -> None:
+    """The postgres extra does not need boto3: a store without ``?bucket=`` (blobs included)
+    loads neither boto3 nor botocore (checked in a fresh interpreter)."""
+    import json
+    import subprocess
+    import sys
+
+    script = (
+        "import json, sys\n"
+        "from fxdurable.stores.postgres import PostgresStore\n"
+        f"store = PostgresStore({postgres_url!r})\n"
+        "assert store.get_blob(store.put_blob(b'x' * 100_000)) == b'x' * 100_000\n"
+        "store.delete_blob(store.put_blob(b'y'))\n"
+        "store.close()\n"
+        "print(json.dumps(sorted(m for m in ('boto3', 'botocore') if m in sys.modules)))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == []

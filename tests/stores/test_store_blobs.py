@@ -1,5 +1,6 @@
 """Content-addressed blobs (``store.put_blob``/``get_blob``), run against every backend by the
-``store`` fixture (tests/stores/conftest.py): SQLite, Redis, DynamoDB with and without S3.
+``store`` fixture (tests/stores/conftest.py): SQLite, Redis, DynamoDB and PostgreSQL with and
+without S3.
 
 The requests a blob costs on DynamoDB and Redis are counted at the bottom."""
 
@@ -117,6 +118,12 @@ def _corrupt(store: Store, digest: str, data: bytes) -> None:
     elif name == "RedisStore":
         key = store._keys.blob(digest)  # type: ignore[attr-defined]
         store._simple([("SET", key, bad)])  # type: ignore[attr-defined]
+    elif name == "PostgresStore" and store._settings.s3 is not None:  # type: ignore[attr-defined]
+        from pg_s3_support import s3_client
+
+        settings = store._settings.s3  # type: ignore[attr-defined]
+        with s3_client(settings.endpoint_url) as s3:
+            s3.put_object(Bucket=settings.bucket, Key=f"fxd-blobs/sha256/{digest}", Body=bad)
     elif name == "PostgresStore":
         with store._pool.connection() as conn:  # type: ignore[attr-defined]
             conn.execute("UPDATE blobs SET data = %s WHERE digest = %s", (bad, digest))

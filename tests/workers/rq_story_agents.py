@@ -21,6 +21,8 @@ Configuration comes from the environment of the worker:
   (``tests.kit.delegation``, prompts ``delegate <tag>`` and ``delegate2 <tag>``);
   ``FXD_TEST_CHILD_BARRIER=1``: its children meet at the researcher's barrier;
 - ``FXD_TEST_PARALLEL_TOOLS=0``: the agent runs the calls of a response one after the other;
+- ``FXD_TEST_WEBHOOK_URL``: the agent's settlement webhook (``fx.Webhook``, the secret
+  ``webhook_support.SECRET``), its first retry ``FXD_TEST_WEBHOOK_BACKOFF_S`` after a failure;
 - ``FXD_TEST_CRASH_PLAN`` (``point[:tool],point[:tool],...``) with ``FXD_TEST_CRASH_LOG`` (the
   worker's stderr, where :func:`fxdurable.core.crash.crash_point` writes "crash injected at";
   or the stderr of each worker of a pool, ``os.pathsep``-separated, counted together):
@@ -42,6 +44,7 @@ from pathlib import Path
 
 import fxdurable as fx
 from tests.kit.story import Timings, asking_hook, story_agent
+from tests.webhook_support import SECRET as WEBHOOK_SECRET
 
 AGENT = "rq-agent"  # not an agent: what ``FXD_AGENTS=<module>:AGENT`` must refuse
 CRASH_MARK = "crash injected at"
@@ -84,6 +87,9 @@ def agents() -> list[fx.Agent]:
     timeout = os.environ.get("FXD_TEST_ASK_TIMEOUT_S")
     expires = float(timeout) if timeout else None
     hook = asking_hook(world, ask_before, expires) if ask_before else None
+    url = os.environ.get("FXD_TEST_WEBHOOK_URL")
+    backoff = _seconds("FXD_TEST_WEBHOOK_BACKOFF_S") or 2.0
+    webhook = fx.Webhook(url=url, secret=WEBHOOK_SECRET, backoff_s=backoff) if url else None
     return [
         story_agent(
             world,
@@ -93,5 +99,6 @@ def agents() -> list[fx.Agent]:
             subagents=os.environ.get("FXD_TEST_SUBAGENTS") == "1",  # the research subagent
             barrier=os.environ.get("FXD_TEST_CHILD_BARRIER") == "1",
             parallel_tools=os.environ.get("FXD_TEST_PARALLEL_TOOLS") != "0",
+            webhook=webhook,
         )
     ]

@@ -281,17 +281,19 @@ def test_a_durable_tool_killed_inside_or_between_its_steps(
 def test_a_horse_killed_after_a_failed_step_was_recorded_takes_the_fallback_again(
     make_harness: Callable[..., RqHarness],
 ) -> None:
-    """``provision flaky``: its tenant step raises once and the tool takes its fallback step.
+    """``provision overquota``: its tenant step raises once and the tool takes its fallback step.
     The horse is SIGKILLed once the failure is recorded: the new horse raises it again from
     the record and takes the fallback, and the tenant step (which would now succeed) never
     runs a second time. One branch's effects only."""
     h = make_harness(lease_ttl_s=LEASE_TTL_S)
-    crashed = crash_and_recover(h, ["tool.step.after-record:provision"], prompt="provision flaky")
+    crashed = crash_and_recover(
+        h, ["tool.step.after-record:provision"], prompt="provision overquota"
+    )
     world = crashed.world
     sub = world.submission(REQUEST)
-    assert sub.status == "completed" and sub.result_text == provisioned_text("flaky"), sub
+    assert sub.status == "completed" and sub.result_text == provisioned_text("overquota"), sub
     task = world.task("provision", REQUEST)
-    assert task.result == "tenant shared-flaky at flaky.example.com"
+    assert task.result == "tenant shared-overquota at overquota.example.com"
     assert [(s.name, s.run, s.error is not None) for s in task.steps] == [
         ("tenant", 1, True),
         ("fallback", 2, False),

@@ -18,6 +18,8 @@ import pytest
 from rq_story_agents import CRASH_MARK
 from rq_support import RqHarness, parse_worker_pid, wait_until
 
+import fxdurable as fx
+
 ADAPTERS = Path(__file__).resolve().parents[1] / "adapters"
 if str(ADAPTERS) not in sys.path:
     sys.path.insert(0, str(ADAPTERS))
@@ -34,12 +36,28 @@ ON_SQLITE = spread("rq-sqlite", MATRIX)
 
 
 def run_killed_horse(
-    make_harness: Callable[..., RqHarness], framework: str, spec: str, deploys: int, unknown: bool
+    make_harness: Callable[..., RqHarness] | RqHarness,
+    framework: str,
+    spec: str,
+    deploys: int,
+    unknown: bool,
+    *,
+    agents: tuple[Path, Callable[[Path], fx.Agent], dict[str, str]] | None = None,
 ) -> None:
-    h = make_harness(lease_ttl_s=LEASE_TTL_S)
-    h.use_agents(
-        ADAPTERS / "pydai_rq_agents.py", lambda: [build(framework, h.world_dir)], {ENV: framework}
+    """``framework``'s agent (or ``agents``: the workers' agents module, the builder of its
+    agent for this process, the workers' environment) in an RQ worker whose horse dies at
+    ``spec``: recovered by the RQ parent, checked, then a follow-up in a fresh worker."""
+    h = (
+        make_harness
+        if isinstance(make_harness, RqHarness)
+        else make_harness(lease_ttl_s=LEASE_TTL_S)
     )
+    source, make, env = agents or (
+        ADAPTERS / "pydai_rq_agents.py",
+        lambda world: build(framework, world),
+        {ENV: framework},
+    )
+    h.use_agents(source, lambda: [make(h.world_dir)], env)
     worker = h.start_worker(crash_plan=[spec])
     sub_id = h.submit_one(SESSION, "deploy r1", "pa-1")
     wait_until(lambda: CRASH_MARK in worker.log(), 40, f"the crash at {spec}", poll_s=0.005)

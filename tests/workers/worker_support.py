@@ -39,6 +39,7 @@ import fxdurable as fx
 from fxdurable.backends import open_store
 from fxdurable.core.records import EventRecord, SubmissionRecord
 from fxdurable.core.store import Store
+from fxdurable.workers.rq_sqlite_keeper import KEEPER_MARK
 from tests.kit.story import story_agent
 from tests.kit.world import SETTLED, World, read_store, read_world
 
@@ -149,6 +150,16 @@ def child_pids(parent: int) -> list[int]:
     return found
 
 
+def _is_sqlite_keeper(pid: int) -> bool:
+    """Whether a worker's child is its SQLite keeper (fxdurable.workers.rq_sqlite_keeper),
+    not a work horse."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return KEEPER_MARK.encode() in argv
+
+
 def process_group_alive(pgid: int) -> bool:
     """Whether any live process of this host is in process group ``pgid`` (field 3 of
     /proc/<pid>/stat after the command name)."""
@@ -189,6 +200,7 @@ class WorkerProc:
     def horses(self) -> list[int]:
         """The live work horse(s): RQ forks one per job (an SQS worker has none)."""
         pids = child_pids(self.pid) if self.forks_horses and self.alive() else []
+        pids = [pid for pid in pids if not _is_sqlite_keeper(pid)]
         self.horses_seen.update(i for i in map(proc_identity, pids) if i is not None)
         return pids
 
@@ -529,14 +541,15 @@ class WorkerHarness:
             raise AssertionError(f"{exc}\n{self.diagnostics()}") from None
 
     def wait_at_rest(self, session_id: str, timeout: float = 30.0) -> None:
-        """Until the session's lease is let go: a worker releases it in a write after the
-        settling commit, so a submission can read settled while its session is still leased."""
+        """Until the session's lease is let go and it owes no settlement webhook: a worker
+        releases it in a write after the settling commit, so a submission can read settled
+        while its session is still leased (or still owes its webhook's retry)."""
 
         def free() -> bool:
             session = self.read(lambda v: v.get_session(session_id))
-            return session is not None and session.lease.owner is None
+            return session is not None and session.lease.owner is None and not session.webhooks
 
-        wait_until(free, timeout, f"session {session_id} to let go of its lease")
+        wait_until(free, timeout, f"session {session_id} to let go of its lease, owing nothing")
 
     def world(self) -> World:
         return read_world(self.store_url, self.world_dir)

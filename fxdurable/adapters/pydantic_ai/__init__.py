@@ -22,11 +22,16 @@ from fxdurable.adapters.pydantic_ai._agent import (  # noqa: E402  (after the ve
     replay,
     tool_context,
 )
+from fxdurable.adapters.pydantic_ai._external import (  # noqa: E402
+    ExternalTool,
+    tool_result,
+)
 from fxdurable.adapters.pydantic_ai._model import FrameworkModel  # noqa: E402
 
 __all__ = [
     "REPLAY_KEY",
     "SUPPORTED",
+    "ExternalTool",
     "FrameworkModel",
     "FrameworkTool",
     "UnsupportedFrameworkError",
@@ -34,4 +39,5 @@ __all__ = [
     "durable_agent",
     "replay",
     "tool_context",
+    "tool_result",
 ]

@@ -12,10 +12,12 @@ What is taken from the pydantic-ai agent, through its public API only: its model
 (``Agent.model``, through ``pydantic_ai.direct``), its toolsets (``Agent.toolsets``: each
 tool's definition, argument validator and function, called with ``AbstractToolset.call_tool``
 and a ``RunContext``). What is not run: pydantic-ai's own run loop (``Agent.run`` and its
-graph), so its capabilities and hooks, output types and validators, history processors,
-usage limits and deferred tools do not apply; :func:`durable_agent` refuses an agent whose
-output type or tools need them rather than dropping them quietly. Approval tools
-(``requires_approval=True``) become fxdurable questions (a ``before_tool`` that asks).
+graph), so its capabilities and hooks, output types and validators, history processors and
+usage limits do not apply; :func:`durable_agent` refuses an agent whose output type needs
+them rather than dropping them quietly. Approval tools (``requires_approval=True``) and
+external tools (``ExternalToolset``) become fxdurable questions (a ``before_tool`` that asks):
+an approval's answer lets the call run, an external call's answer is its result
+(:mod:`._external`), so a run never ends with ``DeferredToolRequests``.
 """
 
 from __future__ import annotations
@@ -23,12 +25,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import re
+import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-import pydantic
 from pydantic_ai import Agent as PydanticAIAgent
-from pydantic_ai import RunContext
+from pydantic_ai import DeferredToolRequests, RunContext
 from pydantic_ai.exceptions import ModelRetry
 from pydantic_ai.models import Model as PydanticAIModel
 from pydantic_ai.models import infer_model
@@ -36,13 +38,13 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, ToolsetTool
 from pydantic_ai.usage import RunUsage
-from pydantic_core import ValidationError
 
 from fxdurable.adapters._fx_tools import added_tools, shown
+from fxdurable.adapters.pydantic_ai._arguments import DefinedTool, ToolArguments
+from fxdurable.adapters.pydantic_ai._external import ExternalTool
 from fxdurable.adapters.pydantic_ai._model import FrameworkModel
-from fxdurable.errors import ConfigurationError, ToolInputError
+from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.agent import Agent, Durability
-from fxdurable.runtime.decide import canonical_arguments
 from fxdurable.runtime.hooks import Ask, ask
 from fxdurable.runtime.tools import REPLAY_POLICIES, ReplayPolicy, Tool, ToolContext
 
@@ -92,19 +94,11 @@ def tool_context(ctx: RunContext[Any]) -> ToolContext:
     return found
 
 
-class ToolArguments(pydantic.BaseModel):
-    """A call's arguments as pydantic-ai's validator returned them (runtime only)."""
-
-    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True, frozen=True)
-    values: dict[str, Any]
-
-
-class FrameworkTool(Tool):
+class FrameworkTool(DefinedTool):
     """A pydantic-ai tool as an fxdurable :class:`Tool`: validated by pydantic-ai's argument
     validator, run by its toolset's ``call_tool``, recorded and replayed by fxdurable."""
 
-    __slots__ = ("approval", "definition")
-    definition: ToolsetTool[Any]
+    __slots__ = ("approval",)
     approval: bool  # pydantic-ai's requires_approval: a person allows each call first
 
     def __init__(
@@ -155,25 +149,6 @@ class FrameworkTool(Tool):
         object.__setattr__(self, "definition", found)
         object.__setattr__(self, "approval", approval)
 
-    def json_schema(self) -> dict[str, Any]:
-        return dict(self.definition.tool_def.parameters_json_schema)
-
-    def parse(self, arguments: str) -> pydantic.BaseModel:
-        try:
-            values = self.definition.args_validator.validate_json(arguments or "{}")
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}"
-                for err in exc.errors()
-            )
-            raise ToolInputError(f"invalid arguments for {self.name}: {problems}") from exc
-        return ToolArguments(values=dict(values))
-
-    def canonical_input(self, arguments: str) -> str:
-        # The arguments' JSON with sorted keys: pydantic-ai's validated values may hold
-        # objects that do not compare as JSON (models, dataclasses).
-        return canonical_arguments(arguments)
-
 
 def durable_agent(
     agent: PydanticAIAgent[Any, Any],
@@ -199,11 +174,13 @@ def durable_agent(
     without streamed requests. A tool with pydantic-ai's ``requires_approval=True`` asks a
     person before each call (``fx.ask``; answered with ``session.answer``). Raises
     :class:`ConfigurationError` for what this adapter does not make durable (a structured
-    output type, deferred or external tools, a policy for a tool the agent lacks)."""
+    output type, a policy for a tool the agent lacks). An external tool's call (pydantic-ai's
+    ``ExternalToolset``) asks for its result instead (``session.answer(tool_result(value))``),
+    so ``output_type=[str, DeferredToolRequests]`` is accepted: the output is always a str."""
     agent_name = name or agent.name
     if not agent_name:
         raise ConfigurationError("durable_agent needs a name (name=... or Agent(name=...))")
-    if agent.output_type is not str:
+    if not _text_output(agent.output_type):
         raise ConfigurationError(
             f"{agent_name}: output_type {agent.output_type!r} is not supported by the "
             "fxdurable adapter (its output tools and validators run in pydantic-ai's own "
@@ -218,19 +195,30 @@ def durable_agent(
     unknown = sorted(set(overrides) - set(found))
     if unknown:
         raise ConfigurationError(f"{agent_name}: replay names tools the agent lacks: {unknown}")
-    found_tools: list[FrameworkTool] = []
+    found_tools: list[FrameworkTool | ExternalTool] = []
     for tool_name, definition in found.items():
         kind = definition.tool_def.kind
+        if kind == "external":
+            if tool_name in overrides:
+                raise ConfigurationError(
+                    f"{agent_name}: {tool_name!r} is an external tool: nothing runs it here "
+                    "(its result is an answer), so it takes no replay policy"
+                )
+            found_tools.append(ExternalTool(definition))
+            continue
         if kind not in ("function", "unapproved"):
             raise ConfigurationError(
-                f"{agent_name}: tool {tool_name!r} is a {kind!r} tool (deferred and external "
-                "tools are not supported by the fxdurable adapter)"
+                f"{agent_name}: tool {tool_name!r} is a {kind!r} tool, which the fxdurable "
+                "adapter does not run"
             )
         policy = overrides.get(tool_name) or _policy_of(agent_name, definition)
         found_tools.append(
             FrameworkTool(definition, toolset=toolset, model=model, deps=deps, policy=policy)
         )
-    approvals = frozenset(t.name for t in found_tools if t.approval)
+    approvals = frozenset(
+        t.name for t in found_tools if isinstance(t, FrameworkTool) and t.approval
+    )
+    externals = frozenset(t.name for t in found_tools if isinstance(t, ExternalTool))
     added = added_tools(tools, agent=agent_name, taken=found)
     definitions = {t.name: t.definition.tool_def for t in found_tools}
     definitions.update({t.name: _definition(t) for t in added})
@@ -240,10 +228,19 @@ def durable_agent(
         instructions=instructions,
         tools=[*found_tools, *added],
         durability=durability,
-        before_tool=_asking_before(approvals) if approvals else None,
+        before_tool=_asking_before(approvals, externals) if approvals or externals else None,
         # pydantic-ai's ``sequential`` tools must not overlap with others.
         parallel_tools=not any(t.definition.tool_def.sequential for t in found_tools),
     )
+
+
+def _text_output(output_type: object) -> bool:
+    """``str``, or ``str`` with ``DeferredToolRequests`` (a list or a union of the two): a
+    deferred call asks a question here instead of ending the run, so the output is a str."""
+    if output_type is str:
+        return True
+    members = output_type if isinstance(output_type, list) else typing.get_args(output_type)
+    return set(members) == {str, DeferredToolRequests}
 
 
 def _definition(tool: Tool) -> ToolDefinition:
@@ -258,14 +255,20 @@ def _definition(tool: Tool) -> ToolDefinition:
     )
 
 
-def _asking_before(approvals: frozenset[str]) -> Callable[[str, str], Ask | None]:
-    """pydantic-ai's approval tools (``requires_approval=True``) as fxdurable questions: the
-    turn waits, durably and holding no lease, until ``session.answer(fx.allow())`` (the call
-    runs), ``fx.deny(reason)`` (the model reads the reason) or ``fx.rewrite(input)``."""
+def _asking_before(
+    approvals: frozenset[str], externals: frozenset[str]
+) -> Callable[[str, str], Ask | None]:
+    """pydantic-ai's approval tools (``requires_approval=True``) and external tools as
+    fxdurable questions: the turn waits, durably and holding no lease, until
+    ``session.answer(...)``: for an approval ``fx.allow()`` (the call runs), ``fx.deny(reason)``
+    (the model reads the reason) or ``fx.rewrite(input)``; for an external call
+    ``tool_result(value)`` (its result) or ``fx.deny(reason)``."""
 
     def before_tool(tool: str, arguments: str) -> Ask | None:
         if tool in approvals:
             return ask(f"Allow {tool} with {arguments}?")
+        if tool in externals:
+            return ask(f"Result of {tool} with {arguments}?")
         return None
 
     return before_tool

@@ -345,6 +345,10 @@ export function renderItem(timeline, cursor, actions) {
       return wrap(item, { class: "ev-dim" }, `Tool ${f(d.tool)} step ${f(d.step)} recorded (replayed, not re-run, if the call runs again)`);
     case "tool.retrying":
       return wrap(item, { class: "ev-warn" }, `⚠ Tool ${f(d.tool)} failed (${short(d.error, 200)}); retrying in ${Number(d.delay_s).toFixed(1)} s (${f(d.failed_runs)} failed so far)`);
+    case "webhook.delivered":
+      return wrap(item, { class: "ev-dim" }, `Webhook for ${f(d.submission)} delivered (HTTP ${f(d.status)}, attempt ${f(d.attempts)})`);
+    case "webhook.abandoned":
+      return wrap(item, { class: "ev-warn" }, `⚠ Webhook for ${f(d.submission)} abandoned after ${f(d.attempts)} attempt(s): ${short(d.error, 200)}`);
     case "state.changed": {
       const parts = [keys(d.set) && `set ${keys(d.set)}`, (d.deleted || []).length && `deleted ${d.deleted.join(", ")}`].filter(Boolean);
       // No task: a fork's copy of its source's state, or a person's write between calls (a

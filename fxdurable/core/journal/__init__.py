@@ -40,6 +40,7 @@ from .session_items import SessionItems
 from .sessions import MAX_PENDING_STEERING, Fork, Sessions, Steering
 from .tools import MAX_PROGRESS_CHARS, Tools
 from .turns import Turns
+from .webhooks import Webhooks
 
 __all__ = [
     "MAX_PENDING_STEERING",
@@ -65,7 +66,18 @@ __all__ = [
 T = TypeVar("T")
 
 
-class Journal(Admissions, Sessions, Leases, Turns, Rounds, Tools, Questions, Erasure, SessionItems):
+class Journal(
+    Admissions,
+    Sessions,
+    Leases,
+    Turns,
+    Rounds,
+    Tools,
+    Questions,
+    Webhooks,
+    Erasure,
+    SessionItems,
+):
     """Named durable transitions over a :class:`Store`. Synchronous; no I/O besides the store.
 
     Every durable write this system makes is one of these methods:
@@ -81,6 +93,7 @@ class Journal(Admissions, Sessions, Leases, Turns, Rounds, Tools, Questions, Era
     - tool tasks (:mod:`.tools`): ``start_tool``, ``start_tools``, ``record_step``,
       ``record_tool_retry``, ``finish_tool``, ``record_progress``
     - questions (:mod:`.questions`): ``request_input``, ``answer_input``, ``expire_input``
+    - settlement webhooks (:mod:`.webhooks`): ``webhook_delivered``, ``webhook_failed``
     - erasure (:mod:`.erase`): ``begin_erase``, ``erase_records``, ``unlink_fork``,
       ``finish_erase``
     - framework session items (:mod:`.session_items`): ``write_items``

@@ -19,7 +19,13 @@ from fxdurable.core.events import (
     TurnStarted,
     settled_event,
 )
-from fxdurable.core.records import AttemptRecord, ErrorInfo, SubmissionRecord, TurnRecord
+from fxdurable.core.records import (
+    AttemptRecord,
+    ErrorInfo,
+    PendingWebhook,
+    SubmissionRecord,
+    TurnRecord,
+)
 from fxdurable.core.states import (
     AttemptStatus,
     SessionStatus,
@@ -174,6 +180,7 @@ class Turns(Transitions):
         error: ErrorInfo | None = None,
         exhausted: Exhausted | None = None,
         output: str | None = None,
+        webhook: bool = False,
     ) -> SubmissionRecord:
         """Give the submission its one terminal outcome, with its turn and attempt.
 
@@ -183,6 +190,8 @@ class Turns(Transitions):
         out of; if crashes interrupted it, the advisory ``submission.interrupted`` (naming
         the calls left unknown) lands just before ``submission.failed``. ``output``: a typed
         final answer's validated value as JSON text, kept with the answer's text.
+        ``webhook``: the agent has a settlement webhook; it is owed (``session.webhooks``)
+        from this commit on, so the session stays active until it is delivered or abandoned.
         """
 
         def body(tx: Tx, scope: _SessionScope) -> SubmissionRecord:
@@ -245,6 +254,9 @@ class Turns(Transitions):
                 ),
                 turn_id=submission_id,
             )
+            if webhook:
+                owed = PendingWebhook(submission_id=sub.id)
+                scope.session = replace(scope.session, webhooks=(*scope.session.webhooks, owed))
             others = [s for s in tx.unsettled_submissions(sub.session_id) if s.id != sub.id]
             if steering:
                 # The turn it steered failed before a model call could deliver it: it is
@@ -255,7 +267,7 @@ class Turns(Transitions):
                     EventType.STEER_REQUEUED,
                     SteerRequeued(count=len(steering), submission=requeued.id),
                 )
-            elif not others:
+            elif not others and not scope.session.webhooks:
                 scope.set_status(SessionStatus.IDLE)
             # The last step of the body: the template's commit follows.
             crash_point("turn.in-commit")

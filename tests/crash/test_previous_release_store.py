@@ -1,0 +1,65 @@
+"""A store the previous release left mid-turn, continued by today's code (issue 28 §4,
+docs/upgrading.md). ``fixtures/previous-release/`` is what ``make_previous_release_store.py``
+wrote: the previous release's own crash driver SIGKILLed after the unsafe ``deploy`` took
+effect and before its result was recorded. Today's driver opens that file (its schema, its
+records without agent versions), finds the deploy in flight and, unsafe, never runs it
+again: it is recorded ``outcome_unknown``, the model is told and checks instead, the turn
+completes, and the session takes a next message. The fixture is copied; it is never written."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+from crash_harness import CrashHarness
+
+from tests.kit.story import NEXT_REQUEST, STORY_REQUEST, UNKNOWN_MARK
+from tests.kit.world import assert_model_requests
+
+pytestmark = pytest.mark.crash
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "previous-release"
+
+
+def _digest(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def test_a_turn_the_previous_release_left_in_an_unsafe_call_completes_unknown(
+    tmp_path: Path,
+) -> None:
+    before = _digest(FIXTURE)
+    shutil.copytree(FIXTURE, tmp_path / "copy")
+    store = f"sqlite:///{tmp_path / 'copy' / 'store.sqlite3'}"
+    h = CrashHarness(store, tmp_path / "copy" / "world")
+
+    left = h.world()  # as the previous release left it, read by today's code
+    sub = left.submission()
+    assert sub.status == "running", sub
+    assert left.task("deploy").status == "running" and left.task("deploy").runs == 1
+    assert len(left.effects_of("deploy")) == 1  # it took effect; its result was never written
+    assert [a.agent_version for a in left.attempts[sub.id]] == [None]  # kept none then
+
+    world = h.recover()
+    sub = world.submission()
+    assert sub.status == "completed" and sub.interruptions == 1, sub
+    deploy = world.task("deploy")
+    assert deploy.status == "outcome_unknown" and deploy.runs == 1
+    assert UNKNOWN_MARK in (deploy.result or "")
+    assert len(world.effects_of("deploy")) == 1  # never run again
+    assert world.task("check_deploy").result == "1 deploy(s) on record"
+    assert world.effects_of("charge") == [world.task("charge").execution_id]
+    assert_model_requests(world)
+    old, new = (a.agent_version for a in world.attempts[sub.id])
+    assert old is None and new is not None and new.startswith("sha256:")
+
+    nxt = h.follow_up().submission(NEXT_REQUEST)
+    assert nxt.status == "completed"
+    requests = [s.request_id for s in sorted(h.world().submissions, key=lambda s: s.seq)]
+    assert requests == [STORY_REQUEST, NEXT_REQUEST]
+    assert _digest(FIXTURE) == before
