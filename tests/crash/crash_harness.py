@@ -43,7 +43,9 @@ T = TypeVar("T")
 
 
 def clean_env(crash_at: str | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FXD_")}
+    # FXD_CRASH_TURN_TIMEOUT_S is the test's own setting for its driver (the turn budget).
+    kept = ("FXD_CRASH_TURN_TIMEOUT_S",)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FXD_") or k in kept}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
     env["NO_COLOR"] = "1"

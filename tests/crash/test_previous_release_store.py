@@ -31,8 +31,11 @@ def _digest(root: Path) -> str:
 
 
 def test_a_turn_the_previous_release_left_in_an_unsafe_call_completes_unknown(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The fixture's turn began when the fixture was made: without this, today's recovery
+    # finds it past the agent's one-hour turn budget and fails it (a time bomb, CI 2026-12-05).
+    monkeypatch.setenv("FXD_CRASH_TURN_TIMEOUT_S", str(10 * 365 * 86400))
     before = _digest(FIXTURE)
     shutil.copytree(FIXTURE, tmp_path / "copy")
     store = f"sqlite:///{tmp_path / 'copy' / 'store.sqlite3'}"
