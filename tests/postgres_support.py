@@ -23,12 +23,10 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from fxdurable.testing.faults import FaultProxy
 from fxdurable.testing.net import free_port
 
 __all__ = ["PostgresServer", "pg_bin_dir", "pg_ready", "schema_connection", "schema_raw"]
@@ -256,17 +254,3 @@ class PostgresServer:
     def remove(self) -> None:
         self.stop()
         shutil.rmtree(self.root, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def fault_proxy(postgres_url: str) -> Iterator[FaultProxy]:
-    """A :class:`FaultProxy` in front of the server at ``postgres_url``."""
-    where = urlsplit(postgres_url)
-    with FaultProxy(where.hostname or "127.0.0.1", where.port or 5432) as proxy:
-        yield proxy
-
-
-def through_proxy(postgres_url: str, proxy: FaultProxy) -> str:
-    """``postgres_url`` with its host and port replaced by the proxy's."""
-    where = urlsplit(postgres_url)
-    return where._replace(netloc=f"{where.username}@127.0.0.1:{proxy.port}").geturl()

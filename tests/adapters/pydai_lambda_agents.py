@@ -4,12 +4,10 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import fxdurable as fx
 from tests.adapters.frameworks import build
+from tests.kit.world_env import world_from_env
 
 
 def agents() -> list[fx.Agent]:
-    return [build("pydantic-ai", Path(os.environ.get("FXD_TEST_WORLD") or "."))]
+    return [build("pydantic-ai", world_from_env())]

@@ -10,15 +10,15 @@ and the surviving RQ parent's reconciliation recovers the session in a new horse
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from rq_story_agents import arm_crash_plan
 
 import fxdurable as fx
 from tests.adapters.frameworks import ENV, build
+from tests.kit.world_env import world_from_env
 
 
 def agents() -> list[fx.Agent]:
     arm_crash_plan()
-    world = Path(os.environ.get("FXD_TEST_WORLD") or ".")
+    world = world_from_env()
     return [build(os.environ.get(ENV) or "pydantic-ai", world)]

@@ -13,6 +13,7 @@ from pathlib import Path
 from rq_story_agents import arm_crash_plan
 
 import fxdurable as fx
+from tests.kit.world_env import world_from_env
 
 
 def agents() -> list[fx.Agent]:
@@ -23,5 +24,5 @@ def agents() -> list[fx.Agent]:
         sys.path.insert(0, here)
     from test_adapter_mcp_tools import build
 
-    world = Path(os.environ.get("FXD_TEST_WORLD") or ".")
+    world = world_from_env()
     return [build("pydantic-ai", world, int(os.environ["FXD_TEST_MCP_HTTP"]))]

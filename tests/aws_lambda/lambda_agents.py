@@ -6,10 +6,10 @@ path; ``FXD_TEST_WORLD`` is the outside world's directory, ``FXD_TEST_TOOL_S`` a
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import fxdurable as fx
 from tests.kit.story import Timings, story_agent
+from tests.kit.world_env import world_from_env
 
 BROKEN = "broken-agent"
 
@@ -23,7 +23,7 @@ async def _failing_hook(tool: str, arguments: str) -> str | None:
 
 
 def agents() -> list[fx.Agent]:
-    world = Path(os.environ.get("FXD_TEST_WORLD") or ".")
+    world = world_from_env()
     timings = Timings(tool_s=_seconds("FXD_TEST_TOOL_S"), deploy_s=_seconds("FXD_TEST_DEPLOY_S"))
     broken = fx.Agent(
         BROKEN,

@@ -34,6 +34,7 @@ import pydantic
 
 import fxdurable as fx
 from tests.kit.story import UNKNOWN_MARK, append_line, current_turn, read_lines
+from tests.kit.world_env import world_from_env
 
 READY = "embedded runtime ready"
 _PROMPT = re.compile(r"(deploy|ensure) (\S+) ?(sync|async|safe|timeout|step)?")
@@ -46,7 +47,7 @@ class Op(pydantic.BaseModel):
 
 
 def _world() -> Path:
-    return Path(os.environ.get("FXD_TEST_WORLD") or ".")
+    return world_from_env()
 
 
 def effects(world: Path, op: str | None = None) -> list[tuple[str, str, int]]:

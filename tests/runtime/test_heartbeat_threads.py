@@ -20,10 +20,13 @@ from fxrt_support import check_invariants, db_url, owned_store, read, rounds_don
 import fxdurable as fx
 from fxdurable.runtime.crossing import APART_THREADS, durable_apart
 
-# A heartbeat a tenth of the TTL: the tool below outlasts the TTL twice over, so without a
-# renewal the lease lapses while it runs.
-SETTINGS = fx.WorkerSettings(heartbeat_s=0.1, lease_ttl_s=1.0, scan_interval_s=0.1)
-HOLD_S = 2 * SETTINGS.lease_ttl_s
+# The tool below outlasts the TTL, so without a renewal the lease lapses while it runs. A
+# heartbeat every 0.25 s and a 1 s margin leave a renewal ~2.7 s to land: one slow fsync on a
+# loaded machine must not lapse the lease (a 1 s TTL with a 0.05 s margin did not allow it).
+SETTINGS = fx.WorkerSettings(
+    heartbeat_s=0.25, lease_ttl_s=4.0, lease_margin_s=1.0, scan_interval_s=0.1
+)
+HOLD_S = SETTINGS.lease_ttl_s + 1.5
 
 
 def _one_thread_default_executor() -> ThreadPoolExecutor:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from postgres_support import fault_proxy
+from fault_support import fault_proxy
 
 from fxdurable.core.store import Store
 from fxdurable.stores.sqlite import SqliteStore
@@ -86,5 +86,5 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 @pytest.fixture
 def postgres_proxy(postgres_url: str) -> Iterator[FaultProxy]:
     """A fault proxy before this test's PostgreSQL (the outage and lost-commit tests)."""
-    with fault_proxy(postgres_url) as proxy:
+    with fault_proxy(postgres_url, 5432) as proxy:
         yield proxy

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from urllib.parse import urlsplit
 
 import pytest
 from aws_support import REGION, aws_session
 from dynamo_support import dynamo_url, request_counter
+from fault_support import fault_proxy
 from lost_commit_support import SESSION, assert_at_rest, assert_landed_once, claimed_session
 
 from fxdurable.core.clock import RandomIds, SystemClock
@@ -38,8 +38,7 @@ COMMIT = b"DynamoDB_20120810.TransactWriteItems"  # its X-Amz-Target header
 
 @pytest.fixture
 def proxy(moto_server: str) -> Iterator[FaultProxy]:
-    where = urlsplit(moto_server)
-    with FaultProxy(where.hostname or "127.0.0.1", where.port or 80) as proxy:
+    with fault_proxy(moto_server, 80) as proxy:
         yield proxy
 
 

@@ -21,8 +21,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from fault_support import through_proxy
 from lost_commit_support import assert_at_rest, assert_landed_once, claimed_session
-from postgres_support import through_proxy
 
 from fxdurable.core.journal import Fence, Journal
 from fxdurable.errors import FxDurableError, StoreUnavailableError

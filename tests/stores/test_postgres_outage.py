@@ -15,7 +15,7 @@ import logging
 from collections.abc import Iterator
 
 import pytest
-from postgres_support import through_proxy
+from fault_support import through_proxy
 
 from fxdurable.errors import StoreUnavailableError
 from fxdurable.stores._pg_connect import PoolExhaustedError

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from urllib.parse import urlsplit
 
 import pytest
+from fault_support import fault_proxy, through_proxy
 from lost_commit_support import assert_at_rest, assert_landed_once, claimed_session
 
 from fxdurable.core.clock import RandomIds, SystemClock
@@ -36,14 +36,12 @@ COMMIT = SCRIPT_SHA.encode()  # in every EVALSHA of lua/commit.lua
 
 @pytest.fixture
 def proxy(redis_url: str) -> Iterator[FaultProxy]:
-    where = urlsplit(redis_url)
-    with FaultProxy(where.hostname or "127.0.0.1", where.port or 6379) as proxy:
+    with fault_proxy(redis_url, 6379) as proxy:
         yield proxy
 
 
 def _proxied(redis_url: str, proxy: FaultProxy) -> RedisStore:
-    where = urlsplit(redis_url)
-    url = where._replace(netloc=f"127.0.0.1:{proxy.port}").geturl()
+    url = through_proxy(redis_url, proxy)
     return RedisStore(f"{url}&socket_timeout=1")
 
 

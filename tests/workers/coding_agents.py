@@ -20,7 +20,6 @@ Configuration, from the worker's environment:
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from rq_story_agents import arm_crash_plan
@@ -29,6 +28,7 @@ import fxdurable as fx
 from examples.coding_agent.agent import agents as example_agents
 from examples.coding_agent.policy import coding_policy
 from tests.kit.story import logged_requests
+from tests.kit.world_env import world_from_env
 
 
 def coding_agents(world: Path) -> list[fx.Agent]:
@@ -41,4 +41,4 @@ def agents() -> list[fx.Agent]:
     """``FXD_AGENTS=<module>:agents``: called by every RQ work horse at the start of its job
     (where the crash plan arms), once by an SQS worker."""
     arm_crash_plan()
-    return coding_agents(Path(os.environ.get("FXD_TEST_WORLD") or "."))
+    return coding_agents(world_from_env())

@@ -44,6 +44,7 @@ from pathlib import Path
 
 import fxdurable as fx
 from tests.kit.story import Timings, asking_hook, story_agent
+from tests.kit.world_env import world_from_env
 from tests.webhook_support import SECRET as WEBHOOK_SECRET
 
 AGENT = "rq-agent"  # not an agent: what ``FXD_AGENTS=<module>:AGENT`` must refuse
@@ -74,7 +75,7 @@ def agents() -> list[fx.Agent]:
     real application can be."""
     arm_crash_plan()
     time.sleep(_seconds("FXD_TEST_AGENTS_DELAY_S"))
-    world = Path(os.environ.get("FXD_TEST_WORLD") or ".")
+    world = world_from_env()
     timings = Timings(
         tool_s=_seconds("FXD_TEST_TOOL_S"),
         read_s=_seconds("FXD_TEST_READ_S"),
