@@ -159,9 +159,13 @@ def lease_agent(world: Path, deploy_s: float) -> fx.Agent:
     )
 
 
-def agents() -> list[fx.Agent]:
-    """``FXD_AGENTS=<module>:agents`` in worker processes (see ``tests/workers/lease_agents``)."""
-    return [lease_agent(_world(), float(os.environ.get("FXD_TEST_DEPLOY_S") or 0))]
+def agents(world: Path | None = None, deploy_s: float | None = None) -> list[fx.Agent]:
+    """``FXD_AGENTS=<module>:agents`` in worker processes (see ``tests/workers/lease_agents``),
+    where the world and the deploy's hold come from the environment; a test's own process
+    (which admits the prompts) names them."""
+    if deploy_s is None:
+        deploy_s = float(os.environ.get("FXD_TEST_DEPLOY_S") or 0)
+    return [lease_agent(world or _world(), deploy_s)]
 
 
 async def _serve(store: str, submit: list[str] | None) -> None:

@@ -46,7 +46,7 @@ def _world(tmp_path: Path, deploy_s: float = DEPLOY_S, **env: str) -> Iterator[E
     assert isinstance(h, EmbeddedHarness)
     h.use_agents(
         LEASE_WORLD,
-        lease_world.agents,
+        lambda: lease_world.agents(h.world_dir, deploy_s),
         env={"FXD_TEST_WORLD": str(h.world_dir), "FXD_TEST_DEPLOY_S": str(deploy_s), **env},
     )
     try:

@@ -227,7 +227,7 @@ def test_a_store_away_longer_than_the_lease_leaves_one_effect(
     h = pair.harness
     # The deploy's effect comes well after the outage and the other worker's recovery.
     env = {"FXD_TEST_WORLD": str(h.world_dir), "FXD_TEST_DEPLOY_S": str(outage_s + 4.0)}
-    h.use_agents(LEASE_WORLD, lease_world.agents, env=env)
+    h.use_agents(LEASE_WORLD, lambda: lease_world.agents(h.world_dir, outage_s + 4.0), env=env)
     op = f"op-{kind}-{ttls}"
     pair.start(f"deploy {op} {kind}", f"r-{op}")
     world = h.world_dir
