@@ -21,7 +21,7 @@ def fault_proxy(url: str, default_port: int) -> Iterator[FaultProxy]:
 
 
 def through_proxy(url: str, proxy: FaultProxy) -> str:
-    """``url`` with its host and port replaced by the proxy's (its user name kept)."""
+    """``url`` with its host and port replaced by the proxy's (its user and password kept)."""
     where = urlsplit(url)
-    user = f"{where.username}@" if where.username else ""
-    return where._replace(netloc=f"{user}127.0.0.1:{proxy.port}").geturl()
+    userinfo, at, _ = where.netloc.rpartition("@")
+    return where._replace(netloc=f"{userinfo}{at}127.0.0.1:{proxy.port}").geturl()

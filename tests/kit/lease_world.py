@@ -46,10 +46,6 @@ class Op(pydantic.BaseModel):
     op: str
 
 
-def _world() -> Path:
-    return world_from_env()
-
-
 def effects(world: Path, op: str | None = None) -> list[tuple[str, str, int]]:
     """``(op, execution_id, pid)`` of every effect in the ledger (of ``op`` only, if given)."""
     rows = [line.split() for line in read_lines(world / "effects.log")]
@@ -165,7 +161,7 @@ def agents(world: Path | None = None, deploy_s: float | None = None) -> list[fx.
     (which admits the prompts) names them."""
     if deploy_s is None:
         deploy_s = float(os.environ.get("FXD_TEST_DEPLOY_S") or 0)
-    return [lease_agent(world or _world(), deploy_s)]
+    return [lease_agent(world or world_from_env(), deploy_s)]
 
 
 async def _serve(store: str, submit: list[str] | None) -> None:
