@@ -111,6 +111,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_runtest_makereport(item: pytest.Item) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()
+    tiers.note_cpu(report)
     tiers.fail_if_spawned(report)
     if _lost_leases and report.when in ("call", "teardown"):
         lines = "\n".join(_lost_leases)

@@ -252,6 +252,25 @@ def longest_first(config: pytest.Config, items: list[pytest.Item]) -> None:
 
 
 _seconds: dict[str, float] = {}
+# CPU seconds per file beside the wall seconds: this process's and the children it reaped
+# (a test's subprocesses, not the servers of session fixtures). A file whose CPU is far below
+# its wall time waits: on a sleep, a timeout, a server, which more workers than cores would
+# overlap and which an event to wait on would shorten.
+_cpu_s: dict[str, float] = {}
+_cpu_mark = [0.0]
+
+
+def _cpu_now() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def note_cpu(report: pytest.TestReport) -> None:
+    """Put the CPU seconds since the previous phase's report into this one's (where the test
+    ran: under xdist, a worker), for :func:`record` to add up."""
+    now = _cpu_now()
+    spent, _cpu_mark[0] = (now - _cpu_mark[0] if _cpu_mark[0] else 0.0), now
+    report.user_properties.append(("cpu_s", spent))
 
 
 def record(report: pytest.TestReport) -> None:
@@ -259,13 +278,17 @@ def record(report: pytest.TestReport) -> None:
     controller)."""
     path = report.nodeid.split("::", 1)[0]
     _seconds[path] = _seconds.get(path, 0.0) + report.duration
+    cpu = sum(float(v) for k, v in report.user_properties if k == "cpu_s")
+    _cpu_s[path] = _cpu_s.get(path, 0.0) + cpu
 
 
 def write_durations(session: pytest.Session) -> None:
     if not session.config.getoption(RECORD_OPTION) or hasattr(session.config, "workerinput"):
         return
     # Merged into what is there: a run of some files updates theirs and keeps the others'.
-    files = json.loads(DURATIONS.read_text())["files"] if DURATIONS.exists() else {}
+    known = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    files, cpu = known.get("files", {}), known.get("cpu", {})
     files.update((path, round(s, 1)) for path, s in _seconds.items())
-    files = dict(sorted(files.items()))
-    DURATIONS.write_text(json.dumps({"files": files}, indent=1) + "\n")
+    cpu.update((path, round(s, 1)) for path, s in _cpu_s.items())
+    merged = {"files": dict(sorted(files.items())), "cpu": dict(sorted(cpu.items()))}
+    DURATIONS.write_text(json.dumps(merged, indent=1) + "\n")
