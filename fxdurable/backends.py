@@ -83,15 +83,25 @@ def open_store(url: str, *, create: bool = True, schema_checked: bool = False) -
     )
 
 
-def migrate_store(url: str) -> tuple[int, int] | None:
-    """Apply the schema migrations the store at ``url`` lacks (``fxdurable migrate``):
-    (version before, version after) for a PostgreSQL store, which never migrates itself once
-    it holds data; None for the others (SQLite migrates on open, which this does; Redis and
-    DynamoDB have no schema)."""
-    if url.split(":", 1)[0] in ("postgresql", "postgres"):
-        from fxdurable.stores.postgres import migrate
+def migrate_store(url: str) -> tuple[str, int, int] | None:
+    """Apply the migrations the store at ``url`` lacks (``fxdurable migrate``): (what was
+    migrated, version before, version after), where what is ``"schema"`` for PostgreSQL (it
+    never migrates itself once it holds data) and ``"layout"`` for Redis and DynamoDB (their
+    breaking layout steps wait for this command; a writer's open applies compatible ones);
+    None for SQLite, which migrates on open, which this does."""
+    scheme = url.split(":", 1)[0]
+    if scheme in ("postgresql", "postgres"):
+        from fxdurable.stores.postgres import migrate as migrate_postgres
 
-        return migrate(url)
+        return ("schema", *migrate_postgres(url))
+    if scheme in ("redis", "rediss"):
+        from fxdurable.stores.redis import migrate as migrate_redis
+
+        return ("layout", *migrate_redis(url))
+    if scheme == "dynamodb":
+        from fxdurable.stores.dynamodb import migrate as migrate_dynamodb
+
+        return ("layout", *migrate_dynamodb(url))
     open_store(url).close()
     return None
 

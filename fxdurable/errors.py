@@ -18,6 +18,8 @@ FxDurableError
  │    ├── LeaseLostError       the fencing token is stale: another worker owns the session
  │    ├── RecordNotFoundError
  │    ├── BlobCorruptError     a stored blob's bytes do not hash to its digest: never returned
+ │    ├── SchemaOutdatedError  the store's schema or layout lacks a step only ``fxdurable
+ │    │                        migrate URL`` applies: nothing written
  │    └── StoreUnavailableError  locked past the busy timeout, an I/O error, no answer:
  │         │                     nothing written; the same call may succeed later
  │         └── StoreFullError  out of space (a full disk): free some, then retry
@@ -93,6 +95,7 @@ __all__ = [
     "RecordNotFoundError",
     "RecordedStepError",
     "RequestConflictError",
+    "SchemaOutdatedError",
     "SessionBusyError",
     "SessionExistsError",
     "SessionNotFoundError",
@@ -314,6 +317,13 @@ class RecordNotFoundError(StoreError):
 class BlobCorruptError(StoreError):
     """A blob read back from the store does not hash to the digest it is stored under (a
     damaged file, a tampered key, a lost S3 object behind its item): it is never returned."""
+
+
+class SchemaOutdatedError(StoreError):
+    """The store's fxdurable schema (PostgreSQL) or layout (Redis, DynamoDB) is older than
+    this code, and a step it lacks is one a worker does not apply on its own: run
+    ``fxdurable migrate STORE_URL`` (the message names it; docs/upgrading.md), then open the
+    store again. Nothing was written."""
 
 
 class BlobTooLargeError(FxDurableError):

@@ -1,10 +1,12 @@
-"""``fxdurable migrate STORE_URL``: apply the schema migrations a store lacks.
+"""``fxdurable migrate STORE_URL``: apply the migrations a store lacks (docs/upgrading.md).
 
 A PostgreSQL store never migrates itself on open once it holds data (a shared database's
 schema changes when its operator says so): opening an outdated one raises
-:class:`~fxdurable.stores.postgres.SchemaOutdatedError`, which names this command. A SQLite
-file is migrated by the open itself, so the command opens it; Redis and DynamoDB stores have no
-schema to migrate.
+:class:`~fxdurable.errors.SchemaOutdatedError`, which names this command. A Redis or DynamoDB
+store's layout steps are applied by a writer's open when every pending one is compatible
+(older workers keep running on the result); a breaking one raises the same error and waits for
+this command, run once the old workers have stopped. A SQLite file is migrated by the open
+itself, so the command opens it.
 """
 
 from __future__ import annotations
@@ -15,18 +17,22 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    cmd = sub.add_parser("migrate", help="apply the schema migrations a store lacks")
+    cmd = sub.add_parser("migrate", help="apply the migrations a store lacks")
     cmd.add_argument("store_url", metavar="STORE_URL", help="e.g. postgresql://u@host/db")
 
 
 def run(args: argparse.Namespace) -> int:
     from fxdurable.backends import migrate_store
 
-    versions = migrate_store(args.store_url)
-    if versions is None:
+    migrated = migrate_store(args.store_url)
+    if migrated is None:
         print("the store is up to date")
-    elif versions[0] == versions[1]:
-        print(f"schema is at version {versions[1]}: nothing to migrate")
+        return 0
+    what, before, after = migrated
+    if before == after:
+        print(f"{what} is at version {after}: nothing to migrate")
+    elif before == 0:
+        print(f"made a new store at {what} version {after}")
     else:
-        print(f"migrated the schema from version {versions[0]} to {versions[1]}")
+        print(f"migrated the {what} from version {before} to {after}")
     return 0

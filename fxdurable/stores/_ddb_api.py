@@ -24,7 +24,7 @@ from fxdurable.stores._aws_calls import AwsCalls, aws_client
 from fxdurable.stores._ddb_items import Item, Key, from_wire
 from fxdurable.stores._ddb_settings import DynamoSettings
 
-__all__ = ["Api", "Cancelled", "TableMissing"]
+__all__ = ["Api", "Cancelled", "ConditionFailed", "TableMissing"]
 
 _BACKOFF_BASE_S = 0.05
 _BACKOFF_CAP_S = 2.0
@@ -39,6 +39,12 @@ class Cancelled(Exception):
     def __init__(self, codes: list[str]) -> None:
         self.codes = codes
         super().__init__(", ".join(codes))
+
+
+class ConditionFailed(StoreError):
+    """A conditional ``PutItem`` or ``UpdateItem`` whose condition did not hold: nothing was
+    written. Not a failure to its callers (the layout marker's compare-and-sets, a new
+    store's marker), which read the item next to learn what is there."""
 
 
 class TableMissing(StoreError):
@@ -100,6 +106,8 @@ class Api:
         if code == "TransactionCanceledException":
             reasons = response.get("CancellationReasons") or []
             return Cancelled([str(r.get("Code", "None")) for r in reasons])
+        if code == "ConditionalCheckFailedException":
+            return ConditionFailed(f"DynamoDB {self.where}: the write's condition did not hold")
         if code == "ResourceNotFoundException":
             return TableMissing(
                 f"no DynamoDB {self.where}: deploy it (infra/template.yaml) or open the store "

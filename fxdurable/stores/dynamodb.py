@@ -26,7 +26,11 @@ of them is one ``Query``::
     R#<request id>        #                             the submission of a request id
     SESSIONS              <sid>                         every session: list_sessions
     ACTIVE                <sid>                         sessions whose status is active
-    #SCHEMA               #                             layout version (the data marker)
+    #SCHEMA               #                             the data marker: v, the oldest layout
+                                                        version of fxdurable that may open the
+                                                        store; layout, the layout version when
+                                                        it is not v's; claim / claim_until, the
+                                                        migrator running a layout step
     B#<sha256 hex>        #  /  C#<i:06d>                a blob's head / its chunks
 
 Record attributes: ``b`` the record's JSON (:mod:`fxdurable.core.recordcodec`) or ``o`` the
@@ -91,6 +95,11 @@ has none (so up to ``MAX_BLOB_BYTES``, 32 MiB, either way). The head is written 
 whose head exists is whole. A read is one ``Query`` of the partition (plus a ``GetObject``),
 verified against the digest. Blob partitions came after layout version 1 without changing it.
 
+**Layout versions.** Layout changes are numbered steps, which a writer's open applies when
+they are compatible and :func:`migrate` (``fxdurable migrate URL``) when not; a reader's open
+never applies any (:mod:`._ddb_layout`: the marker's encoding; :mod:`._layout`: the
+mechanism).
+
 **Errors and retries.** Throttling and 5xx are retried (botocore's standard mode, then capped
 exponential backoff with jitter for about 10 s), then
 :class:`~fxdurable.errors.StoreUnavailableError`; a commit that cannot be confirmed raises it
@@ -106,8 +115,8 @@ snapshot validated at commit (they serve scans and checks, whose wakes are hints
 
 ``create=True`` opens create a missing table (on-demand, for tests and local use) and wait
 for it; production tables come from the SAM template. ``create=False`` (read-only tools)
-refuses a table without the ``#SCHEMA`` marker and writes nothing. See docs/dynamodb.md
-(IAM actions, costs).
+refuses a table without the ``#SCHEMA`` marker and writes nothing, layout steps included.
+See docs/dynamodb.md (IAM actions, costs).
 """
 
 from __future__ import annotations
@@ -115,7 +124,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from fxdurable.core.optimistic import Rerun, contention_backoff, optimistic
@@ -136,16 +145,24 @@ from fxdurable.stores._ddb_blobs import Blobs
 from fxdurable.stores._ddb_cache import Caches
 from fxdurable.stores._ddb_commit import Rerun as CommitRerun
 from fxdurable.stores._ddb_commit import commit
-from fxdurable.stores._ddb_items import HEAD, SCHEMA, Item, Key, to_wire, versioned
+from fxdurable.stores._ddb_items import HEAD, Key, versioned
+from fxdurable.stores._ddb_layout import (
+    MIGRATIONS,
+    DynamoStep,
+    apply_compatible,
+    check_opened,
+    fetch_marker,
+    migrate,
+    new_marker,
+)
 from fxdurable.stores._ddb_reads import Reads
 from fxdurable.stores._ddb_settings import parse_url
 from fxdurable.stores._ddb_tx import DynamoTx
 
-__all__ = ["DynamoStore"]
+__all__ = ["DynamoStore", "migrate"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
 _MAX_RUNS = 50  # runs of one body before giving up on concurrent writers
 _BACKOFF = contention_backoff(random.random)
 
@@ -154,10 +171,18 @@ class DynamoStore:
     """``dynamodb://TABLE[?region=&endpoint_url=&bucket=&s3_prefix=&offload_threshold=]``.
 
     ``session`` is a ``boto3.Session`` to take credentials and the default region from (an
-    assumed role, a profile, tests' dummies); by default boto3's own.
+    assumed role, a profile, tests' dummies); by default boto3's own. ``migrations``: the
+    layout steps this code knows (tests inject their own).
     """
 
-    def __init__(self, url: str, *, create: bool = True, session: Any = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        create: bool = True,
+        session: Any = None,
+        migrations: Sequence[DynamoStep] = MIGRATIONS,
+    ) -> None:
         self._settings = parse_url(url)
         self.url = url
         self._api = Api(self._settings, session)
@@ -166,7 +191,11 @@ class DynamoStore:
         self._caches = Caches()
         self._closed = False
         self._lock = threading.Lock()
-        self._open(create)
+        try:
+            self._open(create, migrations)
+        except BaseException:  # a refused open leaves no client's connections behind
+            self._api.close()
+            raise
 
     @property
     def where(self) -> str:
@@ -177,41 +206,24 @@ class DynamoStore:
         """DynamoDB and S3 requests this store has sent (what a step costs)."""
         return self._api.requests
 
-    def _open(self, create: bool) -> None:
-        """One ``GetItem`` of the marker when the table is there (a Lambda cold start);
-        ``create``: make a missing table and write the marker first."""
-        api, table = self._api, self._settings.table
+    def _open(self, create: bool, steps: Sequence[DynamoStep]) -> None:
+        """One ``GetItem`` of the marker when the table is there and nothing is pending (a
+        Lambda cold start); ``create``: make a missing table and write the marker first, and
+        apply pending compatible steps (:mod:`._ddb_layout`)."""
+        api = self._api
         try:
-            found = api.get(SCHEMA)
+            raw = fetch_marker(api)
         except TableMissing:
             if not create:
                 raise
             self._create_table()
-            found = None
-        if found is None and create:
-            marker = to_wire(Item(pk=SCHEMA[0], sk=SCHEMA[1], ver=SCHEMA_VERSION))
-            try:
-                api.call(
-                    api.dynamodb,
-                    "put_item",
-                    TableName=table,
-                    Item=marker,
-                    ConditionExpression="attribute_not_exists(pk)",
-                )
-            except StoreError as exc:  # another process wrote it first: read theirs
-                if "ConditionalCheckFailed" not in str(exc):
-                    raise
-            found = api.get(SCHEMA)
-        if found is None:
-            raise StoreError(
-                f"no fxdurable store in DynamoDB {self.where}: the table has no #SCHEMA marker "
-                "(open it once to write, or check the table name)"
-            )
-        if found.ver != SCHEMA_VERSION:
-            raise StoreError(
-                f"DynamoDB {self.where} holds fxdurable layout version {found.ver}, this "
-                f"fxdurable uses version {SCHEMA_VERSION}: open it with a matching fxdurable"
-            )
+            raw = None
+        if raw is None and create:
+            new_marker(api, steps)  # unless another process wrote one first: read theirs
+            raw = fetch_marker(api)
+        pending = check_opened(raw, steps, create=create, where=self.where, url=self.url)
+        if pending:  # a writer's open, and only compatible steps: apply them before any use
+            apply_compatible(api, steps, url=self.url)
 
     def _create_table(self) -> None:
         api, table = self._api, self._settings.table

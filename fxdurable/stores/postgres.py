@@ -25,8 +25,9 @@ returned), aborted means run it again; it never guesses.
 
 Schema. Numbered forward-only migrations with a version row (``schema_version``). Opening an
 empty schema creates it; opening one older than this code refuses with
-:class:`SchemaOutdatedError`, which names ``fxdurable migrate URL``: a migration on a shared
-database is an operator's decision, not a side effect of a worker's start.
+:class:`~fxdurable.errors.SchemaOutdatedError` (also importable from here), which names
+``fxdurable migrate URL``: a migration on a shared database is an operator's decision, not a
+side effect of a worker's start.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from psycopg_pool import PoolTimeout
 
 from fxdurable.core.optimistic import Rerun, contention_backoff, optimistic
 from fxdurable.core.store import ReadView, Tx
-from fxdurable.errors import StoreError, StoreUnavailableError
+from fxdurable.errors import SchemaOutdatedError, StoreError, StoreUnavailableError
 from fxdurable.stores._body import refuse_awaitable
 from fxdurable.stores._notify_pg import PgNotifier
 from fxdurable.stores._pg_blobs import PgBlobs
@@ -79,11 +80,6 @@ class _PoolUnreachable(psycopg.OperationalError):
 _ATTEMPTS = 50  # serialization failures in a row before a transaction gives up
 _RECONNECTS = 5  # lost connections in a row before a transaction gives up
 _XACT_WAIT_S = 5.0  # how long a lost COMMIT's status may stay "in progress"
-
-
-class SchemaOutdatedError(StoreError):
-    """The database's fxdurable schema is older than this code: run ``fxdurable migrate
-    STORE_URL`` (docs/postgres.md), then open the store again."""
 
 
 class _PgTx(SqlTx):

@@ -25,7 +25,10 @@ Key layout, under a prefix ``p`` (``?prefix=``, default ``fxd``; letters, digits
 Every key is ``p:<kind>:<id>`` with the id last, so no id (ids may contain ``:``) can make one
 key collide with another::
 
-    p:schema                  string  the data marker: layout version (written on first open)
+    p:schema                  string  the data marker: the oldest layout version of fxdurable
+                                      that may open the store (written on first open)
+    p:layout                  string  the layout version, when it is not p:schema's
+    p:migrating               string  the migrator running a layout step (a TTL it renews)
     p:sv:<sid>                string  the session's version: bumped by each commit that
                                       writes one of its keys (absent: 0)
     p:sessions                zset    every session id (score 0): list_sessions
@@ -50,7 +53,9 @@ key collide with another::
                                       a resend of that commit answers (below)
 
 Blob keys came after layout version 1 without changing it: they are new keys beside the old
-ones, which an older fxdurable never reads.
+ones, which an older fxdurable never reads. Layout changes are numbered steps, which a
+writer's open applies when they are compatible and :func:`migrate` when not
+(:mod:`._redis_layout`: the marker's encoding; :mod:`._layout`: the mechanism).
 
 Records are JSON from :mod:`fxdurable.core.recordcodec`. No record has a TTL (only the commit
 tokens do): a lease is a field of the session record with an expiry timestamp the journal
@@ -139,6 +144,14 @@ from fxdurable.stores._body import refuse_awaitable
 from fxdurable.stores._notify_redis import RedisNotifier
 from fxdurable.stores._redis_cache import READ_SCRIPT, READ_SHA, Caches, Unsupported
 from fxdurable.stores._redis_cached_tx import CachedTx
+from fxdurable.stores._redis_layout import (
+    MIGRATIONS,
+    RedisStep,
+    apply_compatible,
+    check_opened,
+    migrate,
+    new_marker,
+)
 from fxdurable.stores._redis_setup import (
     check_eviction,
     check_persistence,
@@ -158,11 +171,10 @@ from fxdurable.stores._redis_wire import (
     text,
 )
 
-__all__ = ["RedisStore"]
+__all__ = ["RedisStore", "migrate"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
 _MAX_RUNS = 50  # runs of one body before giving up on concurrent writers
 _BACKOFF = contention_backoff(random.random)
 _RECONNECT_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)  # ~3 s for a restarting server
@@ -175,10 +187,14 @@ class RedisStore:
     URL says ``?durability=none``.
 
     ``create=False`` (read-only tools) refuses a database and prefix that hold no fxdurable
-    data (no ``<prefix>:schema`` key) and writes nothing.
+    data (no ``<prefix>:schema`` key) and writes nothing, layout steps included.
+
+    ``migrations``: the layout steps this code knows (tests inject their own).
     """
 
-    def __init__(self, url: str, *, create: bool = True) -> None:
+    def __init__(
+        self, url: str, *, create: bool = True, migrations: Sequence[RedisStep] = MIGRATIONS
+    ) -> None:
         self._target, kwargs = parse_url(url)
         self.url = redact(url)
         self._keys = Keys(self._target.prefix)
@@ -190,7 +206,7 @@ class RedisStore:
         self._round_trips = 0
         self._notifier: RedisNotifier | None = None  # made on first use (notifier())
         try:
-            self._open(create)
+            self._open(create, migrations)
         except BaseException:
             self._pool.disconnect()
             raise
@@ -295,17 +311,17 @@ class RedisStore:
         if [text(sha) for sha in shas] != [SCRIPT_SHA, READ_SHA]:
             raise StoreError(f"redis at {self.where} hashed the store's scripts unexpectedly")
 
-    def _open(self, create: bool) -> None:
-        key = self._keys.schema
+    def _open(self, create: bool, steps: Sequence[RedisStep]) -> None:
+        keys = self._keys
         # A reader (create=False) writes nothing, so the server's persistence is not its
         # concern; a writer checks it unless the URL says durability=none.
         checks: list[Command] = [("INFO", "memory")]
         if create and self._target.durability == "aof":
             checks += [("INFO", "persistence"), ("CONFIG", "GET", "appendfsync")]
-        commands: list[Command] = [("GET", key), *checks]
+        commands: list[Command] = [("MGET", keys.schema, f"{keys.p}:layout"), *checks]
         if create:
             commands = [
-                ("SETNX", key, SCHEMA_VERSION),
+                new_marker(keys, steps),
                 *commands,
                 ("SCRIPT", "LOAD", SCRIPT),
                 ("SCRIPT", "LOAD", READ_SCRIPT),
@@ -319,24 +335,15 @@ class RedisStore:
             raise_errors(replies[:first] + replies[first + len(checks) :], link.where)
             return replies[first - 1], answers
 
-        raw, answers = self._run(body, "opening the store")
-        if raw is None:
-            raise StoreError(
-                f"no fxdurable store at redis {self.where}: no {key!r} key (check the "
-                "database number and ?prefix=)"
-            )
-        try:
-            version = int(raw)
-        except ValueError:
-            raise StoreError(f"{key!r} at redis {self.where} is not an fxdurable marker") from None
-        if version != SCHEMA_VERSION:
-            raise StoreError(
-                f"redis {self.where} holds fxdurable layout version {version}, this fxdurable "
-                f"uses version {SCHEMA_VERSION}: open it with a matching fxdurable"
-            )
+        (schema, layout), answers = self._run(body, "opening the store")
+        pending = check_opened(
+            schema, layout, steps, create=create, keys=keys, where=self.where, url=self.url
+        )
         check_eviction(answers[0], self.where)
         if len(answers) > 1:
             check_persistence(answers[1], answers[2], self.where)
+        if pending:  # a writer's open, and only compatible steps: apply them before any use
+            apply_compatible(self._pool, keys, self.where, steps, url=self.url)
 
     # -- the Store protocol -------------------------------------------------------------------
 

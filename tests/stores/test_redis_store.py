@@ -40,6 +40,7 @@ from fxdurable.errors import (
 from fxdurable.stores.redis import RedisStore
 from fxdurable.testing import FakeClock, check_store
 from fxdurable.testing.net import free_port
+from tests.redis_support import dump, prefix_of
 
 T = TypeVar("T")
 T0 = 1_000.0
@@ -85,22 +86,6 @@ def a_session(sid: str = "s1", **kw: Any) -> SessionRecord:
         "created_at": 1.0,
     }
     return SessionRecord(**(fields | kw))
-
-
-def prefix_of(url: str) -> str:
-    return url.rsplit("prefix=", 1)[1].split("&")[0]
-
-
-def dump(url: str) -> dict[bytes, bytes]:
-    """Every key under the URL's prefix with its serialized value (committed data only: not
-    the commits' tokens, which even a refused commit records for a resend to read)."""
-    client = redis.Redis.from_url(url.split("?")[0])
-    tokens = f"{prefix_of(url)}:tok:".encode()
-    try:
-        keys = sorted(client.scan_iter(match=f"{prefix_of(url)}:*", count=1000))
-        return {k: client.dump(k) for k in keys if not k.startswith(tokens)}  # type: ignore[misc]
-    finally:
-        client.close()
 
 
 def violations(store: Store) -> list[str]:
