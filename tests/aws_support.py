@@ -13,7 +13,7 @@ from typing import Any
 
 from redis_support import unavailable
 
-__all__ = ["REGION", "aws_environment", "aws_session", "moto_running"]
+__all__ = ["REGION", "aws_environment", "aws_session", "moto_running", "use_aws_environment"]
 
 REGION = "us-east-1"
 
@@ -36,6 +36,16 @@ def aws_environment(tmp_path: Path) -> dict[str, str]:
         "AWS_CONFIG_FILE": str(tmp_path / "none"),
         "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
     }
+
+
+def use_aws_environment(monkeypatch: Any, tmp_path: Path) -> None:
+    """:func:`aws_environment` in this process's environment for the length of a test (a
+    ``pytest.MonkeyPatch``), without the machine's ``AWS_PROFILE`` or session token: for a
+    test that opens a store from its URL, and the processes it starts, which inherit it."""
+    for key, value in aws_environment(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
 
 
 @contextlib.contextmanager

@@ -11,7 +11,14 @@ from aws_support import REGION, aws_session
 
 from fxdurable.stores.dynamodb import DynamoStore
 
-__all__ = ["dynamo_store", "dynamo_url", "new_bucket", "offloaded_keys", "request_counter"]
+__all__ = [
+    "dynamo_store",
+    "dynamo_url",
+    "made_dynamo_url",
+    "new_bucket",
+    "offloaded_keys",
+    "request_counter",
+]
 
 
 def new_bucket(endpoint_url: str) -> str:
@@ -39,6 +46,15 @@ def dynamo_url(endpoint_url: str, *, offload_threshold: int | None = None, bucke
     url = f"dynamodb://fxd-{uuid.uuid4().hex[:16]}?region={REGION}&endpoint_url={endpoint_url}"
     if offload_threshold is not None:
         url += f"&bucket={bucket or new_bucket(endpoint_url)}&offload_threshold={offload_threshold}"
+    return url
+
+
+def made_dynamo_url(endpoint_url: str, *, offload_threshold: int | None = None) -> str:
+    """:func:`dynamo_url`, its table made here: for stores that several processes open with
+    ``create`` on (workers, a crash test's drivers), none of which should be the one racing
+    the others to make it."""
+    url = dynamo_url(endpoint_url, offload_threshold=offload_threshold)
+    DynamoStore(url, create=True, session=aws_session()).close()
     return url
 
 

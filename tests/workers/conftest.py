@@ -48,7 +48,6 @@ HERE = str(Path(__file__).resolve().parent)
 if HERE not in sys.path:  # whatever pytest's import mode, the tests import rq_support
     sys.path.insert(0, HERE)
 
-from aws_support import aws_session  # noqa: E402
 from postgres_queue_support import PgHarness  # noqa: E402
 from redis_support import free_port, unavailable  # noqa: E402
 from rq_support import RqHarness  # noqa: E402
@@ -231,20 +230,13 @@ def sqs_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         _flush(port, db)
         return f"redis://127.0.0.1:{port}/{db}?prefix=t{uuid.uuid4().hex[:10]}"
     if request.param == "dynamodb":
-        return _dynamo_store_url(request.getfixturevalue("serial_moto_server"))
+        # A table and a bucket of their own, made here: the workers and the submitter all
+        # open it with ``create`` on, and none of them should race the others to make it.
+        from dynamo_support import made_dynamo_url
+
+        endpoint_url = request.getfixturevalue("serial_moto_server")
+        return made_dynamo_url(endpoint_url, offload_threshold=DYNAMO_OFFLOAD_BYTES)
     raise NotImplementedError(request.param)  # pragma: no cover
-
-
-def _dynamo_store_url(endpoint_url: str) -> str:
-    """A table and a bucket of their own, made here: the workers and the submitter all open
-    it with ``create`` on, and none of them should be the one racing the others to make it."""
-    from dynamo_support import dynamo_url
-
-    from fxdurable.stores.dynamodb import DynamoStore
-
-    url = dynamo_url(endpoint_url, offload_threshold=DYNAMO_OFFLOAD_BYTES)
-    DynamoStore(url, create=True, session=aws_session()).close()
-    return url
 
 
 @pytest.fixture
