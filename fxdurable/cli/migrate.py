@@ -29,10 +29,8 @@ def run(args: argparse.Namespace) -> int:
         print("the store is up to date")
         return 0
     what, before, after = migrated
-    if before == after:
+    if before == after:  # before 0: a store made by this command
         print(f"{what} is at version {after}: nothing to migrate")
-    elif before == 0:
-        print(f"made a new store at {what} version {after}")
     else:
         print(f"migrated the {what} from version {before} to {after}")
     return 0
