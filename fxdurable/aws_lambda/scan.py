@@ -7,7 +7,9 @@ lease (once the lease expires; its own message comes back only after the visibil
 a wake dropped because it came while a since-killed holder's lease was still live, and a wake
 lost to a queue outage after its work was admitted. A session nobody holds whose last event is
 younger than ``FXD_SCAN_QUIET_S`` (30 s) is skipped: its wake is most likely still queued.
-Duplicates are harmless: the store decides what is done.
+Duplicates are harmless: the store decides what is done. Each invocation also runs the
+retention sweep (docs/erasure.md "Retention"): idle sessions past their agent's
+``retention_days`` are erased, from what the store records (no agent code is needed).
 
 It imports no agent, model or HTTP code: only the store, the queue and the scan's query.
 Cold start, measured on the development machine (``python -m bench.lambda_cold_start``,
@@ -25,9 +27,12 @@ from typing import Any
 from fxdurable.aws_lambda.config import LambdaConfig
 from fxdurable.aws_lambda.sandbox import LambdaContext, warm_handler
 from fxdurable.backends import open_queue, open_store
+from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.crash import check_crash_at
+from fxdurable.core.journal import Journal
 from fxdurable.errors import QueueUnavailableError
 from fxdurable.runtime.reconcile import orphaned_sessions
+from fxdurable.runtime.retention import sweep_retention
 from fxdurable.runtime.worker import WorkerSettings
 
 __all__ = ["ScanFunction", "handler"]
@@ -58,7 +63,9 @@ class ScanFunction:
         return self.loop.run_until_complete(self.scan())
 
     async def scan(self) -> dict[str, int]:
-        """Wake every orphaned session; ``{"orphaned": n, "woken": m}``. Raises
+        """Wake every orphaned session, then erase every idle session past its retention
+        (:mod:`fxdurable.runtime.retention`); ``{"orphaned": n, "woken": m, "expired": e}``.
+        Raises
         :class:`~fxdurable.errors.QueueUnavailableError` when some wake could not be sent
         (after sending the others), so the function's error metric shows it; the next scan
         tries again."""
@@ -72,7 +79,14 @@ class ScanFunction:
         failed = [(s, r) for s, r in zip(sessions, sent, strict=True) if r is not None]
         for session_id, error in failed:
             log.warning("scan: could not wake %s: %s", session_id, error)
-        summary = {"orphaned": len(sessions), "woken": len(sessions) - len(failed)}
+        swept = await asyncio.to_thread(
+            sweep_retention, Journal(self.store, SystemClock(), RandomIds())
+        )
+        summary = {
+            "orphaned": len(sessions),
+            "woken": len(sessions) - len(failed),
+            "expired": len(swept.erased),
+        }
         log.info("scan: %s", summary)
         if failed:
             raise QueueUnavailableError(

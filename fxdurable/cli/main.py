@@ -77,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     scan = sub.add_parser(
         "scan",
         help="wake every session with unsettled work and no live owner (beside rq worker, or "
-        "on SQS from anywhere)",
+        "on SQS from anywhere), and erase idle sessions past their agent's retention_days",
     )
     for cmd in (worker, scan):
         cmd.add_argument(
@@ -312,7 +312,7 @@ def _positive_seconds(text: str) -> float:
 def _scan(args: argparse.Namespace, config: WorkerConfig) -> int:
     """``fxdurable scan``: once, or ``--every`` SECONDS until stopped, onto RQ or SQS."""
     from fxdurable.runtime.worker import WorkerSettings
-    from fxdurable.workers.scan import scan_once, scan_target
+    from fxdurable.workers.scan import scan_once, scan_target, sweep_once
 
     wake, queue_down = scan_target(config.queue_url)
     outage: tuple[type[Exception], ...] = (StoreError, *queue_down)
@@ -328,6 +328,8 @@ def _scan(args: argparse.Namespace, config: WorkerConfig) -> int:
     while True:
         try:
             found = scan_once(config.store_url, wake, quiet_s=quiet_s)
+            # The retention sweep (docs/erasure.md "Retention"): said only when it erased.
+            swept = sweep_once(config.store_url)
         except outage as exc:
             if args.every is None:
                 raise
@@ -336,6 +338,8 @@ def _scan(args: argparse.Namespace, config: WorkerConfig) -> int:
             print(f"scan failed ({exc}); retrying in {args.every:g}s", file=sys.stderr, flush=True)
         else:
             print(f"woke {found} session(s)", flush=True)
+            if swept.erased:
+                print(f"erased {len(swept.erased)} session(s) past retention", flush=True)
         if args.every is None or stop.wait(args.every):
             return 0
 

@@ -9,8 +9,9 @@ named reads the journal and the runtime call are derived from the primitives onc
 
 An :class:`Index` is a query the runtime needs, not a general one: the records whose
 ``match`` fields equal the value given, those of them whose ``where`` fields hold one of the
-listed values, in ``order``; past ``after`` on the last ``order`` field when the caller holds
-a cursor (messages, events), at most ``limit`` of them. ``order=()`` means insertion order (the
+listed values (and whose ``present`` fields are not None), in ``order``; past ``after`` on
+the last ``order`` field when the caller holds a cursor (messages, events), at most ``limit``
+of them. ``order=()`` means insertion order (the
 order the records were first written). A backend need not filter ``where`` exactly (Redis
 keeps an index set beside the records): the contract suite checks what the derived reads
 return, so a store is free in how, not in what.
@@ -62,6 +63,7 @@ class Index:
     where: Mapping[str, frozenset[str]] = field(default_factory=dict)
     order: tuple[str, ...] = ()
     unique: bool = False  # at most one record per value (a request id)
+    present: tuple[str, ...] = ()  # only records whose these fields are not None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -100,11 +102,14 @@ SESSION: Kind[SessionRecord] = Kind(
     SessionRecord,
     key=("id",),
     versioned=True,
-    columns=("status",),
+    columns=("status", "retain_until"),
     indexes={
         "all": Index(order=("id",)),
         # What a reconciliation sweep reads: never every session ever made.
         "active": Index(where={"status": frozenset({"active"})}, order=("id",)),
+        # What the retention sweep reads (core/retention.py): idle sessions with a
+        # retention, earliest due first; it stops at the first not due yet.
+        "retention": Index(present=("retain_until",), order=("retain_until",)),
     },
 )
 SUBMISSION: Kind[SubmissionRecord] = Kind(

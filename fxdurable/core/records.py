@@ -122,6 +122,12 @@ class SessionRecord:
     # Settlement webhooks still to deliver, oldest first. While any is, the session stays
     # ``active`` (the sweep's index), so a scan finds it after a crash.
     webhooks: tuple[PendingWebhook, ...] = field(default=(), metadata=OMIT_DEFAULT)
+    # Retention (:mod:`fxdurable.core.retention`, docs/erasure.md "Retention"): the agent's
+    # ``retention_days`` as its latest admission recorded it (None: kept forever), and when
+    # the session falls due for the retention sweep's erase: set while it is idle, None while
+    # anything is unsettled. Kept on the record so the sweep needs no agent registry.
+    retention_days: float | None = field(default=None, metadata=OMIT_DEFAULT)
+    retain_until: float | None = field(default=None, metadata=OMIT_DEFAULT)
     version: int = 1
 
 

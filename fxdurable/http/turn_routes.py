@@ -151,6 +151,7 @@ class TurnRoutes(RouteBase):
                 new_session_prefix=namespace(principal),
                 trace_parent=trace_parent,
                 attachments=attachments,
+                retention_days=self._rt.agents[agent].retention_days,
             )
         except SessionNotFoundError as exc:
             raise session_not_found(public_session_id(exc.session_id)) from None

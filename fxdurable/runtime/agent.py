@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fxdurable.core.records import Usage
+from fxdurable.core.retention import check_retention_days
 from fxdurable.errors import ConfigurationError
 from fxdurable.runtime.hooks import AfterTool, BeforeTool
 from fxdurable.runtime.models.base import Model
@@ -149,6 +150,11 @@ class Agent:
     ``webhook``: each submission's end (completed, failed or aborted) is POSTed, signed,
     at least once, to this :class:`~fxdurable.runtime.webhooks.Webhook` (docs/webhooks.md).
 
+    ``retention_days``: an idle session whose last activity is older than this many days is
+    erased by the retention sweep (``fxdurable scan``, the scan Lambda); None, the default,
+    keeps sessions forever. Anything but a positive number or None raises
+    :class:`~fxdurable.errors.ConfigurationError` (docs/erasure.md "Retention").
+
     ``version``: recorded on each turn it starts and each attempt it runs (``TurnRecord``,
     ``AttemptRecord``, the ``attempt.started`` event), so a rolling deploy's trace says which
     version ran what; undeclared, a digest of the instructions, the tools' names,
@@ -167,6 +173,7 @@ class Agent:
         "output_retries",
         "parallel_tools",
         "pricing",
+        "retention_days",
         "spending",
         "tools",
         "version",
@@ -189,6 +196,9 @@ class Agent:
     # Recorded on each turn and attempt it runs: declared, or a digest of what the model sees.
     version: str
     webhook: Webhook | None  # each settlement POSTed there (runtime/webhooks.py)
+    # Days an idle session is kept after its last activity, then erased by the retention
+    # sweep (``fxdurable scan``); None keeps it forever (docs/erasure.md "Retention").
+    retention_days: float | None
 
     def __init__(
         self,
@@ -207,6 +217,7 @@ class Agent:
         output_retries: int = 2,
         version: str | None = None,
         webhook: Webhook | None = None,
+        retention_days: float | None = None,
     ) -> None:
         if not name:
             raise ConfigurationError("an agent needs a name: sessions are bound to it")
@@ -216,6 +227,10 @@ class Agent:
             raise ConfigurationError("max_parallel_tools must be at least 1")
         if output_retries < 0:
             raise ConfigurationError("output_retries must be at least 0")
+        try:
+            retention = check_retention_days(retention_days)
+        except ValueError as exc:
+            raise ConfigurationError(f"agent {name!r}: {exc}") from None
         if isinstance(model, str):
             from fxdurable.runtime.models.providers import resolve_model
 
@@ -249,6 +264,7 @@ class Agent:
             "output_retries": output_retries,
             "version": version or _digest(name, instructions, tuple(tools), output),
             "webhook": webhook,
+            "retention_days": retention,
         }
         for key, value in values.items():
             object.__setattr__(self, key, value)

@@ -120,13 +120,16 @@ def erase_session(
     owner: str | None = None,
     force: bool = False,
     batch: int = DEFAULT_BATCH,
+    only_if_due: bool = False,
 ) -> EraseReport:
     """Erase ``session_id`` whole (see the module). Raises
     :class:`~fxdurable.errors.SessionNotFoundError` for no such session (or one ``owner`` does
     not own) and :class:`~fxdurable.errors.SessionBusyError` while a turn is queued or running
-    unless ``force`` (its abort is recorded and its lease fenced first)."""
+    unless ``force`` (its abort is recorded and its lease fenced first). ``only_if_due``:
+    the retention sweep's, :class:`~fxdurable.core.retention.NotDue` and nothing erased
+    unless the session is due when its marker is recorded (core/retention.py)."""
     try:
-        start = journal.begin_erase(session_id, owner=owner, force=force)
+        start = journal.begin_erase(session_id, owner=owner, force=force, only_if_due=only_if_due)
     except RecordNotFoundError:
         raise SessionNotFoundError(session_id) from None
     report = EraseReport(session_id, aborted=list(start.aborted), resumed=start.resumed)

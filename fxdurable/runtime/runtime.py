@@ -388,6 +388,7 @@ class SessionHandle:
                 when_busy=when_busy,
                 trace_parent=span.trace_parent,
                 attachments=refs,
+                retention_days=_retention(self._rt.agents.get(self.agent)),
             )
             span.admitted(admission.submission, created=admission.created)
             try:
@@ -529,3 +530,8 @@ class SessionHandle:
     async def resume(self) -> None:
         """For operators: wake the session. Nothing should need it (scans do the same)."""
         await self._rt.queue.enqueue(self.id, reason="resume")
+
+
+def _retention(agent: Agent | None) -> float | None:
+    """What an admission records as the session's retention (core/retention.py)."""
+    return None if agent is None else agent.retention_days

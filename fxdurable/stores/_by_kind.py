@@ -8,7 +8,8 @@ them by name:
 - ``get(kind, key)`` -> ``_get_<kind>(*key)``
 - ``range(kind, index, value, after=, limit=)`` -> ``_range_<kind>_<index>(*value)``, and
   ``after``/``limit`` applied to what it returns, unless the method is one of ``CURSORED``
-  (messages and events: their queries take the cursor and the page themselves)
+  (messages, events and the retention index: their queries take the cursor and the page
+  themselves)
 - ``put(record, expected_version=)`` -> ``_put_<kind>(record, expected_version=)``
 - ``append(record)`` -> ``_append_<kind>(record)``
 - ``delete(kind, key)`` -> ``_delete_<kind>(*key)``
@@ -56,7 +57,9 @@ def past(index: Index, records: Sequence[R], after: int, limit: int | None) -> S
 class ByKindTx(DerivedTx):
     """See the module."""
 
-    CURSORED = frozenset({"_range_message_session", "_range_event_session"})
+    CURSORED = frozenset(
+        {"_range_message_session", "_range_event_session", "_range_session_retention"}
+    )
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

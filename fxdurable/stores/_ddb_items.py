@@ -13,6 +13,7 @@ from typing import Any
 __all__ = [
     "ACTIVE",
     "HEAD",
+    "RETAIN",
     "SCHEMA",
     "SESSIONS",
     "SESSION_PREFIX",
@@ -25,6 +26,8 @@ __all__ = [
     "model_call",
     "pointer",
     "request",
+    "retain_sk",
+    "retained_id",
     "session_head",
     "submission",
     "task",
@@ -41,6 +44,8 @@ SESSION_PREFIX = "S#"  # the pk of a session's partition is this and its id
 HEAD = "#"  # the sort key of a partition's head: its version ``sv`` (and a session's record)
 SESSIONS = "SESSIONS"  # pk of the index of every session: sk = session id
 ACTIVE = "ACTIVE"  # pk of the index of active sessions: sk = session id
+# pk of the retention index (core/retention.py): sk = :func:`retain_sk`, earliest due first.
+RETAIN = "RETAIN"
 SCHEMA: Key = ("#SCHEMA", HEAD)
 _MAX = 10**12  # sequence numbers and positions are written zero-padded to 12 digits
 
@@ -53,6 +58,19 @@ def _n(number: int) -> str:
 
 def _id(value: str) -> str:
     return f"{len(value)}:{value}"
+
+
+_DUE_WIDTH = 20  # retain_until, zero-padded: sort keys in time order for any epoch time
+
+
+def retain_sk(retain_until: float, session_id: str) -> str:
+    """The retention index's sort key of a session due at ``retain_until``."""
+    return f"{retain_until:0{_DUE_WIDTH}.3f}#{session_id}"
+
+
+def retained_id(sk: str) -> str:
+    """The session id of a retention index sort key (:func:`retain_sk`)."""
+    return sk[_DUE_WIDTH + 1 :]
 
 
 def session_pk(session_id: str) -> str:

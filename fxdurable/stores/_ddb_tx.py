@@ -32,7 +32,7 @@ from fxdurable.core.states import SessionStatus, SubmissionStatus
 from fxdurable.errors import ConflictError, StoreError
 from fxdurable.stores import _ddb_items as keys
 from fxdurable.stores._by_kind import ByKindTx
-from fxdurable.stores._ddb_items import ACTIVE, SESSIONS, Item, Key
+from fxdurable.stores._ddb_items import ACTIVE, RETAIN, SESSIONS, Item, Key
 from fxdurable.stores._ddb_reads import Reads
 
 __all__ = ["DynamoTx", "Write"]
@@ -110,6 +110,23 @@ class DynamoTx(ByKindTx):
 
     def _range_session_active(self) -> Sequence[SessionRecord]:
         return [s for s in self._indexed(ACTIVE) if s.status == SessionStatus.ACTIVE]
+
+    def _range_session_retention(
+        self, *, after: int = 0, limit: int | None = None
+    ) -> Sequence[SessionRecord]:
+        # One query of the earliest due, at most ``limit``: never every session.
+        ids = [keys.retained_id(i.sk) for i in self.reads.range(RETAIN, "", limit=limit)]
+        heads = self.reads.heads([keys.session_pk(i) for i in ids])
+        records = (self.reads.record(SessionRecord, h) for h in heads.values())
+        found = sorted(
+            (
+                r
+                for r in records
+                if r is not None and r.retain_until is not None and r.retain_until > after
+            ),
+            key=lambda s: (s.retain_until, s.id),
+        )
+        return found if limit is None else found[:limit]
 
     def _get_submission(self, submission_id: str) -> SubmissionRecord | None:
         return self._via(SubmissionRecord, keys.pointer("sub", submission_id))
@@ -250,6 +267,15 @@ class DynamoTx(ByKindTx):
         if was is None or (was.status == SessionStatus.ACTIVE) != active:
             entry = Item(pk=ACTIVE, sk=record.id) if active else None
             self._buffer((ACTIVE, record.id), Write(item=entry, what=what))
+        old_due = None if was is None else was.retain_until
+        if old_due != record.retain_until:
+            if old_due is not None:
+                self._buffer(
+                    (RETAIN, keys.retain_sk(old_due, record.id)), Write(item=None, what=what)
+                )
+            if record.retain_until is not None:
+                sk = keys.retain_sk(record.retain_until, record.id)
+                self._buffer((RETAIN, sk), Write(item=Item(pk=RETAIN, sk=sk), what=what))
 
     def _put_submission(self, record: SubmissionRecord, *, expected_version: int | None) -> None:
         key = keys.submission(record.session_id, record.seq)
@@ -339,6 +365,9 @@ class DynamoTx(ByKindTx):
         self._drop(pointer)
 
     def _delete_session(self, session_id: str) -> None:
+        record = self._get_session(session_id)
+        if record is not None and record.retain_until is not None:
+            self._drop((RETAIN, keys.retain_sk(record.retain_until, session_id)))
         self._drop(keys.session_head(session_id), head=True)
         self._drop((SESSIONS, session_id))
         self._drop((ACTIVE, session_id))

@@ -67,6 +67,14 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE blobs ADD CONSTRAINT blobs_bytes_or_object
         CHECK ((data IS NULL) <> (s3_written IS NULL)) NOT VALID;
     """,
+    # 4: when an idle session falls due for the retention sweep (core/retention.py): a
+    # nullable column without a default (no rewrite), NULL on every existing session, which
+    # has no retention; the partial index holds only the sessions that have one.
+    """
+    ALTER TABLE sessions ADD COLUMN retain_until DOUBLE PRECISION;
+    CREATE INDEX sessions_retention ON sessions(retain_until, id)
+        WHERE retain_until IS NOT NULL;
+    """,
 )
 
 

@@ -205,6 +205,23 @@ class RedisTx(ByKindTx):
         records = self._records(SessionRecord, [self._k.session(i) for i in ids])
         return sorted((s for s in records if s.status == SessionStatus.ACTIVE), key=lambda s: s.id)
 
+    def _range_session_retention(
+        self, *, after: int = 0, limit: int | None = None
+    ) -> Sequence[SessionRecord]:
+        # Earliest due first (the score), only the first ``limit``: the sweep reads what it
+        # erases, never every session with a retention.
+        if limit == 0:
+            return []
+        last = -1 if limit is None else limit - 1
+        ids = self._ids(self._k.retention, "ZRANGE", self._k.retention, 0, last)
+        ids += [s.id for s in self._new_of(SessionRecord)]
+        records = self._records(SessionRecord, [self._k.session(i) for i in ids])
+        found = sorted(
+            (s for s in records if s.retain_until is not None and s.retain_until > after),
+            key=lambda s: (s.retain_until, s.id),
+        )
+        return found if limit is None else found[:limit]
+
     def _get_submission(self, submission_id: str) -> SubmissionRecord | None:
         return self._record(SubmissionRecord, self._k.sub(submission_id))
 
@@ -371,6 +388,10 @@ class RedisTx(ByKindTx):
             self._op("ZADD", self._k.active, 0, record.id)
         else:
             self._op("ZREM", self._k.active, record.id)
+        if record.retain_until is not None:
+            self._op("ZADD", self._k.retention, record.retain_until, record.id)
+        else:
+            self._op("ZREM", self._k.retention, record.id)
 
     def _put_submission(self, record: SubmissionRecord, *, expected_version: int | None) -> None:
         key = self._k.sub(record.id)
@@ -461,6 +482,7 @@ class RedisTx(ByKindTx):
         self._del("DEL", self._k.session(session_id))
         self._del("ZREM", self._k.sessions, session_id)
         self._del("ZREM", self._k.active, session_id)
+        self._del("ZREM", self._k.retention, session_id)
 
     def _delete_submission(self, submission_id: str) -> None:
         record = self._get_submission(submission_id)

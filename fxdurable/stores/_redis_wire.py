@@ -99,6 +99,10 @@ class Keys:
     def active(self) -> str:
         return f"{self.p}:sessions:active"
 
+    @property
+    def retention(self) -> str:
+        return f"{self.p}:sessions:retention"
+
     def session(self, sid: str) -> str:
         return f"{self.p}:session:{sid}"
 

@@ -65,6 +65,7 @@ def _range_sql(
         f"{col(f)} IN ({', '.join(repr(v) for v in sorted(values))})"
         for f, values in index.where.items()
     ]
+    terms += [f"{col(f)} IS NOT NULL" for f in index.present]
     if after:
         terms.append(f"{col(index.order[-1])} > {p}")
     sql = f"SELECT data FROM {table}"

@@ -26,6 +26,8 @@ of them is one ``Query``::
     R#<request id>        #                             the submission of a request id
     SESSIONS              <sid>                         every session: list_sessions
     ACTIVE                <sid>                         sessions whose status is active
+    RETAIN                <retain_until:020.3f>#<sid>   idle sessions with a retention, by
+                                                        when they fall due (core/retention.py)
     #SCHEMA               #                             the data marker: v, the oldest layout
                                                         version of fxdurable that may open the
                                                         store; layout, the layout version when

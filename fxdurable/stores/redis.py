@@ -33,6 +33,8 @@ key collide with another::
                                       writes one of its keys (absent: 0)
     p:sessions                zset    every session id (score 0): list_sessions
     p:sessions:active         zset    ids of sessions whose status is active: active_sessions
+    p:sessions:retention      zset    ids of idle sessions with a retention, by retain_until
+                                      (the score): the retention sweep (core/retention.py)
     p:session:<sid>           string  SessionRecord JSON (its lease lives here: see below)
     p:subs:<sid>              zset    submission ids by seq (the score): admission order
     p:unsettled:<sid>         zset    ids of queued/running submissions by seq

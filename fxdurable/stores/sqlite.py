@@ -94,6 +94,13 @@ _MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE blobs (digest TEXT PRIMARY KEY, data BLOB NOT NULL);
     """,
+    # 3: when an idle session falls due for the retention sweep (core/retention.py). NULL on
+    # every existing row, which is right: a session admitted before it has no retention.
+    """
+    ALTER TABLE sessions ADD COLUMN retain_until REAL;
+    CREATE INDEX sessions_retention ON sessions(retain_until, id)
+        WHERE retain_until IS NOT NULL;
+    """,
 )
 
 

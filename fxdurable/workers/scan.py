@@ -2,7 +2,8 @@
 
 Every session with unsettled work and no live owner gets a wake (sessions nobody holds only
 after ``quiet_s`` without activity: their wake may still be queued). The queue is whatever
-``wake`` sends to, so one scan serves RQ and SQS alike.
+``wake`` sends to, so one scan serves RQ and SQS alike. ``fxdurable scan`` runs the
+retention sweep (:func:`sweep_once`) after each scan.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from fxdurable.core.clock import RandomIds, SystemClock
 from fxdurable.core.journal import Journal
 from fxdurable.errors import QueueUnavailableError
 from fxdurable.runtime.reconcile import orphaned_sessions
+from fxdurable.runtime.retention import RetentionReport, sweep_retention
 
-__all__ = ["scan_once", "scan_target"]
+__all__ = ["scan_once", "scan_target", "sweep_once"]
 
 
 def scan_once(store_url: str, wake: Callable[[str], None], *, quiet_s: float = 0.0) -> int:
@@ -31,6 +33,16 @@ def scan_once(store_url: str, wake: Callable[[str], None], *, quiet_s: float = 0
     for session_id in sessions:
         wake(session_id)
     return len(sessions)
+
+
+def sweep_once(store_url: str) -> RetentionReport:
+    """One retention sweep (:mod:`fxdurable.runtime.retention`): erase every idle session
+    past its retention. It needs the store only, no queue and no agents."""
+    store = open_store(store_url)
+    try:
+        return sweep_retention(Journal(store, SystemClock(), RandomIds()))
+    finally:
+        store.close()
 
 
 def scan_target(queue_url: str) -> tuple[Callable[[str], None], tuple[type[Exception], ...]]:

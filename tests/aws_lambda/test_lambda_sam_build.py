@@ -374,6 +374,7 @@ def test_each_handler_answers_an_event_from_inside_its_built_artifact(
     assert invoke(x86_project, "ScanFunction", {"source": "aws.events"}, aws_world, tmp_path) == {
         "orphaned": 1,
         "woken": 1,
+        "expired": 0,
     }
     # Wake: both wakes in one batch; the session's turn runs to rest (the tool, the reply).
     messages = _receive(aws_world)

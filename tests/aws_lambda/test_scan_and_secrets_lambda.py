@@ -54,7 +54,7 @@ def test_the_scan_wakes_sessions_whose_lease_expired_and_skips_live_ones(
     # wake may still be queued. An expired lease never waits.
     woken = {"expired"} if quiet_s else {"expired", "unheld"}
     bodies = [decode_wake(m["Body"]) for m in lambda_world.receive()]
-    assert summary == {"orphaned": len(woken), "woken": len(woken)}
+    assert summary == {"orphaned": len(woken), "woken": len(woken), "expired": 0}
     assert {(s, r) for s, r, _ in bodies} == {(s, "scan") for s in woken}
 
 

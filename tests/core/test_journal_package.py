@@ -14,7 +14,7 @@ from fxdurable.core.journal._base import Transitions
 
 PACKAGE = Path(journal_pkg.__file__).parent
 # Public methods of the facade that are not transitions (they write nothing).
-NOT_TRANSITIONS = {"read", "store", "store_url"}
+NOT_TRANSITIONS = {"now", "read", "store", "store_url"}
 
 
 def test_the_facade_docstring_lists_every_transition_and_nothing_else() -> None:

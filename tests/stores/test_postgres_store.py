@@ -31,12 +31,11 @@ def store(postgres_url: str) -> Iterator[PostgresStore]:
 
 
 def _back_to_the_previous_version(conn: psycopg.Connection[Any]) -> None:
-    """Undo the newest migration (3: blobs may be S3 objects), as a database an older
+    """Undo the newest migration (4: sessions' retention column), as a database an older
     fxdurable made would be."""
-    assert len(MIGRATIONS) == 3, "undo the newest migration here"
-    conn.execute("ALTER TABLE blobs DROP CONSTRAINT blobs_bytes_or_object")
-    conn.execute("ALTER TABLE blobs DROP COLUMN s3_written")
-    conn.execute("ALTER TABLE blobs ALTER COLUMN data SET NOT NULL")
+    assert len(MIGRATIONS) == 4, "undo the newest migration here"
+    conn.execute("DROP INDEX sessions_retention")
+    conn.execute("ALTER TABLE sessions DROP COLUMN retain_until")
     conn.execute("DELETE FROM schema_version WHERE version = %s", (len(MIGRATIONS),))
 
 

@@ -121,3 +121,8 @@ class Journal(
     def read(self, body: Callable[[ReadView], T]) -> T:
         """A read-only snapshot: the only way runtime code looks at the store."""
         return self._store.read(body)
+
+    def now(self) -> float:
+        """The journal's clock: the time its transitions record (and the retention sweep
+        reads the index at, so its read and its re-check agree on "due")."""
+        return self._clock.now()

@@ -18,6 +18,7 @@ from fxdurable.core.records import (
     ToolCallRequest,
     ToolTaskRecord,
 )
+from fxdurable.core.retention import stamped
 from fxdurable.core.session_state import StateWrites, merged_state
 from fxdurable.core.states import SessionStatus, advance
 from fxdurable.core.store import Tx
@@ -201,6 +202,9 @@ class _SessionScope:
         if self._session is None or self._session is self._initial:
             return
         new_version = 1 if self._read_version is None else self._read_version + 1
+        # When it falls due for the retention sweep, from what this transition left
+        # (core/retention.py): stamped here, once, so no transition repeats it.
+        self._session = stamped(self._session)
         self.tx.put_session(
             replace(self._session, version=new_version), expected_version=self._read_version
         )

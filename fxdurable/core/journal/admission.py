@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from fxdurable.core.crash import crash_point
@@ -35,6 +35,7 @@ class Admissions(Transitions):
         new_session_prefix: str = "",
         trace_parent: str | None = None,
         attachments: tuple[AttachmentRef, ...] = (),
+        retention_days: float | None = None,
     ) -> Admission:
         """Admit a prompt as a queued submission; idempotent on ``request_id``.
 
@@ -48,7 +49,8 @@ class Admissions(Transitions):
         namespace, ``alice/``: :mod:`fxdurable.http.scoping`).
         ``trace_parent`` (a W3C traceparent) is kept on the submission for its attempts' spans.
         ``attachments``: the prompt's images and documents, their blobs already put (a retry
-        must repeat them, as it repeats the prompt).
+        must repeat them, as it repeats the prompt). ``retention_days``: the agent's, recorded
+        on the session (the retention sweep reads it there: core/retention.py).
         """
         if when_busy not in ("queue", "reject"):
             raise ValueError(f"when_busy must be 'queue' or 'reject', not {when_busy!r}")
@@ -81,6 +83,7 @@ class Admissions(Transitions):
                         owner=owner,
                         status=SessionStatus.IDLE,
                         created_at=scope.now,
+                        retention_days=retention_days,
                     )
                 )
                 scope.emit(EventType.SESSION_CREATED, SessionCreated(agent=agent))
@@ -91,6 +94,8 @@ class Admissions(Transitions):
                 if when_busy == "reject" and session.status == SessionStatus.ACTIVE:
                     raise AgentBusyError(new_session_id)
                 scope.open(session)
+                if session.retention_days != retention_days:
+                    scope.session = replace(session, retention_days=retention_days)
             submission = self._queue_submission(
                 tx,
                 scope,

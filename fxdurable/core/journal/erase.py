@@ -23,8 +23,9 @@ them in order and again after a crash):
 
 Each step is one transaction through the template, so a kill between two leaves everything
 before it committed and nothing after: the store holds the marker and a subset of the
-records, and the next erase of the session (or the retention sweep, or ``fxdurable check``
-reporting it) completes it.
+records, and the next erase of the session (``fxdurable check`` names it) completes it. The
+retention sweep erases through these same steps (``begin_erase(only_if_due=True)`` re-checks
+that the session is still due: :mod:`fxdurable.core.retention`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from fxdurable.core.kinds import (
     TURN,
 )
 from fxdurable.core.records import AttachmentRef, Lease, SessionRecord
+from fxdurable.core.retention import NotDue, is_due
 from fxdurable.core.session_state import StateWrites
 from fxdurable.core.store import ReadView, Tx
 from fxdurable.errors import SessionBusyError, SessionNotFoundError
@@ -97,9 +99,17 @@ def _children(view: ReadView, session_id: str) -> tuple[str, ...]:
 
 class Erasure(Transitions):
     def begin_erase(
-        self, session_id: str, *, owner: str | None = None, force: bool = False
+        self,
+        session_id: str,
+        *,
+        owner: str | None = None,
+        force: bool = False,
+        only_if_due: bool = False,
     ) -> EraseStart:
-        """Record the erase marker (see the module); idempotent for a session being erased."""
+        """Record the erase marker (see the module); idempotent for a session being erased.
+        ``only_if_due`` (the retention sweep): raise :class:`~fxdurable.core.retention.NotDue`,
+        nothing written, unless the session as read here is due by the journal's clock
+        (core/retention.py), so one active again since the sweep's read is kept."""
 
         def body(tx: Tx, scope: _SessionScope) -> EraseStart:
             session = scope.session
@@ -107,6 +117,8 @@ class Erasure(Transitions):
                 raise SessionNotFoundError(session_id)
             marker = session.state.get(ERASE_KEY)
             resumed = isinstance(marker, dict)
+            if only_if_due and not resumed and not is_due(session, scope.now):
+                raise NotDue(session_id)
             unsettled = [s for s in tx.unsettled_submissions(session_id)]
             aborted: list[str] = []
             if unsettled and not resumed:
