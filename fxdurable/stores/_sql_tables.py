@@ -12,7 +12,7 @@ error would abort its whole transaction), and the order of an index that has non
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -58,29 +58,43 @@ class SqlTable:
 
 
 def _range_sql(
-    table: str, index: Index, p: str, insertion_order: str, *, after: bool, limit: bool
+    table: str,
+    index: Index,
+    p: str,
+    insertion_order: str,
+    derived: Mapping[str, str],
+    *,
+    after: bool,
+    limit: bool,
 ) -> str:
-    terms = [f"{col(f)} = {p}" for f in index.match]
+    def term(field: str) -> str:
+        return derived.get(field, col(field))
+
+    terms = [f"{term(f)} = {p}" for f in index.match]
     terms += [
-        f"{col(f)} IN ({', '.join(repr(v) for v in sorted(values))})"
+        f"{term(f)} IN ({', '.join(repr(v) for v in sorted(values))})"
         for f, values in index.where.items()
     ]
-    terms += [f"{col(f)} IS NOT NULL" for f in index.present]
+    terms += [f"{term(f)} IS NOT NULL" for f in index.present]
     if after:
-        terms.append(f"{col(index.order[-1])} > {p}")
+        terms.append(f"{term(index.order[-1])} > {p}")
     sql = f"SELECT data FROM {table}"
     if terms:
         sql += " WHERE " + " AND ".join(terms)
-    sql += " ORDER BY " + (", ".join(col(f) for f in index.order) or insertion_order)
+    sql += " ORDER BY " + (", ".join(term(f) for f in index.order) or insertion_order)
     return sql + (f" LIMIT {p}" if limit else "")
 
 
 def _table(
-    kind: Kind[Any], p: str, insert_suffix: str, insertion_order: Callable[[str, Index], str]
+    kind: Kind[Any],
+    p: str,
+    insert_suffix: str,
+    insertion_order: Callable[[str, Index], str],
+    derived: Mapping[str, str],
 ) -> SqlTable:
     name = TABLE_NAMES[kind.name]
     where_key = " AND ".join(f"{col(f)} = {p}" for f in kind.key)
-    extra = tuple(c for c in kind.columns if c not in kind.key)
+    extra = tuple(c for c in kind.columns if c not in kind.key and c not in derived)
     inserted = (*kind.key, *extra, *(("version",) if kind.versioned else ()))
     cols = [*(col(f) for f in inserted), "data"]
     insert = f"INSERT INTO {name} ({', '.join(cols)}) VALUES ({', '.join(p for _ in cols)})"
@@ -92,7 +106,7 @@ def _table(
         update = f"UPDATE {name} SET {sets} WHERE {where_key} AND version = {p}"
     ranges = {
         (index_name, after, limit): _range_sql(
-            name, index, p, insertion_order(name, index), after=after, limit=limit
+            name, index, p, insertion_order(name, index), derived, after=after, limit=limit
         )
         for index_name, index in kind.indexes.items()
         for after in (False, True)
@@ -113,11 +127,18 @@ def _table(
 
 
 def sql_tables(
-    placeholder: str, *, insert_suffix: str = "", insertion_order: Callable[[str, Index], str]
+    placeholder: str,
+    *,
+    insert_suffix: str = "",
+    insertion_order: Callable[[str, Index], str],
+    derived: Mapping[str, str] | None = None,
 ) -> dict[str, SqlTable]:
     """Every kind's statements in one dialect, by kind name. ``insertion_order(table,
-    index)``: the ORDER BY of an index with no order of its own."""
-    return {k.name: _table(k, placeholder, insert_suffix, insertion_order) for k in KINDS}
+    index)``: the ORDER BY of an index with no order of its own. ``derived``: columns this
+    dialect does not store but reads from ``data`` by an SQL expression (field -> the
+    expression), so adding one needs no schema version (SQLite: stores/sqlite.py)."""
+    given = derived or {}
+    return {k.name: _table(k, placeholder, insert_suffix, insertion_order, given) for k in KINDS}
 
 
 def _value(record: object, field: str) -> object:

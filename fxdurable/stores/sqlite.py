@@ -94,14 +94,23 @@ _MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE blobs (digest TEXT PRIMARY KEY, data BLOB NOT NULL);
     """,
-    # 3: when an idle session falls due for the retention sweep (core/retention.py). NULL on
-    # every existing row, which is right: a session admitted before it has no retention.
-    """
-    ALTER TABLE sessions ADD COLUMN retain_until REAL;
-    CREATE INDEX sessions_retention ON sessions(retain_until, id)
-        WHERE retain_until IS NOT NULL;
-    """,
 )
+
+# Columns read from the record's JSON rather than stored (``_sql_tables.sql_tables``'s
+# ``derived``), and their indexes: an index on an expression needs no new column, so no schema
+# version, so a worker of the previous release still opens the file beside a current one (a
+# rolling deploy, docs/upgrading.md: an older fxdurable refuses a newer schema version). SQLite
+# keeps the index whoever writes the row, and an older worker never reads by it.
+_DERIVED = {"retain_until": "json_extract(data, '$.retain_until')"}
+# name -> statement; each created on a writer's open when missing (a plain read finds it).
+_DERIVED_INDEXES = {
+    # when an idle session falls due for the retention sweep (core/retention.py): only the
+    # sessions that have a retention are in it.
+    "sessions_retention": (
+        "CREATE INDEX IF NOT EXISTS sessions_retention ON sessions"
+        f"({_DERIVED['retain_until']}, id) WHERE {_DERIVED['retain_until']} IS NOT NULL"
+    ),
+}
 
 
 def _schema_version(conn: sqlite3.Connection) -> int | None:
@@ -116,7 +125,7 @@ def _schema_version(conn: sqlite3.Connection) -> int | None:
 
 
 # No order of its own: insertion order, which is the rowid's (rows are never re-inserted).
-_BY_KIND = sql_tables("?", insertion_order=lambda table, index: "rowid")
+_BY_KIND = sql_tables("?", insertion_order=lambda table, index: "rowid", derived=_DERIVED)
 
 
 class _SqliteTx(SqlTx):
@@ -301,6 +310,25 @@ class SqliteStore:
             # (BEGIN IMMEDIATE) behind every other worker's commits only to find nothing to do.
             if _schema_version(conn) != len(_MIGRATIONS):
                 self._migrate_on(conn)
+            self._add_derived_indexes(conn)
+
+    def _add_derived_indexes(self, conn: sqlite3.Connection) -> None:
+        """The ``_DERIVED_INDEXES`` a file lacks (one an older fxdurable made): a plain read,
+        and the write lock only when one is missing."""
+        found = {
+            name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+        }
+        missing = [sql for name, sql in _DERIVED_INDEXES.items() if name not in found]
+        if not missing:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for sql in missing:
+                conn.execute(sql)
+            conn.execute("COMMIT")
+        except BaseException:
+            _roll_back(conn)
+            raise
 
     def _migrate_on(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")

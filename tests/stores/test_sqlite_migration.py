@@ -89,3 +89,19 @@ def test_a_read_only_open_reads_a_version_1_file_without_migrating_it(tmp_path: 
     finally:
         store.close()
     assert "blobs" not in _tables(db)
+
+
+def test_a_writer_adds_the_retention_index_without_a_schema_version(tmp_path: Path) -> None:
+    """The retention sweep's index (an expression over the record's JSON) is made by a
+    writer's open of a file that lacks it, its schema version unchanged: a worker of the
+    previous release, which refuses a newer version, still opens the file (a rolling deploy)."""
+    db = tmp_path / "s.db"
+    SqliteStore(_url(db)).close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP INDEX sessions_retention")  # as the previous release left it
+    SqliteStore(_url(db)).close()
+    with sqlite3.connect(db) as conn:
+        names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+        version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+    assert "sessions_retention" in names
+    assert version == len(_MIGRATIONS) == 2
