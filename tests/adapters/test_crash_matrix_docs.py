@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 
-from frameworks import FRAMEWORKS, POINTS, SPREAD, markdown_table
+import pytest
+from frameworks import FRAMEWORKS, FULL_ENV, POINTS, SPREAD, markdown_table, spread
 from pydai_checks import MATRIX, REPO
 
 PAGE = REPO / "docs" / "frameworks" / "crash-matrix.md"
@@ -35,3 +36,17 @@ def test_on_the_queues_each_adapter_meets_each_point_once_and_each_point_is_met(
     for queue in ("rq", "sqs"):
         assert set().union(*SPREAD[queue].values()) == set(POINTS), queue
     assert all(len(points) == 1 for points in SPREAD["rq-sqlite"].values())
+
+
+def test_the_full_product_is_every_other_adapter_at_every_point_and_a_typo_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(FULL_ENV, "full")
+    for queue in SPREAD:
+        cases = {(fw, point) for fw, point, *_ in spread(queue, MATRIX)}
+        assert cases == {(fw, m[0]) for fw in FRAMEWORKS[1:] for m in MATRIX}, queue
+    monkeypatch.setenv(FULL_ENV, "ful")
+    with pytest.raises(ValueError, match=FULL_ENV):
+        spread("rq", MATRIX)
+    monkeypatch.delenv(FULL_ENV)
+    assert len(spread("rq", MATRIX)) == sum(len(p) for p in SPREAD["rq"].values())
