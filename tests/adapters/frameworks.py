@@ -124,8 +124,9 @@ def markdown_table(matrix: list[tuple[str, int, bool]]) -> str:
 
 # ``FXD_TEST_ADAPTER_MATRIX=full``: the worker tests run the full product instead of
 # ``SPREAD`` (every adapter at every point of the matrix on every worker backend: 45 worker
-# runs beside pydantic-ai's, about 20 minutes), for a release or a change of the adapters'
-# boundary; the default suite keeps the spread (the module's docstring says why).
+# runs beside pydantic-ai's 15; 60 passed in 612 s on 2026-12-06), for a release or a
+# change of the adapters' boundary; the default suite keeps the spread (the module's
+# docstring says why).
 FULL_ENV = "FXD_TEST_ADAPTER_MATRIX"
 
 
