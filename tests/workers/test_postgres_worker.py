@@ -74,7 +74,7 @@ def test_a_worker_sigkilled_mid_tool_is_recovered_by_redelivery(
     h = make_pg_harness(lease_ttl_s=30.0)
     first = h.start_worker(env={"FXD_TEST_DEPLOY_S": "5"}, scan_interval_s=0)
     sub_id = h.submit_one(SESSION, STORY, REQUEST)
-    h.wait_event(SESSION, lambda e: e.type == "tool.started" and e.data.get("tool") == "deploy")
+    h.wait_tool_running(SESSION, "deploy")
     first.kill()
     killed_at = time.time()
     survivor = h.start_worker(scan_interval_s=0)
@@ -205,7 +205,7 @@ def test_a_worker_whose_store_connections_are_terminated_mid_transaction_complet
     h = make_pg_harness(store_url=store_url, lease_ttl_s=30.0)
     worker = h.start_worker(env={"FXD_TEST_DEPLOY_S": "1"}, scan_interval_s=0)
     sub_id = h.submit_one(SESSION, STORY, REQUEST)
-    h.wait_event(SESSION, lambda e: e.type == "tool.started" and e.data.get("tool") == "deploy")
+    h.wait_tool_running(SESSION, "deploy")
     settings = parse_pg_url(postgres_url)
     # Two connections: the lock's transaction, and the watcher, which must not be in it (a
     # transaction reads pg_stat_activity once and keeps that snapshot until it ends).

@@ -213,7 +213,7 @@ def test_a_whole_worker_killed_mid_tool_is_recovered_by_a_fresh_one(
     h = make_harness(lease_ttl_s=LEASE_TTL_S)
     first = h.start_worker(env={"FXD_TEST_DEPLOY_S": "5"})
     sub_id = h.submit_one(SESSION, STORY, REQUEST)
-    h.wait_event(SESSION, lambda e: e.type == "tool.started" and e.data.get("tool") == "deploy")
+    h.wait_tool_running(SESSION, "deploy")
     (horse,) = first.horses()
     first.kill()
     killed_at = time.time()

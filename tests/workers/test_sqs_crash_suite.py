@@ -92,7 +92,7 @@ def test_a_worker_killed_mid_tool_is_recovered_by_redelivery(
     env: dict[str, str | None] = {"FXD_TEST_DEPLOY_S": "5"}
     first = h.start_worker(env=env, scan_interval_s=0)
     sub_id = h.submit_one(SESSION, STORY, REQUEST)
-    h.wait_event(SESSION, lambda e: e.type == "tool.started" and e.data.get("tool") == "deploy")
+    h.wait_tool_running(SESSION, "deploy")
     first.kill()
     killed_at = time.time()
     survivor = h.start_worker(scan_interval_s=0)
@@ -148,7 +148,7 @@ def test_a_hung_worker_is_taken_over_once_its_lease_expires(
     h = make_sqs_harness(lease_ttl_s=6.0)
     frozen = h.start_worker(env={"FXD_TEST_DEPLOY_S": "5"}, scan_interval_s=0)
     sub_id = h.submit_one(SESSION, STORY, REQUEST)
-    h.wait_event(SESSION, lambda e: e.type == "tool.started" and e.data.get("tool") == "deploy")
+    h.wait_tool_running(SESSION, "deploy")
     freeze_outside_a_commit(frozen.pid, h.store_url)  # SQLite under FXD_TEST_SQS_STORES
     stopped_at = time.time()
     try:

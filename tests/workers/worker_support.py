@@ -40,7 +40,7 @@ from fxdurable.backends import open_store
 from fxdurable.core.records import EventRecord, SubmissionRecord
 from fxdurable.core.store import Store
 from fxdurable.workers.rq_sqlite_keeper import KEEPER_MARK
-from tests.kit.story import story_agent
+from tests.kit.story import read_lines, story_agent
 from tests.kit.world import SETTLED, World, read_store, read_world
 
 HERE = Path(__file__).resolve().parent
@@ -527,6 +527,22 @@ class WorkerHarness:
             return next((e for e in self.events(session_id) if predicate(e)), None)
 
         return wait_until(found, timeout, f"an event in session {session_id}")
+
+    def wait_tool_running(self, session_id: str, tool: str, timeout: float = 30.0) -> None:
+        """Until the story's ``tool`` is inside its body: its ``tool.started`` event is
+        recorded and it logged its call to ``calls.log``. The event is written before the body
+        runs, so a kill right after it alone can land before the call line (seen under load:
+        a test then counts 0 calls where the body did run once)."""
+        self.wait_event(
+            session_id, lambda e: e.type == "tool.started" and e.data.get("tool") == tool
+        )
+
+        def logged() -> bool:
+            return any(
+                line.startswith(f"{tool} ") for line in read_lines(self.world_dir / "calls.log")
+            )
+
+        wait_until(logged, timeout, f"{tool}'s line in calls.log")
 
     def wait_settled(self, sub_ids: Sequence[str], timeout: float = 60.0) -> list[SubmissionRecord]:
         def settled() -> list[SubmissionRecord] | None:
