@@ -15,7 +15,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -112,6 +112,12 @@ class CountingStore:
 
     def get_blob(self, digest: str) -> bytes | None:
         return self._inner.get_blob(digest)
+
+    def delete_blob(self, digest: str) -> None:
+        self._inner.delete_blob(digest)
+
+    def blob_digests(self) -> Iterator[str]:
+        return self._inner.blob_digests()
 
     def close(self) -> None:
         self._inner.close()

@@ -214,6 +214,12 @@ def _parser() -> argparse.ArgumentParser:
                 action="store_true",
                 help="no worker is running: unsettled work counts as a violation",
             )
+            cmd.add_argument(
+                "--blobs",
+                action="store_true",
+                help="also list every blob and report those no session names (reads every "
+                "blob key and every record: docs/erasure.md)",
+            )
     return parser
 
 
@@ -440,7 +446,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _export_workspace(store, args.session, args.directory)
             from fxdurable.cli.check import run_check
 
-            return run_check(store, at_rest=args.at_rest)
+            return run_check(store, at_rest=args.at_rest, blobs=args.blobs)
         finally:
             store.close()
     except FxDurableError as exc:

@@ -6,23 +6,28 @@ live beside the records, outside any transaction: a caller puts a blob first and
 commits a record (a session's state) that names its digest, so a committed reference never
 points at a missing blob, and a blob whose referencing commit never happened is an orphan
 nobody reads. A store verifies every blob it reads against its digest
-(:func:`verified`): damaged bytes raise, they are never returned.
+(:func:`verified`): damaged bytes raise, they are never returned. A store lists the digests
+it holds (``blob_digests``) a page at a time; the SQL stores page by key (:func:`by_page`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Iterator, Sequence
 
 from fxdurable.errors import BlobCorruptError, BlobTooLargeError
 
-__all__ = ["MAX_BLOB_BYTES", "blob_digest", "is_digest", "verified"]
+__all__ = ["DIGEST_PAGE", "MAX_BLOB_BYTES", "blob_digest", "by_page", "is_digest", "verified"]
 
 # One blob's bytes. Large enough for any source file or small artefact a workspace holds;
 # small enough that a read (which holds the whole blob in memory) stays cheap everywhere.
 MAX_BLOB_BYTES = 32 * 1024 * 1024
 
 _DIGEST = re.compile(r"[0-9a-f]{64}")
+
+# Digests one page of ``blob_digests`` holds: 64 KB of keys, one short read each.
+DIGEST_PAGE = 1000
 
 
 def blob_digest(data: bytes) -> str:
@@ -49,3 +54,15 @@ def verified(digest: str, data: bytes, where: str) -> bytes:
             "the stored copy is damaged; it was not returned"
         )
     return data
+
+
+def by_page(after: Callable[[str, int], Sequence[str]], page: int = DIGEST_PAGE) -> Iterator[str]:
+    """Every digest, in order, from ``after(last, n)`` (the first ``n`` digests past ``last``,
+    in order; ``""`` sorts before all): one call per page, nothing held between pages."""
+    last = ""
+    while True:
+        found = after(last, page)
+        yield from found
+        if len(found) < page:
+            return
+        last = found[-1]

@@ -1,13 +1,13 @@
-"""The store contract: five record primitives and six store methods; the rest derived once.
+"""The store contract: five record primitives and seven store methods; the rest derived once.
 
-A backend supplies **11 methods** (issue 23 §1 reduced 29 to 9; issue 28 §3's erasure added
-the two deletes):
+A backend supplies **12 methods** (issue 23 §1 reduced 29 to 9; issue 28 §3's erasure added
+the two deletes, and its blob audit the enumeration of blobs):
 
 - on its transaction (:class:`Primitives`; a read view has the first two): ``get(kind, key)``,
   ``range(kind, index, value, *, after=, limit=)``, ``put(record, *, expected_version)``,
   ``append(record)`` and ``delete(kind, key)``;
 - on the store (:class:`Store`): ``transact``, ``read``, ``put_blob``, ``get_blob``,
-  ``delete_blob``, ``close``.
+  ``delete_blob``, ``blob_digests``, ``close``.
 
 The kinds (a key, a version or append-only, named indexes) are declared once in
 :mod:`fxdurable.core.kinds`. The 24 named reads and writes the journal and the runtime call
@@ -40,7 +40,7 @@ A new store passes :class:`fxdurable.testing.store_contract.StoreContract`, whos
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, TypeVar
 
 from fxdurable.core.kinds import (
@@ -337,6 +337,17 @@ class Store(Protocol):
         an S3 object too). Idempotent; a string that is not a digest names none. Outside any
         transaction, like ``put_blob``: erasure deletes a blob only once no committed record
         names it."""
+        ...
+
+    def blob_digests(self) -> Iterator[str]:
+        """The digest of every blob the store holds (each one ``get_blob`` has bytes for), in
+        no given order, fetched page by page as the iterator is consumed (a page at a time in
+        memory, each page its own short read, outside any transaction like the other blob
+        methods). Every blob stored for the whole iteration comes out; one put or deleted
+        meanwhile may or may not, and a digest may come out twice (Redis's ``SCAN``): a
+        caller that counts dedupes. Read-only; one pass reads every blob's key once (on
+        DynamoDB, where each blob is a partition of its own, a ``Scan`` of the table). Only
+        the blob audit (``fxdurable check --blobs``) calls it."""
         ...
 
     def close(self) -> None: ...

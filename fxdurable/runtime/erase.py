@@ -11,7 +11,8 @@ references** at erase time, not a reference count kept with every write. The can
 the digests the erased session names (recorded with its marker) plus, for a stored
 workspace, the entries of its manifest blob. Another session keeps a candidate when its state
 names it (directly, or through its own manifest) or one of its prompts, messages or tool
-results attaches it. The state part reads one record per session (``list_sessions``) and
+results attaches it (:mod:`fxdurable.core.journal.blob_refs`: the definition ``fxdurable
+check --blobs`` audits with). The state part reads one record per session (``list_sessions``) and
 each distinct manifest once; the attachment part reads every other session's submissions,
 messages and tool tasks, and runs only while a candidate is still unaccounted for. So an
 erase costs O(sessions) reads when the state accounts for every candidate, O(records of the
@@ -23,19 +24,17 @@ erased themselves do not keep a blob.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from fxdurable.core.blobs import is_digest
 from fxdurable.core.journal import Journal
 from fxdurable.core.journal._base import ERASE_KEY
-from fxdurable.core.journal.erase import DEFAULT_BATCH, MANIFEST_KEY, blobs_named
-from fxdurable.core.records import SessionRecord
+from fxdurable.core.journal.blob_refs import Manifests, attachment_digests, manifest_entries
+from fxdurable.core.journal.erase import DEFAULT_BATCH
 from fxdurable.core.store import ReadView
 from fxdurable.errors import RecordNotFoundError, SessionNotFoundError
 
-__all__ = ["EraseReport", "erase_session", "forks_of", "manifest_entries", "referenced_elsewhere"]
+__all__ = ["EraseReport", "erase_session", "forks_of", "referenced_elsewhere"]
 
 
 @dataclass(slots=True)
@@ -52,32 +51,6 @@ class EraseReport:
     resumed: bool = False  # it completed an erase a kill had interrupted
 
 
-def manifest_entries(get_blob: Callable[[str], bytes | None], digest: str) -> list[str]:
-    """The blob digests a stored workspace's manifest (``{path: digest}`` JSON) lists."""
-    data = get_blob(digest)
-    if data is None:
-        return []
-    try:
-        entries = json.loads(data)
-    except ValueError:
-        return []
-    if not isinstance(entries, dict):
-        return []
-    return [d for d in entries.values() if isinstance(d, str) and is_digest(d)]
-
-
-def _state_refs(
-    session: SessionRecord, get_blob: Callable[[str], bytes | None], manifests: dict[str, list[str]]
-) -> set[str]:
-    refs = {v for v in session.state.values() if isinstance(v, str) and is_digest(v)}
-    manifest = session.state.get(MANIFEST_KEY)
-    if isinstance(manifest, str) and is_digest(manifest):
-        if manifest not in manifests:
-            manifests[manifest] = manifest_entries(get_blob, manifest)
-        refs.update(manifests[manifest])
-    return refs
-
-
 def referenced_elsewhere(
     view: ReadView,
     candidates: Iterable[str],
@@ -86,19 +59,20 @@ def referenced_elsewhere(
     *,
     attachments: Iterable[str] = (),
 ) -> set[str]:
-    """The ``candidates`` some session other than ``erased`` (and not being erased) names.
-    ``attachments``: the candidates that were attachments, the only ones whose references
-    need the other sessions' records read (see the module)."""
+    """The ``candidates`` some session other than ``erased`` (and not being erased) names
+    (what names a blob: :mod:`fxdurable.core.journal.blob_refs`). ``attachments``: the
+    candidates that were attachments, the only ones whose references need the other
+    sessions' records read (see the module)."""
     wanted = set(candidates)
     kept: set[str] = set()
-    manifests: dict[str, list[str]] = {}
+    manifests = Manifests(get_blob)
     others = [s for s in view.list_sessions() if s.id != erased and ERASE_KEY not in s.state]
     for session in others:
-        kept |= _state_refs(session, get_blob, manifests) & wanted
+        kept |= manifests.named_by_state(session) & wanted
     open_attachments = set(attachments) & (wanted - kept)
     if open_attachments:
         for session in others:
-            kept |= set(blobs_named(view, session)) & open_attachments
+            kept |= set(attachment_digests(view, session)) & open_attachments
     return kept
 
 

@@ -1,5 +1,5 @@
-"""The DynamoDB store's content-addressed blobs (``put_blob``/``get_blob``): items of a
-partition per digest, or an S3 object behind one.
+"""The DynamoDB store's content-addressed blobs (``put_blob``/``get_blob``/``delete_blob``/
+``blob_digests``): items of a partition per digest, or an S3 object behind one.
 
 Layout (see :mod:`fxdurable.stores.dynamodb`)::
 
@@ -18,6 +18,15 @@ and a put that died half-way leaves only what no reader looks at (a later put re
 same bytes). A read is one strongly consistent ``Query`` of the partition (pages of 1 MB),
 plus the ``GetObject`` of an offloaded one; every read is verified against the digest.
 
+Listing (``blob_digests``, for ``fxdurable check --blobs`` only). Each blob is a partition of
+its own, so no ``Query`` reaches them all: it is a strongly consistent, paginated ``Scan`` of
+the table filtered to the heads (``begins_with(pk, "B#") AND sk = "#"``) and projected to
+``pk``. A Scan reads (and is billed for) every item of the table, records included (the
+filter applies after the read): strongly consistent, 1 RCU per 4 KB read, O(items) once per
+audit. An offloaded blob is listed by its head, which
+names its S3 object; chunks or an object whose head was never written (a put that died
+half-way) are no blob (``get_blob`` answers None) and are not listed.
+
 Requests (counted by ``store.requests``, stated by tests/stores/test_store_blobs.py): an inline
 put is 1 ``PutItem``; a larger put first asks whether the head exists (1 ``GetItem``; a blob
 already stored costs nothing more), then 1 ``PutObject`` or one ``BatchWriteItem`` per 25
@@ -34,6 +43,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
 from fxdurable.core.blobs import blob_digest, is_digest, verified
@@ -129,6 +139,26 @@ class BlobItems:
             )
         with self._lock:
             self._put_done.pop(digest, None)
+
+    def digests(self) -> Iterator[str]:
+        """Every blob's digest, a Scan page at a time (see the module)."""
+        params: dict[str, Any] = {
+            "TableName": self._settings.table,
+            "FilterExpression": "begins_with(pk, :b) AND sk = :head",
+            "ProjectionExpression": "pk",
+            "ExpressionAttributeValues": {":b": {"S": _pk("")}, ":head": {"S": "#"}},
+            "ConsistentRead": True,
+        }
+        while True:
+            reply = self._api.call(self._api.dynamodb, "scan", **params)
+            for item in reply.get("Items", []):
+                digest = item["pk"]["S"][len(_pk("")) :]
+                if is_digest(digest):
+                    yield digest
+            last = reply.get("LastEvaluatedKey")
+            if not last:
+                return
+            params["ExclusiveStartKey"] = last
 
     def _inline_limit(self) -> int:
         if self._settings.bucket is None:

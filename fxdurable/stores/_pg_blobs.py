@@ -1,5 +1,6 @@
-"""The PostgreSQL store's content-addressed blobs (``put_blob``/``get_blob``/``delete_blob``):
-rows of the ``blobs`` table, and, when the URL names a bucket, S3 objects behind the large ones.
+"""The PostgreSQL store's content-addressed blobs (``put_blob``/``get_blob``/``delete_blob``/
+``blob_digests``): rows of the ``blobs`` table, and, when the URL names a bucket, S3 objects
+behind the large ones.
 
 Layout. ``blobs (digest, data, s3_written)``: a row holds either the bytes (``data``) or, for
 a blob past ``offload_threshold`` (65536 bytes by default) in a store with ``?bucket=``,
@@ -15,6 +16,12 @@ the object first, then the row, so a delete cut short is finished by the next on
 of a digest with no row removes its object too (an orphan of the same bytes is still the
 data being erased).
 
+Listing. ``blob_digests`` pages through the rows by primary key
+(:data:`~fxdurable.core.blobs.DIGEST_PAGE` a short transaction): a row is a blob, wherever its
+bytes are. An object no row names (a put that died before its row) is not listed: it is no
+blob of the store (``get_blob`` answers None for it), and the bucket's lifecycle rule expires
+it.
+
 Lifecycle. A bucket's lifecycle rule expires an object counted from when it was written, while
 its row stays: a put of a blob whose row is older than
 :data:`~fxdurable.stores._s3_objects.REFRESH_S` writes the object and ``s3_written`` again, as
@@ -28,10 +35,10 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from fxdurable.core.blobs import blob_digest, is_digest, verified
+from fxdurable.core.blobs import blob_digest, by_page, is_digest, verified
 from fxdurable.errors import ConfigurationError, StoreError
 from fxdurable.stores._aws_options import AwsOptions
 
@@ -166,6 +173,22 @@ class PgBlobs:
         )  # idempotent: a retry deletes nothing more
         with self._lock:
             self._put_done.pop(digest, None)
+
+    def digests(self) -> Iterator[str]:
+        return by_page(self._digests_after)
+
+    def _digests_after(self, last: str, limit: int) -> list[str]:
+        found: list[str] = []
+
+        def body(conn: Any) -> None:
+            rows = conn.execute(
+                "SELECT digest FROM blobs WHERE digest > %s ORDER BY digest LIMIT %s",
+                (last, limit),
+            ).fetchall()
+            found[:] = [digest for (digest,) in rows]
+
+        self._short(body, "listing blobs")
+        return found
 
     def _stored_and_fresh(self, digest: str, refresh_s: float) -> bool:
         """The blob's row exists and, if its bytes are in S3, the object was written within

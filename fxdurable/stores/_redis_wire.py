@@ -145,6 +145,13 @@ class Keys:
     def blob(self, digest: str) -> str:
         return f"{self.p}:blob:{digest}"
 
+    @property
+    def blob_pattern(self) -> str:
+        """The ``SCAN MATCH`` pattern of every blob key: a prefix is letters, digits and
+        ``._-`` (:mod:`._redis_setup`), none of them a glob character, and holds no ``:``, so
+        it matches no other store's keys and no other kind's."""
+        return f"{self.p}:blob:*"
+
     def version(self, sid: str) -> str:
         """The session's version: bumped by every commit that writes one of its keys."""
         return f"{self.p}:sv:{sid}"

@@ -77,7 +77,8 @@ call's intent, the model request's read being the first after the result's commi
 **2**, however long the session; it was 3 with that read checking the head, and 4 before the
 merged commits. A cold read costs one more ``Query`` or ``GetItem`` per range or record it
 misses, plus one ``BatchGetItem`` of the heads it relied on (so what it returns is one
-snapshot). Reads never ``Scan``.
+snapshot). Reads never ``Scan``; only ``blob_digests`` (the blob audit, ``fxdurable check
+--blobs``) does, since every blob is a partition of its own (:mod:`._ddb_blob_items`).
 
 **Large records** go to S3 (``?bucket=NAME``; ``s3_prefix=``, default ``fxd-blobs``;
 ``offload_threshold=`` bytes, default 65536): a record whose JSON is past the threshold is put
@@ -126,7 +127,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from fxdurable.core.optimistic import Rerun, contention_backoff, optimistic
@@ -322,6 +323,10 @@ class DynamoStore:
     def delete_blob(self, digest: str) -> None:
         self._check_open()
         self._blob_items.delete(digest)
+
+    def blob_digests(self) -> Iterator[str]:
+        self._check_open()
+        return self._blob_items.digests()
 
     def _erased(self, tx: DynamoTx) -> None:
         """After a commit that deleted records: what was cached of them goes, and the S3

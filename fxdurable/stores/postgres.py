@@ -363,6 +363,9 @@ class PostgresStore:
     def delete_blob(self, digest: str) -> None:
         self._blobs.delete(digest)
 
+    def blob_digests(self) -> Iterator[str]:
+        return self._blobs.digests()
+
     def _short(self, body: Callable[[Conn], None], doing: str) -> None:
         """One short autocommit-style transaction, retried on a lost connection (each use
         here is idempotent)."""

@@ -50,7 +50,9 @@ key collide with another::
     p:events:<sid>            zset    EventRecord JSON by seq (append-only); a cursor
                                       reads ZRANGEBYSCORE k (after +inf LIMIT 0 n
     p:blob:<sha256 hex>       string  a blob's bytes (``put_blob``: ``SET NX``, one round
-                                      trip; ``get_blob``: ``GET``, one; no session owns it)
+                                      trip; ``get_blob``: ``GET``, one; no session owns it;
+                                      ``blob_digests``: ``SCAN MATCH p:blob:* COUNT 1000``,
+                                      one trip a page, never ``KEYS``)
     p:tok:<token>             string  a commit's reply, JSON, for 10 minutes (a TTL): what
                                       a resend of that commit answers (below)
 
@@ -130,7 +132,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from fxdurable.core.blobs import blob_digest, is_digest, verified
+from fxdurable.core.blobs import DIGEST_PAGE, blob_digest, is_digest, verified
 from fxdurable.core.optimistic import Rerun, contention_backoff, optimistic
 from fxdurable.core.store import ReadView, Tx
 from fxdurable.errors import ConfigurationError, StoreError, StoreUnavailableError
@@ -399,6 +401,22 @@ class RedisStore:
     def delete_blob(self, digest: str) -> None:
         if is_digest(digest):
             self._simple([("DEL", self._keys.blob(digest))])
+
+    def blob_digests(self) -> Iterator[str]:
+        # SCAN, never KEYS: a page per round trip, the server never blocked for the keyspace.
+        # Every key there for the whole scan comes out, some maybe twice (the protocol says so).
+        cursor = b"0"
+        skip = len(self._keys.blob(""))
+        while True:
+            ((cursor, keys),) = self._simple(
+                [("SCAN", cursor, "MATCH", self._keys.blob_pattern, "COUNT", DIGEST_PAGE)]
+            )
+            for key in keys:
+                digest = text(key)[skip:]
+                if is_digest(digest):
+                    yield digest
+            if cursor in (b"0", 0, "0"):
+                return
 
     def notifier(self) -> RedisNotifier:
         """Aborts and steers reach the lease holder by pub/sub (core/notify.py)."""

@@ -20,7 +20,9 @@ a writer's open applies what is missing, a read-only open (``create=False``) rea
 from 1 on and writes nothing (an older file simply has no blobs yet).
 
 Blobs (``put_blob``) are rows of their own table, each put its own short transaction
-(``INSERT OR IGNORE``: the same bytes are the same row), outside any ``transact``.
+(``INSERT OR IGNORE``: the same bytes are the same row), outside any ``transact``;
+``blob_digests`` reads the table's primary key in pages of
+:data:`~fxdurable.core.blobs.DIGEST_PAGE`.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlparse
 
-from fxdurable.core.blobs import blob_digest, is_digest, verified
+from fxdurable.core.blobs import blob_digest, by_page, is_digest, verified
 from fxdurable.core.store import ReadView, Tx
 from fxdurable.errors import (
     ConfigurationError,
@@ -444,6 +446,22 @@ class SqliteStore:
                 _roll_back(conn)
                 raise
             self.checkpoint()
+
+    def blob_digests(self) -> Iterator[str]:
+        return by_page(self._digests_after)
+
+    def _digests_after(self, last: str, limit: int) -> list[str]:
+        with self._using() as conn, self._faults("listing blobs"):
+            try:
+                rows = conn.execute(
+                    "SELECT digest FROM blobs WHERE digest > ? ORDER BY digest LIMIT ?",
+                    (last, limit),
+                ).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):  # a version-1 file opened read-only
+                    return []
+                raise
+        return [digest for (digest,) in rows]
 
     def checkpoint(self) -> None:
         """Copy the write-ahead log into the file and truncate it: what a delete removed is

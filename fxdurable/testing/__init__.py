@@ -1,11 +1,13 @@
 """Test support shipped with the package: the crash-invariant checker (users audit their own
-stores with it, and ``fxdurable check`` runs it), a hand-moved clock, and the scripted model
+stores with it, and ``fxdurable check`` runs it) and the blob audit (``check --blobs``), a
+hand-moved clock, and the scripted model
 served over HTTP in the OpenAI and Anthropic wire formats (:class:`ScriptedModelServer`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from fxdurable.testing.blob_invariants import check_blobs
 from fxdurable.testing.clock import FakeClock
 from fxdurable.testing.invariants import Effect, Violation, check_effects, check_store
 
@@ -25,6 +27,7 @@ __all__ = [
     "RecordedRequest",
     "ScriptedModelServer",
     "Violation",
+    "check_blobs",
     "check_effects",
     "check_store",
 ]

@@ -21,7 +21,7 @@ import asyncio
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -111,6 +111,9 @@ class MeteredStore:
 
     def delete_blob(self, digest: str) -> None:
         self._inner.delete_blob(digest)
+
+    def blob_digests(self) -> Iterator[str]:
+        return self._inner.blob_digests()
 
     def close(self) -> None:
         self._inner.close()

@@ -225,6 +225,25 @@ def test_check_tampered_db_lists_each_violation(
     assert len(violations) == len(expected), explain(proc)
 
 
+def test_check_blobs_reports_a_blob_no_session_names(demo_copy: Path) -> None:
+    db = demo_copy / "demo.db"
+    proc = fxd("check", "--db", str(db), "--blobs", cwd=demo_copy.parent)
+    assert proc.returncode == 0, explain(proc)
+    assert proc.stdout.endswith(" events, 0 blobs; every invariant holds\n"), explain(proc)
+    store = open_store(f"sqlite:///{db}", create=False)
+    try:
+        orphan = store.put_blob(b"put by a process killed before its commit")
+    finally:
+        store.close()
+    assert fxd("check", "--db", str(db), cwd=demo_copy.parent).returncode == 0  # opt-in
+    proc = fxd("check", "--db", str(db), "--blobs", cwd=demo_copy.parent)
+    assert proc.returncode == 1, explain(proc)
+    violation, summary = proc.stdout.splitlines()
+    assert VIOLATION.match(violation), explain(proc)
+    assert violation.startswith(f"blob-unreferenced: session *: blob {orphan} "), explain(proc)
+    assert summary == f"1 invariant violation(s) in sqlite:///{db.resolve()}", explain(proc)
+
+
 def test_demo_says_when_its_crash_point_was_never_reached(tmp_path: Path) -> None:
     proc = fxd("demo", "--crash-at", "continuation.before-enqueue", cwd=tmp_path)
     assert proc.returncode == 0, explain(proc)

@@ -3,7 +3,8 @@
 ``erase.after-batch`` (a batch of records deleted, the rest there). Each time the store holds
 everything or a resumable erase: the session is still recorded, with its marker, invisible to
 callers and never claimed by a worker. A third run completes it ("an interrupted erase
-completed"): nothing of the session is left, and the invariants of the store hold."""
+completed"): nothing of the session is left, the invariants of the store hold, and no blob is
+left that no session names (``fxdurable check --at-rest --blobs``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import sys
 
 from crash_harness import CrashHarness, assert_clean, assert_crashed, run_process
 
+from fxdurable.backends import open_store
 from fxdurable.core.journal._base import ERASE_KEY
+from fxdurable.testing.blob_invariants import BlobSummary, check_blobs
 from fxdurable.testing.invariants import check_store
 from tests.kit.story import SESSION
 
@@ -30,6 +33,14 @@ def _left(crash: CrashHarness) -> tuple[object, int, int, int]:
             len(v.submissions(SESSION)),
         )
     )
+
+
+def _blobs(crash: CrashHarness) -> BlobSummary:
+    store = open_store(crash.store_url)
+    try:
+        return check_blobs(store)
+    finally:
+        store.close()
 
 
 def _calls(view: object) -> int:
@@ -60,6 +71,8 @@ def test_an_erase_killed_mid_way_is_resumed_and_completes(crash: CrashHarness) -
     # fxdurable check names the interrupted erase (and nothing of the subset it left).
     summary = crash.read(lambda v: check_store(v, now=0.0, at_rest=True))
     assert [(v.code, v.session_id) for v in summary.violations] == [("erase-incomplete", SESSION)]
+    # The blobs the session names are its marker's, the erase's to delete: none is reported.
+    assert _blobs(crash).violations == ()
 
     code, out, err = _erase(crash)
     assert_clean((code, out, err), "the resumed erase")
@@ -67,3 +80,7 @@ def test_an_erase_killed_mid_way_is_resumed_and_completes(crash: CrashHarness) -
     assert _left(crash) == (None, 0, 0, 0)
     summary = crash.read(lambda v: check_store(v, now=0.0, at_rest=True))
     assert summary.violations == ()
+    argv = [sys.executable, "-m", "fxdurable", "check", "--store", crash.store_url]
+    code, out, err = run_process([*argv, "--at-rest", "--blobs"])
+    assert_clean((code, out, err), "fxdurable check --at-rest --blobs")
+    assert out.endswith(" blobs; every invariant holds\n"), out

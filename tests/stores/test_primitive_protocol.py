@@ -1,5 +1,5 @@
-"""The store protocol is its primitives: 5 on a transaction and 6 on a store (issue 23 §1;
-the deletes of erasure, issue 28 §3).
+"""The store protocol is its primitives: 5 on a transaction and 7 on a store (issue 23 §1;
+the deletes of erasure and the blob audit's listing, issue 28).
 
 The named reads and writes are derived once in core (``DerivedTx``); these tests fail when a
 backend grows one of its own again (a second derivation that could drift), when the
@@ -36,8 +36,9 @@ def _protocol_methods(proto: type) -> set[str]:
     return {n for n, v in vars(proto).items() if callable(v) and not n.startswith("_")}
 
 
-def test_the_protocol_is_eleven_primitives() -> None:
-    # Nine (issue 23 §1), then erasure's two deletes (issue 28 §3).
+def test_the_protocol_is_twelve_primitives() -> None:
+    # Nine (issue 23 §1), then erasure's two deletes (issue 28 §3) and the blob audit's
+    # listing of blobs (issue 28, `fxdurable check --blobs`).
     assert DerivedTx.__abstractmethods__ == {"get", "range", "put", "append", "delete"}
     assert _protocol_methods(Store) == {
         "transact",
@@ -45,6 +46,7 @@ def test_the_protocol_is_eleven_primitives() -> None:
         "put_blob",
         "get_blob",
         "delete_blob",
+        "blob_digests",
         "close",
     }
     assert len(NAMED) == 24  # derived, every one, from the four

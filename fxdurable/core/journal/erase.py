@@ -6,7 +6,8 @@ them in order and again after a crash):
 - ``begin_erase`` records the marker first: the state key ``fx.erase`` of the session
   (``{"started": t, "blobs": [...]}``, a ``state.changed`` like any), with the blobs the
   session names (its state's digests, its prompts', messages' and tool results'
-  attachments). A turn queued or running refuses it
+  attachments: :mod:`fxdurable.core.journal.blob_refs`, the one definition of what names a
+  blob). A turn queued or running refuses it
   (:class:`~fxdurable.errors.SessionBusyError`) unless ``force``: then the abort intent is
   recorded on it and the lease is fenced (a new token, no owner), so the worker running it
   loses the session at its next commit. A session being erased accepts nothing else:
@@ -45,7 +46,7 @@ from fxdurable.core.kinds import (
     TOOL_TASK,
     TURN,
 )
-from fxdurable.core.records import AttachmentRef, Lease, SessionRecord
+from fxdurable.core.records import Lease, SessionRecord
 from fxdurable.core.retention import NotDue, is_due
 from fxdurable.core.session_state import StateWrites
 from fxdurable.core.store import ReadView, Tx
@@ -53,14 +54,12 @@ from fxdurable.errors import SessionBusyError, SessionNotFoundError
 
 from ._base import ERASE_KEY, Named, Transitions
 from ._scope import _SessionScope
+from .blob_refs import MANIFEST_KEY, blobs_named, marker_digests
 
-__all__ = ["ERASED_SOURCE", "EraseStart", "Erasure", "blobs_named"]
+__all__ = ["ERASED_SOURCE", "EraseStart", "Erasure"]
 
 # What a fork's ``session.created`` names as its source once that source is erased.
 ERASED_SOURCE = "(erased)"
-# The stored workspace's manifest key (fxdurable.tools.stored_files.BASE_KEY; core may not
-# import tools): its blob lists more blobs, which the driver expands before deleting any.
-MANIFEST_KEY = "fx.ws"
 DEFAULT_BATCH = 200
 
 
@@ -74,22 +73,6 @@ class EraseStart:
     children: tuple[str, ...]  # its subagents' sessions, erased before it
     aborted: tuple[str, ...]  # submissions ``force`` marked aborted
     resumed: bool  # the marker was there already: a killed erase resumed
-
-
-def _digests(refs: tuple[AttachmentRef, ...]) -> list[str]:
-    return [r.digest for r in refs if r.digest is not None]
-
-
-def blobs_named(view: ReadView, session: SessionRecord) -> list[str]:
-    """Every blob digest ``session``'s records name: state values, attachments."""
-    found = [v for v in session.state.values() if isinstance(v, str) and is_digest(v)]
-    for sub in view.submissions(session.id):
-        found += _digests(sub.attachments)
-    for message in view.messages(session.id):
-        found += _digests(message.attachments)
-    for task in view.session_tool_tasks(session.id):
-        found += _digests(task.attachments)
-    return list(dict.fromkeys(found))
 
 
 def _children(view: ReadView, session_id: str) -> tuple[str, ...]:
@@ -132,8 +115,7 @@ class Erasure(Transitions):
                         )
                         aborted.append(sub.id)
             if isinstance(marker, dict):
-                named = marker.get("blobs")
-                blobs = tuple(str(d) for d in named) if isinstance(named, list) else ()
+                blobs = marker_digests(session)
             else:
                 blobs = tuple(blobs_named(tx, session))
                 # The fence moves on: a worker holding the lease fails its next commit.

@@ -1,5 +1,6 @@
 """The delete primitives (issue 28 §3, erasure): ``Tx.delete(kind, key)`` and
-``Store.delete_blob(digest)``.
+``Store.delete_blob(digest)``; and ``Store.blob_digests()``, which the blob audit
+(``fxdurable check --blobs``) lists what an erase left with.
 
 Part of :class:`~fxdurable.testing.store_contract.StoreContract`. A delete removes the record
 and every index entry the store keeps for it, commits with its transaction or not at all,
@@ -104,3 +105,18 @@ class DeleteContract:
         store.delete_blob("not a digest")
         assert store.put_blob(b"erased bytes") == digest  # put again: there again
         assert store.get_blob(digest) == b"erased bytes"
+
+    def test_blob_digests_list_exactly_the_blobs_held(self, store: Store) -> None:
+        assert list(store.blob_digests()) == []
+        small = store.put_blob(b"listed bytes")
+        # Past one DynamoDB item (chunks, or S3 with a bucket) and every offload threshold.
+        large = store.put_blob(bytes(range(256)) * 1600)
+        erased = store.put_blob(b"erased, not listed")
+        write(store, lambda tx: tx.put_session(a_session("s1"), expected_version=None))
+        store.delete_blob(erased)
+        # A digest may come twice (Redis's SCAN); none but these, and each of these.
+        assert set(store.blob_digests()) == {small, large}
+        store.delete_blob(large)
+        assert set(store.blob_digests()) == {small}
+        store.put_blob(b"erased, not listed")  # put again: listed again
+        assert set(store.blob_digests()) == {small, erased}
