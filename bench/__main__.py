@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from bench.abort_latency import InterruptLatency, measure_interrupts, render_interrupts
 from bench.dynamodb_steps import measure_dynamodb
 from bench.headline import Headline, dynamodb_rows, pg_worker_rows, redis_rows, startup_rows
 from bench.headline_measure import HeadlinePlan, measure_headline, measure_peers
@@ -172,6 +173,15 @@ PG_WORKERS = {
     QUICK.name: PgPlan(turns=20, calls=10, reps=3),
     DEFAULT.name: PgPlan(turns=80, calls=10, reps=3),
 }
+# Issue 28's abort and steer latency: samples of each kind per row (8 rows: 4 pairs, the
+# interrupt from the same process and from another), and the pairs (None: all). About 0.5 s
+# a sample; the smoke size runs SQLite alone (a Postgres, Redis and moto server each cost
+# seconds to start; tests/runtime/test_abort_latency.py covers their push paths).
+INTERRUPTS = {
+    SMOKE.name: (1, ("SQLite embedded",)),
+    QUICK.name: (8, None),
+    DEFAULT.name: (40, None),
+}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -207,6 +217,7 @@ def _parser() -> argparse.ArgumentParser:
             "parallel",
             "loop-lag",
             "pg-workers",
+            "abort",
             "core",
         ],
         default=None,
@@ -222,8 +233,10 @@ def _parser() -> argparse.ArgumentParser:
         "crossings in a thread against on the loop; 'pg-workers' is issue 27's turns and tool "
         "steps per second on 4 (and 1) `fxdurable worker --queue postgresql://` processes "
         "sharing one database, no-op tools, each run checked exactly-once from the database; "
-        "'core' is the SQLite rows (raw commits, per-step cost, growth, resume, turns) and the "
-        "Redis/RQ rows, or the line saying why those were skipped",
+        "'abort' is issue 28's abort and steer latency per backend pair, from the process "
+        "running the turn and from another; 'core' is the SQLite rows (raw commits, per-step "
+        "cost, growth, resume, turns) and the Redis/RQ rows, or the line saying why those were "
+        "skipped",
     )
     parser.add_argument(
         "--no-headline",
@@ -382,6 +395,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"\n\n{render_pg_workers(pg)}"
             )
             return 1 if failed else 0
+        if args.only == "abort":
+            interrupts = measure_abort(tmp, plan, progress)
+            title = f"fxdurable bench ({plan.name} run, abort and steer latency only)"
+            print(f"{title}\n{machine_line(tmp)}")
+            print("\n" + render_interrupts(interrupts))
+            return 1 if interrupts.failed else 0
         if args.only == "parallel":
             parallel = measure_parallel(tmp, reps=PARALLEL_REPS[plan.name])
             print(f"fxdurable bench ({plan.name} run, parallel tools only)\n")
@@ -475,7 +494,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         wake = measure_wake_latency(samples=20 if plan.name == "quick" else 100)
         progress("Postgres queue wake latency measured")
         pg, pg_failed = measure_pg(tmp, plan, progress)
-        failed = failed or pg_failed
+        interrupts = measure_abort(tmp, plan, progress)
+        failed = failed or pg_failed or interrupts.failed
     report = report_of(elapsed_s=time.perf_counter() - started)
     rest = "\n\n".join(
         (
@@ -491,6 +511,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     )
     print(rest)
+    print("\nabort and steer latency (issue 28, target p99 ≤ 500 ms)\n")
+    print(render_interrupts(interrupts))
     if headline is not None:
         headline.extra += startup_rows(startup) + redis_rows(redis, redis_note)
         headline.extra += dynamodb_rows(dynamodb_figures) + pg_worker_rows(pg)
@@ -500,8 +522,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             ratios = report.ratios() | parallel.ratios()
             ratios |= redis.ratios() if redis is not None else {}
             ratios |= pg.ratios()
-            _write(headline, facts, started, ratios, rest)
+            _write(headline, facts, started, ratios, rest, interrupts)
     return 1 if failed else 0
+
+
+def measure_abort(tmp: Path, plan: Plan, progress: Callable[[str], None]) -> InterruptLatency:
+    """Issue 28's abort and steer latency rows (a pair that fails or is missing is a row
+    saying so)."""
+    samples, pairs = INTERRUPTS[plan.name]
+    interrupts = measure_interrupts(tmp, samples=samples, pairs=pairs, on_progress=progress)
+    progress("abort and steer latency measured")
+    return interrupts
 
 
 def _peer_failed(headline: Headline) -> bool:
@@ -515,6 +546,7 @@ def _write(
     started: float,
     ratios: dict[str, tuple[float, str]],
     rest: str,
+    interrupts: InterruptLatency | None = None,
 ) -> None:
     paths = write_results(
         headline,
@@ -522,6 +554,7 @@ def _write(
         elapsed_s=time.perf_counter() - started,
         ratios={name: {"value": v, "note": note} for name, (v, note) in ratios.items()},
         report=rest,
+        interrupts=interrupts,
     )
     print("\nwrote " + " and ".join(str(p) for p in paths))
 

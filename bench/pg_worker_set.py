@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from bench.pg_noop_agent import AGENT, CALLS_ENV, EFFECTS_ENV, agents
-from bench.postgres_server import fresh_database
+from bench.postgres_server import drop_database, fresh_database
 from bench.runtime_turns import SETTINGS
 from bench.worker_procs import start_worker, stop_workers, worker_env
 from fxdurable import Runtime
@@ -137,12 +137,4 @@ class WorkerSet:
         if self._rt is not None:
             self._runner.run(self._rt.aclose())
         self._runner.close()
-        _drop(self.db_url)
-
-
-def _drop(db_url: str) -> None:
-    import psycopg
-
-    base, name = db_url.rsplit("/", 1)
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(self.db_url)

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["ENV", "fresh_database", "postgres_server"]
+__all__ = ["ENV", "drop_database", "fresh_database", "postgres_server"]
 
 ENV = "FXD_BENCH_POSTGRES_URL"
 
@@ -53,3 +53,12 @@ def fresh_database(url: str, prefix: str) -> str:
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     return f"{base.rsplit('/', 1)[0]}/{name}"
+
+
+def drop_database(db_url: str) -> None:
+    """Drop a database :func:`fresh_database` made (its connections closed first)."""
+    import psycopg
+
+    base, name = db_url.rsplit("/", 1)
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -1,7 +1,7 @@
 """Write a run's results: ``bench/results/latest.json`` (every figure, with its repetitions)
-and ``docs/benchmarks.md`` (the headline table, the machine, versions, modes, and how to
-reproduce it). ``python -m bench --write`` (what ``make bench`` runs) calls
-:func:`write_results`."""
+and ``docs/benchmarks.md`` (the headline table, abort and steer latency, the machine,
+versions, modes, and how to reproduce it). ``python -m bench --write`` (what ``make bench``
+runs) calls :func:`write_results`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ import json
 import time
 from pathlib import Path
 
+from bench.abort_latency import WORKLOAD as INTERRUPTS_WORKLOAD
+from bench.abort_latency import InterruptLatency, render_interrupts
+from bench.abort_latency import to_json as interrupts_json
 from bench.headline import SYSTEMS, Figure, Headline
 from bench.peer_dbos import MODES as DBOS_MODES
 from bench.peer_fxdurable import MODES as FXD_MODES
@@ -45,8 +48,10 @@ def results(
     machine: Machine,
     elapsed_s: float,
     ratios: dict[str, object],
+    interrupts: InterruptLatency | None = None,
 ) -> dict[str, object]:
-    """Everything the run measured, as JSON-ready data."""
+    """Everything the run measured, as JSON-ready data (``interrupts``: None when the run
+    did not measure them)."""
     steps = {
         system: {
             mode: {n: Figure.of(v).to_json() for n, v in by_n.items()}
@@ -93,6 +98,8 @@ def results(
             for r in headline.rss
         ],
         "ratios": ratios,
+        # issue 28: abort and steer latency per pair and path, every sample in ms
+        "abort_steer_latency": None if interrupts is None else interrupts_json(interrupts),
     }
 
 
@@ -162,7 +169,23 @@ CPU-bound (the rest of the run says the CPU per turn of the workers, the server 
 admitting process)."""
 
 
-def _markdown(data: dict[str, object], headline: Headline, report: str) -> str:
+def _interrupts_section(interrupts: InterruptLatency | None) -> str:
+    """The "Abort and steer latency" section (docs/aborting.md links to its anchor)."""
+    if interrupts is None:
+        table = "Not measured in this run: `make bench` measures it (`--only headline` does not)."
+    else:
+        table = f"{interrupts.samples} samples of each kind per row.\n\n" + render_interrupts(
+            interrupts
+        )
+    return f"## Abort and steer latency\n\n{INTERRUPTS_WORKLOAD}\n\n{table}\n"
+
+
+def _markdown(
+    data: dict[str, object],
+    headline: Headline,
+    report: str,
+    interrupts: InterruptLatency | None = None,
+) -> str:
     machine = data["machine"]
     assert isinstance(machine, dict)
     versions = data["versions"]
@@ -222,6 +245,7 @@ out from START, `SqliteSaver`, durability "sync".
 
 {headline.render()}
 
+{_interrupts_section(interrupts)}
 ## The rest of the run
 
 ```
@@ -239,14 +263,17 @@ def write_results(
     elapsed_s: float,
     ratios: dict[str, object],
     report: str,
+    interrupts: InterruptLatency | None = None,
     root: Path = REPO,
 ) -> tuple[Path, Path]:
     """Write ``bench/results/latest.json`` and ``docs/benchmarks.md`` under ``root``."""
-    data = results(headline, machine=machine, elapsed_s=elapsed_s, ratios=ratios)
+    data = results(
+        headline, machine=machine, elapsed_s=elapsed_s, ratios=ratios, interrupts=interrupts
+    )
     json_path = root / "bench" / "results" / "latest.json"
     md_path = root / "docs" / "benchmarks.md"
     json_path.parent.mkdir(parents=True, exist_ok=True)
     md_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-    md_path.write_text(_markdown(data, headline, report))
+    md_path.write_text(_markdown(data, headline, report, interrupts))
     return json_path, md_path

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.abort_latency import InterruptLatency, LatencyRow
 from bench.headline import Headline, startup_rows
 from bench.headline_measure import HeadlinePlan, measure_headline
 from bench.http_admit import HTTP_RATIO_NAMES
@@ -81,6 +82,13 @@ def test_quick_bench_prints_every_ratio(tmp_path: Path) -> None:
     assert re.search(r"^ratio pg workers 2/1 turns_s +=", out, re.M) or re.search(
         r"^Postgres workers \(issue 27\).*\nskipped: ", out, re.M
     ), out
+    # Issue 28's abort and steer latency: at the smoke size, SQLite's two rows, each with
+    # both kinds' figures (no timing asserted: only that each is measured).
+    assert "abort and steer latency (issue 28, target p99 ≤ 500 ms)" in out, out
+    for path in ("same process", "other process: poll"):
+        assert re.search(
+            rf"^\| SQLite embedded \| {path} \|( [0-9.,]+ ms \|){{4}} 1 \+ 1 \|", out, re.M
+        ), out
     if missing is None:
         assert "raw round trip: SET (64 B), no AOF" in out
         assert "no-op job (rq worker, rq.Worker), 2 workers" in out
@@ -217,6 +225,41 @@ def test_results_are_written_with_machine_versions_and_modes(
     md = md_path.read_text()
     assert md_path == tmp_path / "docs" / "benchmarks.md"
     assert "make bench" in md and "| what " in md and "(the rest)" in md
+    # A run that did not measure the interrupts says so where their section goes.
+    assert data["abort_steer_latency"] is None
+    assert "## Abort and steer latency" in md and "Not measured in this run" in md
+
+
+def test_the_abort_and_steer_section_has_every_row_and_sample(
+    headline: Headline, tmp_path: Path
+) -> None:
+    """docs/aborting.md links to the section's anchor; the JSON keeps every sample."""
+    measured = LatencyRow(
+        "RQ + Redis", "other process: pub/sub", [(0.010, 0.004), (0.600, 0.002)], [(0.02, 0.01)]
+    )
+    missing = LatencyRow("Postgres queue + store", "same process", [], [], "skipped: no server")
+    json_path, md_path = write_results(
+        headline,
+        machine=machine_facts(tmp_path),
+        elapsed_s=1.0,
+        ratios={},
+        report="(the rest)",
+        interrupts=InterruptLatency(2, [measured, missing]),
+        root=tmp_path,
+    )
+    md = md_path.read_text()
+    assert "\n## Abort and steer latency\n" in md  # the anchor #abort-and-steer-latency
+    assert "2 samples of each kind per row." in md
+    # p50 of 10 and 600 ms is their mean; the nearest-rank p99 of two is the larger: > 500 ms.
+    row = "| RQ + Redis | other process: pub/sub | 305.0 ms | 600.0 ms | 20.0 ms | 20.0 ms"
+    assert f"{row} | 2 + 1 | 4.0 ms / 10.0 ms | no |" in md, md
+    assert "| Postgres queue + store | same process | skipped: no server |" in md
+    data = json.loads(json_path.read_text())["abort_steer_latency"]
+    assert data["target_p99_ms"] == 500
+    got = data["rows"][0]
+    assert got["abort"]["ms"] == [10.0, 600.0] and got["abort"]["p99_ms"] == 600.0
+    assert got["steer"]["from_return_ms"] == [10.0]
+    assert data["rows"][1]["note"] == "skipped: no server" and data["rows"][1]["abort"]["ms"] == []
 
 
 def test_startup_rows_check_each_figure_against_its_target() -> None:
