@@ -39,6 +39,7 @@ from fxdurable.errors import (
     StateTooLargeError,
 )
 
+from ._gate import HolderGate
 from ._held import Held, Overlay, StaleHeld
 from ._scope import Written, _SessionScope
 
@@ -155,6 +156,7 @@ class Transitions:
         self._store = store
         self._clock = clock
         self._ids = ids
+        self._gate = HolderGate()  # the holder's renewals wait for its transitions (._gate)
 
     @overload
     def _transition(
@@ -193,13 +195,19 @@ class Transitions:
         first runs from them, reading none of them again, its writes fenced by their versions
         in the statements; on a conflict or any refusal (something else wrote the session
         since) it runs again the ordinary way, which reads and checks everything, and raises
-        what that raises."""
-        if held is not None and isinstance(access, Fence):
-            try:
-                return self._run(access, body, then, held)
-            except _HELD_MISSES:
-                pass  # stale: nothing was written; the ordinary transition decides
-        return self._run(access, body, then, None)
+        what that raises.
+
+        A fenced transition passes this process's :class:`~._gate.HolderGate`: the holder's
+        own renewal does not commit while it runs."""
+        if not isinstance(access, Fence):
+            return self._run(access, body, then, None)
+        with self._gate.transition(access.session_id):
+            if held is not None:
+                try:
+                    return self._run(access, body, then, held)
+                except _HELD_MISSES:
+                    pass  # stale: nothing was written; the ordinary transition decides
+            return self._run(access, body, then, None)
 
     def _run(
         self,

@@ -12,6 +12,10 @@ from fxdurable.core.store import Tx
 from ._base import ERASE_KEY, Fence, Named, Transitions, WorkerIdentity
 from ._scope import _SessionScope
 
+# How much of the lease a renewal may spend waiting for the holder's transitions in flight
+# before it goes through beside them (a store that hangs one must not also stop the renewal).
+_RENEWAL_WAIT_SHARE = 0.1
+
 
 class Leases(Transitions):
     def claim(
@@ -58,13 +62,19 @@ class Leases(Transitions):
         return self._transition(Named(session_id, visible=False), body)
 
     def heartbeat(self, fence: Fence, *, ttl_s: float) -> None:
-        """Extend the lease; raises LeaseLostError if it was taken over."""
+        """Extend the lease; raises LeaseLostError if it was taken over.
+
+        The renewal first waits (up to a tenth of ``ttl_s``) for the holder's transitions of
+        the session in flight in this process, and holds new ones back while it commits: it
+        rewrites the session row they rely on, and would otherwise make them run again
+        (:mod:`._gate`)."""
 
         def body(tx: Tx, scope: _SessionScope) -> None:
             lease = replace(scope.session.lease, expires_at=scope.now + ttl_s)
             scope.session = replace(scope.session, lease=lease)
 
-        self._transition(fence, body)
+        with self._gate.renewal(fence.session_id, wait_s=ttl_s * _RENEWAL_WAIT_SHARE):
+            self._transition(fence, body)
 
     def release(self, fence: Fence) -> bool:
         """Give the lease up. Returns True when unsettled work remains (enqueue a wake).
