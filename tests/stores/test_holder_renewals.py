@@ -5,7 +5,8 @@ DynamoDB (optimistic commits), a transition whose reads outlast the heartbeat pe
 meet its own process's renewal at every commit and give up after its runs ("kept meeting
 concurrent writes", CI: DynamoDB on a loaded moto with a 50 ms heartbeat). Here a transition
 is held open between its reads and its commit while another thread renews as fast as it can:
-its body runs exactly once, and the renewals land before and after it.
+no renewal lands while it is held, it runs at most twice (a renewal already committing as it
+began), and the renewals land before and after it.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class HeldOpen:
         return getattr(self._store, name)
 
 
-def test_a_transition_held_open_while_its_holder_renews_runs_once(store: Store) -> None:
+def test_a_transition_held_open_while_its_holder_renews_is_not_run_over(store: Store) -> None:
     held = HeldOpen(store)
     journal = Journal(cast(Store, held), SystemClock(), RandomIds())
     sub = journal.admit("s", agent="a", prompt="hi").submission
@@ -96,7 +97,9 @@ def test_a_transition_held_open_while_its_holder_renews_runs_once(store: Store) 
         stop.set()
         renewer.join(30)
     assert collided == [False]  # no renewal committed between its reads and its commit
-    assert held.runs == 1  # never run again for its own holder's renewal
+    # At most one renewal can already be past the gate as the transition starts, and make
+    # it run again once; every later renewal waits for it (the collisions checked above).
+    assert held.runs <= 2
     assert start.attempt.status.value == "running"
     assert renewals > after
     session = store.read(lambda v: v.get_session("s"))

@@ -197,8 +197,8 @@ class Transitions:
         since) it runs again the ordinary way, which reads and checks everything, and raises
         what that raises.
 
-        A fenced transition passes this process's :class:`~._gate.HolderGate`: the holder's
-        own renewal does not commit while it runs."""
+        A fenced transition is counted in this process's :class:`~._gate.HolderGate`: the
+        holder's own renewal waits for it before committing."""
         if not isinstance(access, Fence):
             return self._run(access, body, then, None)
         with self._gate.transition(access.session_id):

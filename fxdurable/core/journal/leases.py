@@ -65,16 +65,15 @@ class Leases(Transitions):
         """Extend the lease; raises LeaseLostError if it was taken over.
 
         The renewal first waits (up to a tenth of ``ttl_s``) for the holder's transitions of
-        the session in flight in this process, and holds new ones back while it commits: it
-        rewrites the session row they rely on, and would otherwise make them run again
-        (:mod:`._gate`)."""
+        the session in flight in this process: it rewrites the session row they rely on, and
+        would otherwise make them run again (:mod:`._gate`)."""
 
         def body(tx: Tx, scope: _SessionScope) -> None:
             lease = replace(scope.session.lease, expires_at=scope.now + ttl_s)
             scope.session = replace(scope.session, lease=lease)
 
-        with self._gate.renewal(fence.session_id, wait_s=ttl_s * _RENEWAL_WAIT_SHARE):
-            self._transition(fence, body)
+        self._gate.renewal(fence.session_id, wait_s=ttl_s * _RENEWAL_WAIT_SHARE)
+        self._transition(fence, body)
 
     def release(self, fence: Fence) -> bool:
         """Give the lease up. Returns True when unsettled work remains (enqueue a wake).
