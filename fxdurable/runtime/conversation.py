@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from fxdurable.core.records import MessageRecord, SessionRecord, ToolTaskRecord
 from fxdurable.core.states import is_terminal
 from fxdurable.core.store import ReadView
+from fxdurable.runtime.held_view import NeedsRead
 from fxdurable.runtime.history import History, build_history
 from fxdurable.runtime.models.base import ChatMessage
 
@@ -87,8 +88,10 @@ class Conversation:
         given: dict[_Round, list[ToolTaskRecord]] = {}
         for task in known:
             given.setdefault((task.turn_id, task.round), []).append(task)
-        for key in changed:
-            self._tasks[key] = given[key] if key in given else list(view.tool_tasks(*key))
+        # Every read before any change: a read that fails (a held view's NeedsRead, a lost
+        # connection) leaves the conversation as it was.
+        read = {key: given[key] if key in given else list(view.tool_tasks(*key)) for key in changed}
+        self._tasks.update(read)
         self._append(new)
         self._open = {key for key in changed if _any_open(self._tasks[key])}
         self.version = session.version
@@ -179,6 +182,12 @@ class ConversationCache:
                 current = held
             except _Stale:
                 current = None
+            except NeedsRead:
+                # A held view could not answer; the conversation is unchanged: keep it for
+                # the read from the store that follows.
+                with self._lock:
+                    self._held.setdefault(session.id, held)
+                raise
         if current is None:
             current = Conversation.load(view, session, token)
         current.token = token

@@ -21,7 +21,14 @@ from typing import TypeAlias
 
 from fxdurable.core.crash import crash_point
 from fxdurable.core.journal import Fence, Held, Journal, ModelRound, StartNext
-from fxdurable.core.records import ErrorInfo, MessageRecord, ToolTaskRecord, TurnRecord, Usage
+from fxdurable.core.records import (
+    ErrorInfo,
+    MessageRecord,
+    SessionRecord,
+    ToolTaskRecord,
+    TurnRecord,
+    Usage,
+)
 from fxdurable.core.store import ReadView
 from fxdurable.errors import (
     AttachmentError,
@@ -37,6 +44,7 @@ from fxdurable.runtime.attachments import AttachmentLoader
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.conversation import ConversationCache
 from fxdurable.runtime.crossing import durable
+from fxdurable.runtime.held_view import HeldView, NeedsRead
 from fxdurable.runtime.history import build_history, with_summary
 from fxdurable.runtime.interrupts import LiveStream
 from fxdurable.runtime.models.base import (
@@ -148,6 +156,21 @@ class ModelStep:
         crossing of the commit before it). ``known``: the last round's tool tasks as the
         caller's commits wrote them, so they are not read again."""
         return self._request(view, turn, known)
+
+    def prepare_held(
+        self,
+        turn: TurnRecord,
+        session: SessionRecord,
+        messages: Sequence[MessageRecord],
+        known: Sequence[ToolTaskRecord],
+    ) -> Prepared | None:
+        """:meth:`prepare` from the records the driver's own commits wrote (the session row,
+        the messages they appended, the round's tasks), reading nothing; None when those cannot
+        prove the request complete (runtime/held_view.py), so the caller reads."""
+        try:
+            return self._request(HeldView(session, messages, known), turn, known)
+        except NeedsRead:
+            return None
 
     @tracing.model_call
     async def run(

@@ -461,7 +461,13 @@ class ToolCalls(TurnBase):
             # The next model request is read in this crossing only if the loop will make it.
             if isinstance(action, CallModel) and isinstance(at_boundary(self._boundary()), GoOn):
                 turn, known = state.turn, state.round_tasks
-                request = self._journal.read(lambda v: self._model_step.prepare(v, turn, known))
+                request = None
+                if state.session is not None:  # from what the commits wrote, if it can
+                    request = self._model_step.prepare_held(
+                        turn, state.session, state.own_messages, known
+                    )
+                if request is None:
+                    request = self._journal.read(lambda v: self._model_step.prepare(v, turn, known))
                 if self._gate is not None:  # a batch's last result: the batch hands it on
                     self._prepared_after_batch = request
                 return request, None

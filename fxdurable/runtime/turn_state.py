@@ -13,6 +13,7 @@ import pydantic
 from fxdurable.core.codec import JsonObject
 from fxdurable.core.journal import AttemptStart, Held, ModelRound, ToolStep
 from fxdurable.core.records import (
+    MessageRecord,
     ModelCallRecord,
     SessionRecord,
     SubmissionRecord,
@@ -24,6 +25,10 @@ from fxdurable.runtime.decide import DEFAULT_MAX_PAUSES, Action, next_action
 from fxdurable.runtime.tools import Tool
 
 __all__ = ["ReadyTool", "TurnState"]
+
+# A round appends its response and the steering shown with it: a few are enough to bring a
+# held conversation up to date; an older gap is read from the store.
+_OWN_MESSAGES = 32
 
 
 @dataclass(slots=True)
@@ -44,6 +49,10 @@ class TurnState:
     # The session row as the latest commit wrote it: the next transition writes from it
     # (``held``) instead of reading it. None until the attempt's first step commits.
     session: SessionRecord | None = None
+    # The messages the driver's latest commits appended, oldest first (at most
+    # ``_OWN_MESSAGES``): with ``session``, what its next model request is built from without
+    # reading them back (runtime/held_view.py).
+    own_messages: list[MessageRecord] = field(default_factory=list)
 
     @classmethod
     def of(cls, start: AttemptStart, *, max_pauses: int = DEFAULT_MAX_PAUSES) -> TurnState:
@@ -94,6 +103,9 @@ class TurnState:
         self.session_state = written.state
         if written.session is not None:
             self.session = written.session
+        if written.messages:
+            self.own_messages += written.messages
+            del self.own_messages[:-_OWN_MESSAGES]
         if isinstance(step, ToolStep):
             self.note(step.task)
         else:
@@ -112,6 +124,7 @@ class TurnState:
             tasks=dict(self.tasks),
             round_ids=list(self.round_ids),
             unknown_tools=set(self.unknown_tools),
+            own_messages=list(self.own_messages),
         )
         peek.noted(step)
         return peek

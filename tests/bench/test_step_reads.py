@@ -7,7 +7,8 @@ model step and wake handler) is counted; nothing is exempt, the model's history 
 - Warm: a turn in a long session reads exactly what the same turn reads in a fresh one, and
   only records newer than what the worker holds.
 - Cold (a new runtime on the same store, as after a restart): the first model step reads the
-  conversation once, exactly; every later step reads only what is new.
+  conversation once, exactly; every later step reads only what is new, and a model step after
+  its round's results reads nothing (its request is built from what the commits wrote).
 - A sequential tool step is one thread crossing and one commit: its result and the next
   call's intent are one commit (the model's response and its first intent are one too), and it
   reads nothing. In SQL (SQLite's trace callback): at most 8 statements, no SELECT, one
@@ -235,9 +236,10 @@ def test_a_warm_turn_reads_the_same_records_in_a_long_session(tmp_path: Path, me
         f"a turn read {dict(long)} in a {long_events}-event session but {dict(short)} in a "
         f"{short_events}-event one"
     )
-    # Only what is new: the previous turn's answer and this turn's prompt, then the round's
-    # answer. Its tool tasks are not read back: the driver's own commits returned them.
-    assert long["messages"] == 3, dict(long)
+    # Only what is new: the previous turn's answer and this turn's prompt. After the round's
+    # results nothing is read: its response and tool tasks came back from the driver's own
+    # commits (runtime/held_view.py).
+    assert long["messages"] == 2, dict(long)
     assert long["tool_tasks"] == 0, dict(long)
     assert "session_tool_tasks" not in long
 
@@ -251,10 +253,10 @@ def test_a_cold_turn_reads_the_conversation_once_then_only_what_is_new(
     # A new runtime on the same store: the process that held the conversation is gone.
     asyncio.run(_turns(_store(path, meter), calls=2, n=1))
     # Each earlier turn left 3 messages (prompt, two answers) and 2 tool tasks. The first
-    # model step reads them all with the new prompt; the second reads the one answer since
-    # (its round's tool tasks came back from the driver's own commits).
+    # model step reads them all with the new prompt; the second reads nothing (the round's
+    # response and tool tasks came back from the driver's own commits).
     # Nothing was compacted, so the tasks come in one read of the session's tasks.
-    assert meter.records["messages"] == 3 * earlier + 1 + 1, dict(meter.records)
+    assert meter.records["messages"] == 3 * earlier + 1, dict(meter.records)
     assert meter.records["session_tool_tasks"] == 2 * earlier, dict(meter.records)
     assert meter.records["tool_tasks"] == 0, dict(meter.records)
 
@@ -345,3 +347,54 @@ def test_a_progress_report_costs_its_own_write_and_leaves_the_step_unread(
         "selects": 2.0,
         "commits": 2.0,
     }, f"per tool step with a progress report: {per_step}"
+
+
+def _round_agent(rounds: int) -> Agent:
+    """Each turn: ``rounds`` responses of one lookup each (a model step per tool step, as
+    ``make bench`` runs them), then the answer."""
+
+    def policy(request: ModelRequest) -> ModelResponse:
+        done = sum(1 for m in turn_messages(request) if m.role == "assistant")
+        if done < rounds:
+            return reply("Looking.", call("lookup", key=f"k{done}"))
+        return reply("All are 42.")
+
+    lookup = define_tool("lookup", description="Look up.", input_model=KeyInput, execute=_lookup)
+    return Agent("reader", ScriptedModel(policy), tools=[lookup])
+
+
+def _round_cost(path: Path, meter: Meter, rounds: int) -> Counter[str]:
+    async def turn() -> None:
+        store = _store(path, meter)
+        async with Runtime([_round_agent(rounds)], store=store, settings=SETTINGS) as rt:
+            assert await rt.session("s").run("go", timeout=30) == "All are 42."
+
+    asyncio.run(turn())
+    return Counter(
+        crossings=meter.crossings,
+        transactions=meter.transactions,
+        reads=meter.reads,
+        records=sum(meter.records.values()),
+        selects=meter.statements["SELECT"],
+        commits=meter.statements["COMMIT"],
+    )
+
+
+def test_a_model_step_after_a_result_reads_nothing(tmp_path: Path, meter: Meter) -> None:
+    """A round of one call: its response and first intent are one commit, its result is one
+    more, and the next model request is built from what those commits wrote (the session
+    row, the response's message, the round's task): no read, no SELECT. From 6 rounds to
+    16: 10 more, each exactly 2 crossings and 2 commits (reading the request there was one
+    more read per round: 2 records, the session and the response, in 2 SELECTs)."""
+    few = _round_cost(tmp_path / "few.db", meter, rounds=6)
+    meter.clear()
+    many = _round_cost(tmp_path / "many.db", meter, rounds=16)
+    per_round = {name: (many[name] - few[name]) / 10 for name in many}
+    assert per_round == {
+        "crossings": 2.0,
+        "transactions": 2.0,
+        "reads": 0.0,
+        "records": 0.0,
+        "selects": 0.0,
+        "commits": 2.0,
+    }, f"per round: {per_round}"

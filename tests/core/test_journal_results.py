@@ -33,17 +33,20 @@ def _session(journal: Journal) -> SessionRecord:
     return found
 
 
-def _as_read(journal: Journal, turn_id: str) -> Written:
-    """What the commit's result should say, as a read after it finds it."""
+def _as_read(journal: Journal, turn_id: str, *, appended: int = 0) -> Written:
+    """What the commit's result should say, as a read after it finds it: ``appended``, how
+    many of the session's last messages the commit appended."""
     session = _session(journal)
     sub = journal.read(lambda v: v.get_submission(turn_id))
     assert sub is not None
+    messages = journal.read(lambda v: v.messages("s1"))
     return Written(
         session_version=session.version,
         steering=session.steering,
         abort_requested=sub.abort_requested,
         state=session.state,
         session=session,
+        messages=tuple(messages[len(messages) - appended :]),
     )
 
 
@@ -69,7 +72,10 @@ def test_each_step_transition_returns_what_a_read_after_its_commit_finds(
         steering=1,
     )
     assert isinstance(made, ModelRound)
-    assert made.written == _as_read(journal, sub.id)
+    # The steering entry shown to the model, then the response: what the next request is
+    # built from without reading them back.
+    assert made.written == _as_read(journal, sub.id, appended=2)
+    assert [m.role for m in made.written.messages] == ["user", "assistant"]
     assert made.written.steering == ("and that",)  # the one the model was shown is delivered
     assert made.turn == journal.read(lambda v: v.get_turn(sub.id))
     assert made.model_call == journal.read(lambda v: v.model_calls(sub.id))[-1]

@@ -41,6 +41,10 @@ class Written:
     # transition writes from without reading it again (``_held.Held``). None where a test
     # builds a Written by hand.
     session: SessionRecord | None = None
+    # The messages this commit appended, in seq order: with the session row, what the
+    # holder's next model request is built from without reading them back
+    # (runtime/held_view.py).
+    messages: tuple[MessageRecord, ...] = ()
 
 
 class _SessionScope:
@@ -61,6 +65,7 @@ class _SessionScope:
         self._initial: SessionRecord | None = None
         self._read_version: int | None = None
         self._report_turn: str | None = None
+        self._appended: list[MessageRecord] = []
         self.written: Written | None = None
 
     @property
@@ -130,23 +135,23 @@ class _SessionScope:
         attachments: tuple[AttachmentRef, ...] = (),
     ) -> None:
         s = self.session
-        self.tx.append_message(
-            MessageRecord(
-                session_id=s.id,
-                seq=s.next_message_seq,
-                turn_id=turn_id,
-                role=role,
-                text=text,
-                round=round_,
-                tool_calls=tool_calls,
-                summarizes_upto=summarizes_upto,
-                interrupted=interrupted,
-                content=content,
-                attachments=attachments,
-                # Every append is followed by its transition's event, in this transaction.
-                cursor=s.next_event_seq,
-            )
+        message = MessageRecord(
+            session_id=s.id,
+            seq=s.next_message_seq,
+            turn_id=turn_id,
+            role=role,
+            text=text,
+            round=round_,
+            tool_calls=tool_calls,
+            summarizes_upto=summarizes_upto,
+            interrupted=interrupted,
+            content=content,
+            attachments=attachments,
+            # Every append is followed by its transition's event, in this transaction.
+            cursor=s.next_event_seq,
         )
+        self.tx.append_message(message)
+        self._appended.append(message)
         self.session = replace(s, next_message_seq=s.next_message_seq + 1)
 
     def change_state(
@@ -195,6 +200,7 @@ class _SessionScope:
             abort_requested=sub is not None and sub.abort_requested,
             state=session.state,
             session=session,
+            messages=tuple(self._appended),
         )
 
     def commit(self) -> None:
