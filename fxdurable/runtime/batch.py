@@ -11,8 +11,12 @@ worker's wake handling (their own leases and heartbeats; :mod:`fxdurable.runtime
 Nothing of a child's run goes through the parent's :class:`TurnCrossings` (the child's
 commits are its own session's), so one child waiting on its store never holds the other back.
 
-Every call of a batch is an ordinary call: its own hook, intent commit, execution (own timeout,
-own progress pump, own cancellation) and result commit. Only the executions overlap. The
+Every call of a batch is an ordinary call: its own hook, execution (own timeout, own progress
+pump, own cancellation) and result. Only the executions overlap, and the commits are shared:
+the batch's intents are one commit once every hook has passed, and results that arrive together
+are one commit (:class:`ResultGroup`): a result that finds no commit in progress starts one
+with whatever else has arrived by then; results arriving meanwhile make the next. An intent is
+still durable before its call runs, and every result before the next model request. The
 ``before_tool`` hooks run one at a time, in the order the model asked, and no call of the batch
 records its intent before the last hook has decided (:class:`HookGate`): a hook that asks a
 person (``fx.ask``) stops the batch with none of its calls started, so the turn waits with
@@ -34,17 +38,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import ParamSpec, TypeVar
+from typing import Generic, ParamSpec, TypeVar
 
 from fxdurable.core.records import ToolTaskRecord
 from fxdurable.core.states import is_terminal
 from fxdurable.errors import Suspend
 from fxdurable.runtime.crossing import durable
 
-__all__ = ["PARALLEL_POLICIES", "HookGate", "TurnCrossings", "parallel_batch", "run_batch"]
+__all__ = [
+    "PARALLEL_POLICIES",
+    "HookGate",
+    "ResultGroup",
+    "TurnCrossings",
+    "parallel_batch",
+    "run_batch",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+ItemT = TypeVar("ItemT")  # an item of a group
 
 # The policies whose calls may overlap: a crash with several of them running leaves calls
 # that recovery simply runs again (DESIGN §3.5), never an unknown outcome.
@@ -84,6 +96,49 @@ class TurnCrossings:
     async def __call__(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
         async with self._lock:
             return await durable(fn, *args, **kwargs)
+
+
+class ResultGroup(Generic[ItemT, R]):
+    """Group commit of a batch's results, on the loop: ``submit(item)`` returns what
+    ``commit(items)`` (run through the turn's crossings, one list in, one result per item
+    out, in order) made of it. The first item starts a commit on the loop's next turn, so
+    every call that finished in the same turn of the loop joins it; items submitted while
+    it is in flight form the next. If a commit raises, each of its items raises that."""
+
+    def __init__(self, cross: TurnCrossings, commit: Callable[[list[ItemT]], list[R]]) -> None:
+        self._cross = cross
+        self._commit = commit
+        self._queue: list[tuple[ItemT, asyncio.Future[R]]] = []
+        self._draining: asyncio.Future[None] | None = None
+
+    async def submit(self, item: ItemT) -> R:
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._queue.append((item, future))
+        if self._draining is None or self._draining.done():
+            self._draining = asyncio.ensure_future(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        while self._queue:
+            group, self._queue = self._queue, []
+            try:
+                made = await self._cross(self._commit, [item for item, _ in group])
+            except BaseException as exc:
+                for _, future in group:
+                    if future.done():  # its caller stopped waiting
+                        continue
+                    if isinstance(exc, asyncio.CancelledError):
+                        future.cancel()
+                    else:
+                        future.set_exception(exc)
+                if isinstance(exc, asyncio.CancelledError):
+                    for _, queued in self._queue:  # nothing more commits on this loop
+                        queued.cancel()
+                    raise
+                continue
+            for (_, future), result in zip(group, made, strict=True):
+                if not future.done():
+                    future.set_result(result)
 
 
 class HookGate:

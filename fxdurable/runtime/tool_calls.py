@@ -10,12 +10,13 @@ import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pydantic
 
 from fxdurable.core.crash import crash_point
-from fxdurable.core.journal import StartNext, ToolStep
+from fxdurable.core.journal import Held, StartNext, ToolResult, ToolStep
 from fxdurable.core.records import (
     AttachmentRef,
     ToolTaskRecord,
@@ -30,7 +31,7 @@ from fxdurable.errors import (
     ToolOutcomeUnknownError,
 )
 from fxdurable.runtime import relay, tracing
-from fxdurable.runtime.batch import HookGate, run_batch
+from fxdurable.runtime.batch import HookGate, ResultGroup, run_batch
 from fxdurable.runtime.children import ChildSessions, abort_child, running_child
 from fxdurable.runtime.crossing import durable
 from fxdurable.runtime.decide import (
@@ -54,6 +55,28 @@ from fxdurable.runtime.turn_base import TurnBase
 from fxdurable.runtime.turn_state import ReadyTool
 
 __all__ = ["ToolCalls"]
+
+# What a result's crossing hands the loop: the next model request if it read it, or the
+# next call ready to run.
+Outcome = tuple[Prepared | None, ReadyTool | None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Settling:
+    """A call's result on its way to its commit (``ToolCalls._finish``'s arguments)."""
+
+    task: ToolTaskRecord
+    status: ToolTaskStatus
+    result: str
+    after_record: str | None
+    merge: bool
+    writes: StateWrites | None
+    attachments: tuple[AttachmentRef, ...]
+
+    def as_result(self) -> ToolResult:
+        return ToolResult(
+            self.task.id, self.status, self.result, self.writes, attachments=self.attachments
+        )
 
 
 class ToolCalls(TurnBase):
@@ -79,11 +102,13 @@ class ToolCalls(TurnBase):
         self._batch_unstarted = {task.id for task in batch}
         self._prepared_after_batch = None
         self._arrived, self._batch_intents = {}, None
+        self._results = ResultGroup(self._cross, self._commit_results)
         try:
             await run_batch([(task.id, functools.partial(call, task)) for task in batch], gate)
         finally:
             self._batch_unstarted = set()
             self._gate = None
+            self._results = None
             self._arrived, self._batch_intents = {}, None
         # The loop decides the next step with its boundary checks; a model call next uses the
         # request the last result's crossing read, as after a call run alone.
@@ -409,71 +434,97 @@ class ToolCalls(TurnBase):
         merge: bool = True,
         writes: StateWrites | None = None,
         attachments: tuple[AttachmentRef, ...] = (),
-    ) -> tuple[Prepared | None, ReadyTool | None]:
+    ) -> Outcome:
         """Record a tool call's result and, in the same crossing, prepare the next step: the
         next call's intent, or the next model request's read. ``after_record`` names the tool
         whose ``tool.after-record`` crash point follows the commit. ``writes``: a completed
-        call's ``ctx.state`` writes, committed with its result."""
-        state = self._state
-        assert state is not None
+        call's ``ctx.state`` writes, committed with its result. A batch's results that arrive
+        together share one commit (runtime/batch.py ``ResultGroup``)."""
+        settling = _Settling(task, status, result, after_record, merge, writes, attachments)
+        if self._results is not None:
+            return await self._results.submit(settling)
+        (outcome,) = await self._cross(self._commit_results, [settling])
+        return outcome
 
+    def _commit_results(self, items: list[_Settling]) -> list[Outcome]:
+        """In the crossing: commit ``items``' results (several: one ``finish_tools``), then
+        what follows each, in order."""
+        if len(items) > 1:
+            try:
+                steps = self._journal.finish_tools(
+                    self._fence, [item.as_result() for item in items], held=self._held()
+                )
+            except StateTooLargeError:
+                # Nothing was written: each commits alone, where the one too large is
+                # recorded failed.
+                return [self._after_result(item, self._finish_one(item)) for item in items]
+            return [self._after_result(item, step) for item, step in zip(items, steps, strict=True)]
+        return [self._after_result(items[0], self._finish_one(items[0]))]
+
+    def _held(self) -> Held | None:
+        assert self._state is not None
+        return self._state.held()
+
+    def _finish_one(self, item: _Settling) -> ToolStep:
         # The next call's intent joins this commit where the loop would start it at once;
         # never a batch's call's (the batch's runner starts its own calls: recovery would
         # find the next one running without ever having run).
-        start_next = self._next_intent if merge and self._gate is None else None
+        start_next = self._next_intent if item.merge and self._gate is None else None
+        try:
+            return self._journal.finish_tool(
+                self._fence,
+                item.task.id,
+                item.status,
+                item.result,
+                writes=item.writes,
+                attachments=item.attachments,
+                start_next=start_next,
+                held=self._held(),
+            )
+        except StateTooLargeError as exc:
+            # Nothing was written: the call is recorded failed, and the model reads why,
+            # rather than its writes being dropped behind a "completed".
+            return self._journal.finish_tool(
+                self._fence,
+                item.task.id,
+                ToolTaskStatus.FAILED,
+                f"StateError: {exc}",
+                start_next=start_next,
+                held=self._held(),
+            )
 
-        def commit() -> tuple[Prepared | None, ReadyTool | None]:
-            try:
-                finished = self._journal.finish_tool(
-                    self._fence,
-                    task.id,
-                    status,
-                    result,
-                    writes=writes,
-                    attachments=attachments,
-                    start_next=start_next,
-                    held=state.held(),
+    def _after_result(self, item: _Settling, finished: ToolStep) -> Outcome:
+        """After a result's commit, in its crossing: keep what it wrote, fire its crash
+        points, and read the next model request if the loop will make it next."""
+        state = self._state
+        assert state is not None
+        state.noted(finished)
+        self._left_unstarted(item.task.id)
+        if item.after_record is not None:
+            # Where the next intent joined the commit, this is the same state as that
+            # call's tool.after-intent (fired next): both are durable, it has not run.
+            crash_point("tool.after-record", item.after_record)
+            if running_child() is not None:  # a subagent's child, run inline by its parent
+                crash_point("subagent.in-child", item.after_record)
+        if finished.started is not None:
+            return None, self._after_started(finished)
+        if not item.merge:
+            return None, None
+        action = state.next_action()
+        # The next model request is read in this crossing only if the loop will make it.
+        if isinstance(action, CallModel) and isinstance(at_boundary(self._boundary()), GoOn):
+            turn, known = state.turn, state.round_tasks
+            request = None
+            if state.session is not None:  # from what the commits wrote, if it can
+                request = self._model_step.prepare_held(
+                    turn, state.session, state.own_messages, known
                 )
-            except StateTooLargeError as exc:
-                # Nothing was written: the call is recorded failed, and the model reads why,
-                # rather than its writes being dropped behind a "completed".
-                finished = self._journal.finish_tool(
-                    self._fence,
-                    task.id,
-                    ToolTaskStatus.FAILED,
-                    f"StateError: {exc}",
-                    start_next=start_next,
-                    held=state.held(),
-                )
-            state.noted(finished)
-            self._left_unstarted(task.id)
-            if after_record is not None:
-                # Where the next intent joined the commit, this is the same state as that
-                # call's tool.after-intent (fired next): both are durable, it has not run.
-                crash_point("tool.after-record", after_record)
-                if running_child() is not None:  # a subagent's child, run inline by its parent
-                    crash_point("subagent.in-child", after_record)
-            if finished.started is not None:
-                return None, self._after_started(finished)
-            if not merge:
-                return None, None
-            action = state.next_action()
-            # The next model request is read in this crossing only if the loop will make it.
-            if isinstance(action, CallModel) and isinstance(at_boundary(self._boundary()), GoOn):
-                turn, known = state.turn, state.round_tasks
-                request = None
-                if state.session is not None:  # from what the commits wrote, if it can
-                    request = self._model_step.prepare_held(
-                        turn, state.session, state.own_messages, known
-                    )
-                if request is None:
-                    request = self._journal.read(lambda v: self._model_step.prepare(v, turn, known))
-                if self._gate is not None:  # a batch's last result: the batch hands it on
-                    self._prepared_after_batch = request
-                return request, None
-            return None, None  # the loop decides the next step
-
-        return await self._cross(commit)
+            if request is None:
+                request = self._journal.read(lambda v: self._model_step.prepare(v, turn, known))
+            if self._gate is not None:  # a batch's last result: the batch hands it on
+                self._prepared_after_batch = request
+            return request, None
+        return None, None  # the loop decides the next step
 
     # -- endings -------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import random
 import time
+from typing import Any
 
 import pydantic
 
@@ -28,7 +29,7 @@ from fxdurable.errors import (
     ToolInputError,
 )
 from fxdurable.runtime.agent import Agent
-from fxdurable.runtime.batch import HookGate, TurnCrossings, parallel_batch
+from fxdurable.runtime.batch import HookGate, ResultGroup, TurnCrossings, parallel_batch
 from fxdurable.runtime.budget import InvocationBudget
 from fxdurable.runtime.children import ChildDriver
 from fxdurable.runtime.conversation import ConversationCache
@@ -110,6 +111,8 @@ class TurnBase:
         # and the one commit of their intents once the gate opens.
         self._arrived: dict[str, bool] = {}
         self._batch_intents: asyncio.Future[dict[str, ToolTaskRecord]] | None = None
+        # A running batch's group commit of its results (None: no batch runs).
+        self._results: ResultGroup[Any, tuple[Prepared | None, ReadyTool | None]] | None = None
 
     # -- called by the heartbeat -------------------------------------------------------------
 

@@ -12,8 +12,8 @@ model step and wake handler) is counted; nothing is exempt, the model's history 
 - A sequential tool step is one thread crossing and one commit: its result and the next
   call's intent are one commit (the model's response and its first intent are one too), and it
   reads nothing. In SQL (SQLite's trace callback): at most 8 statements, no SELECT, one
-  ``COMMIT``. In a parallel batch of N, a call costs its result's commit and 1/N of the
-  batch's one intent commit.
+  ``COMMIT``. In a parallel batch of N whose results arrive together, a call costs 2/N
+  commits: the batch's one intent commit and its one result commit.
 """
 
 from __future__ import annotations
@@ -305,25 +305,27 @@ def test_a_tool_step_is_one_crossing_one_commit_and_no_read(tmp_path: Path, mete
     }, f"per tool step: {per_step}"
 
 
-def test_a_tool_step_in_a_parallel_batch_is_its_result_and_a_share_of_one_intent_commit(
+def test_a_tool_step_in_a_parallel_batch_is_a_share_of_one_intent_and_one_result_commit(
     tmp_path: Path, meter: Meter
 ) -> None:
-    """A batch's intents are one commit once every hook has passed; each call's result is
-    its own (results are not merged with a sibling's intent). From 6 calls (one batch) to 16
-    (two of 8): 10 more results and one more intent commit, so 1.1 per call. The round's
-    last result still reads the next model request in its own crossing: nothing read back
-    per call."""
+    """A batch's intents are one commit once every hook has passed, and its results that
+    arrive together are one more (runtime/batch.py ``ResultGroup``): no-op calls all finish
+    in the same turn of the loop, so a batch of 8 is 2 commits. From 6 calls (one batch) to
+    16 (two of 8): 10 more calls and one more batch, so 0.2 commits per call (1.1 when each
+    result committed alone). The round's last result still reads the next model request in
+    the same crossing: nothing read back per call."""
     per_step = _per_tool_step(tmp_path, meter, parallel=True)
-    # As a sequential step's 8, and a tenth of one more intent commit's BEGIN, session
-    # UPDATE and COMMIT.
+    # Per call: its task's INSERT (in the model response's commit), its intent's task UPDATE
+    # and event INSERT, its result's task UPDATE and event INSERT; and a tenth of two more
+    # commits' BEGIN, session UPDATE and COMMIT.
     assert per_step == {
-        "statements": 8.3,
-        "crossings": 1.1,
-        "transactions": 1.1,
+        "statements": 5.6,
+        "crossings": 0.2,
+        "transactions": 0.2,
         "reads": 0.0,
         "records": 0.0,
         "selects": 0.0,
-        "commits": 1.1,
+        "commits": 0.2,
     }, f"per tool step in a batch: {per_step}"
 
 

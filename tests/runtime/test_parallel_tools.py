@@ -94,8 +94,8 @@ def test_safe_and_idempotent_calls_run_together_and_the_model_reads_them_in_aske
     assert sub.status.value == "completed" and sub.result == "done"
     assert meter.peak == 4
     assert meter.left == ["d", "c", "b", "a"]
-    # Each call has its own intent and result commit; intents in asked order, results as
-    # they finished; the model reads them by index.
+    # The batch's intents are one commit, in asked order; results are recorded as they
+    # finished (those arriving together share a commit); the model reads them by index.
     assert started_order(evs) == [0, 1, 2, 3]
     settled = [e.data["index"] for e in evs if e.type == "tool.completed"]
     assert settled == [3, 2, 1, 0]

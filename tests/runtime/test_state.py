@@ -720,3 +720,34 @@ def test_a_state_write_costs_no_transaction_of_its_own(tmp_path: Any, writes: bo
     # result, the final model call, the settlement, the release: the same with a state write
     # or without.
     assert counted["transactions"] == 7, counted
+
+
+def test_a_batch_committing_its_results_together_fails_only_the_call_past_the_bound(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two async safe calls finish in the same turn of the loop, so their results are tried
+    as one commit (``finish_tools``); the one whose writes pass the bound makes it refuse,
+    and each is then recorded alone: the small write commits, the big call fails."""
+    tried: list[int] = []
+    group_commit = Journal.finish_tools
+
+    def counted(self: Journal, fence: Any, results: Any, **kwargs: Any) -> Any:
+        tried.append(len(results))
+        return group_commit(self, fence, results, **kwargs)
+
+    monkeypatch.setattr(Journal, "finish_tools", counted)
+
+    async def remember_now(inp: Args, ctx: fx.ToolContext) -> str:
+        ctx.state[inp.key] = inp.value
+        return f"{inp.key} saved"
+
+    tool = state_tool("remember", remember_now)
+    big = "x" * MAX_STATE_BYTES
+    calls = [fx.call("remember", key="small", value="s"), fx.call("remember", key="big", value=big)]
+    done, state, _ = run_turns(db_url(tmp_path), [tool], [[fx.reply("x", *calls), fx.reply("ok")]])
+    assert tried == [2]
+    small, refused = done[0][1]
+    assert small.status.value == "completed" and small.result == "small saved"
+    assert refused.status.value == "failed"
+    assert refused.result is not None and refused.result.startswith("StateError: ")
+    assert state == {"small": "s"}

@@ -38,7 +38,7 @@ from .questions import Questions
 from .rounds import Rounds
 from .session_items import SessionItems
 from .sessions import MAX_PENDING_STEERING, Fork, Sessions, Steering
-from .tools import MAX_PROGRESS_CHARS, Tools
+from .tools import MAX_PROGRESS_CHARS, ToolResult, Tools
 from .turns import Turns
 from .webhooks import Webhooks
 
@@ -57,6 +57,7 @@ __all__ = [
     "Outcome",
     "StartNext",
     "Steering",
+    "ToolResult",
     "ToolStep",
     "WorkerIdentity",
     "Written",
@@ -91,7 +92,7 @@ class Journal(
       ``record_partial``, ``interrupt_stream``, ``record_compaction``, ``record_model_switch``,
       ``reject_output``
     - tool tasks (:mod:`.tools`): ``start_tool``, ``start_tools``, ``record_step``,
-      ``record_tool_retry``, ``finish_tool``, ``record_progress``
+      ``record_tool_retry``, ``finish_tool``, ``finish_tools``, ``record_progress``
     - questions (:mod:`.questions`): ``request_input``, ``answer_input``, ``expire_input``
     - settlement webhooks (:mod:`.webhooks`): ``webhook_delivered``, ``webhook_failed``
     - erasure (:mod:`.erase`): ``begin_erase``, ``erase_records``, ``unlink_fork``,
@@ -102,7 +103,8 @@ class Journal(
 
     Commits may be shared, never reordered (DESIGN §3.4): ``finish_tool`` and
     ``record_model_call`` take a ``start_next`` that starts the next call's intent in the
-    same commit, and ``start_tools`` starts a parallel batch's intents in one. The lease
+    same commit, ``start_tools`` starts a parallel batch's intents in one, and ``finish_tools``
+    records the results of a batch's calls that arrived together in one. The lease
     holder's transitions take ``held``: the records its last commit wrote, which the
     transition writes from without reading them again, fenced by their versions in the
     statements, falling back to the ordinary read-check-write on any mismatch (:mod:`._held`).

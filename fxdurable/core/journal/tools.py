@@ -4,7 +4,7 @@ and its one result. Unknown means unknown: an interrupted unsafe call is never r
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from fxdurable.core.events import (
     EventType,
@@ -45,6 +45,18 @@ def _finished_step(made: _Finished, written: Written) -> ToolStep:
 # A running tool task keeps the tail of what it reported (``record_progress``): bounded, so
 # a tool that streams megabytes of output costs each progress write the same small record.
 MAX_PROGRESS_CHARS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """A call's result for :meth:`Tools.finish_tools`: the task, how it ended, what the model
+    reads, and a completed call's ``ctx.state`` writes and images (as ``finish_tool``)."""
+
+    task_id: str
+    status: ToolTaskStatus
+    result: str
+    writes: StateWrites | None = None
+    attachments: tuple[AttachmentRef, ...] = ()
 
 
 class Tools(Transitions):
@@ -230,8 +242,10 @@ class Tools(Transitions):
         here: ``ToolStep.started``). It may be asked more than once (a store re-runs a body
         on a conflict), so it must decide without side effects."""
 
+        settling = ToolResult(task_id, status, result, writes=writes, attachments=attachments)
+
         def body(tx: Tx, scope: _SessionScope) -> _Finished:
-            finished = settle(tx, scope)
+            finished = self._settled(tx, scope, fence, settling)
             if start_next is None:
                 return finished, None
             then = start_next(ToolStep(finished, scope.preview(finished.turn_id)))
@@ -242,29 +256,48 @@ class Tools(Transitions):
             )
             return finished, started
 
-        def settle(tx: Tx, scope: _SessionScope) -> ToolTaskRecord:
-            task = _owned(fence, _task(tx, task_id))
-            self._running_turn(tx, fence, task.turn_id)
-            target = advance("tool_task", task.status, status)
-            if not is_terminal(target):
-                raise IllegalTransitionError("tool_task", task.status, target)
-            if writes and target != ToolTaskStatus.COMPLETED:
-                raise IllegalTransitionError("tool_task", target, "state writes of the call")
-            updated = _put_task(
-                tx, task, target, result=result, now=scope.now, attachments=attachments
-            )
-            if writes is not None:
-                # Before the result's event: a fork after the result takes the writes too.
-                scope.change_state(writes, task=task)
-            scope.emit(
-                tool_settled_event(target),
-                ToolSettled(**_task_ref(task), result=result),
-                turn_id=task.turn_id,
-            )
-            scope.report(task.turn_id)
-            return updated
-
         return self._transition(fence, body, then=_finished_step, held=held)
+
+    def finish_tools(
+        self, fence: Fence, results: Sequence[ToolResult], *, held: Held | None = None
+    ) -> tuple[ToolStep, ...]:
+        """Settle several tool tasks of one turn in one commit, in ``results``' order: a
+        parallel batch's results that arrived together (runtime/batch.py). Each is settled
+        as :meth:`finish_tool` settles it; if any is refused (its state writes too large,
+        an illegal transition), nothing is written and that one's error is raised."""
+        if not results:
+            raise ValueError("no result to record")
+
+        def body(tx: Tx, scope: _SessionScope) -> tuple[ToolTaskRecord, ...]:
+            return tuple(self._settled(tx, scope, fence, r) for r in results)
+
+        def steps(tasks: tuple[ToolTaskRecord, ...], written: Written) -> tuple[ToolStep, ...]:
+            return tuple(ToolStep(task, written) for task in tasks)
+
+        return self._transition(fence, body, then=steps, held=held)
+
+    def _settled(self, tx: Tx, scope: _SessionScope, fence: Fence, r: ToolResult) -> ToolTaskRecord:
+        """The body of a call's result, inside the caller's transition."""
+        task = _owned(fence, _task(tx, r.task_id))
+        self._running_turn(tx, fence, task.turn_id)
+        target = advance("tool_task", task.status, r.status)
+        if not is_terminal(target):
+            raise IllegalTransitionError("tool_task", task.status, target)
+        if r.writes and target != ToolTaskStatus.COMPLETED:
+            raise IllegalTransitionError("tool_task", target, "state writes of the call")
+        updated = _put_task(
+            tx, task, target, result=r.result, now=scope.now, attachments=r.attachments
+        )
+        if r.writes is not None:
+            # Before the result's event: a fork after the result takes the writes too.
+            scope.change_state(r.writes, task=task)
+        scope.emit(
+            tool_settled_event(target),
+            ToolSettled(**_task_ref(task), result=r.result),
+            turn_id=task.turn_id,
+        )
+        scope.report(task.turn_id)
+        return updated
 
     def record_progress(self, fence: Fence, task_id: str, *, run: int, text: str) -> ToolTaskRecord:
         """Set a running tool task's ``progress`` to ``text`` (its last ``MAX_PROGRESS_CHARS``);
