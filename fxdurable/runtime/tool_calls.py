@@ -63,20 +63,13 @@ Outcome = tuple[Prepared | None, ReadyTool | None]
 
 @dataclass(frozen=True, slots=True)
 class _Settling:
-    """A call's result on its way to its commit (``ToolCalls._finish``'s arguments)."""
+    """A call's result on its way to its commit, and what follows the commit: the crash
+    point's tool (``after_record``) and whether the next step is prepared (``merge``)."""
 
     task: ToolTaskRecord
-    status: ToolTaskStatus
-    result: str
+    result: ToolResult
     after_record: str | None
     merge: bool
-    writes: StateWrites | None
-    attachments: tuple[AttachmentRef, ...]
-
-    def as_result(self) -> ToolResult:
-        return ToolResult(
-            self.task.id, self.status, self.result, self.writes, attachments=self.attachments
-        )
 
 
 class ToolCalls(TurnBase):
@@ -440,7 +433,8 @@ class ToolCalls(TurnBase):
         whose ``tool.after-record`` crash point follows the commit. ``writes``: a completed
         call's ``ctx.state`` writes, committed with its result. A batch's results that arrive
         together share one commit (runtime/batch.py ``ResultGroup``)."""
-        settling = _Settling(task, status, result, after_record, merge, writes, attachments)
+        recorded = ToolResult(task.id, status, result, writes, attachments=attachments)
+        settling = _Settling(task, recorded, after_record, merge)
         if self._results is not None:
             return await self._results.submit(settling)
         (outcome,) = await self._cross(self._commit_results, [settling])
@@ -452,7 +446,7 @@ class ToolCalls(TurnBase):
         if len(items) > 1:
             try:
                 steps = self._journal.finish_tools(
-                    self._fence, [item.as_result() for item in items], held=self._held()
+                    self._fence, [item.result for item in items], held=self._held()
                 )
             except StateTooLargeError:
                 # Nothing was written: each commits alone, where the one too large is
@@ -470,14 +464,15 @@ class ToolCalls(TurnBase):
         # never a batch's call's (the batch's runner starts its own calls: recovery would
         # find the next one running without ever having run).
         start_next = self._next_intent if item.merge and self._gate is None else None
+        r = item.result
         try:
             return self._journal.finish_tool(
                 self._fence,
-                item.task.id,
-                item.status,
-                item.result,
-                writes=item.writes,
-                attachments=item.attachments,
+                r.task_id,
+                r.status,
+                r.result,
+                writes=r.writes,
+                attachments=r.attachments,
                 start_next=start_next,
                 held=self._held(),
             )
