@@ -56,6 +56,7 @@ __all__ = [
 ]
 
 _SCHEMES = ("postgresql", "postgres")
+_NEVER_AUTOMATICALLY = 2**62  # psycopg's prepare_threshold (None would refuse prepare=True)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
@@ -196,6 +197,13 @@ def open_pool(
         # The store issues its own BEGIN (with the isolation level each call needs), so the
         # driver must not open a transaction of its own before it.
         conn.autocommit = True
+        # The store prepares its own statements explicitly, on their first use (prepare=True:
+        # stores/postgres.py); nothing else is ever prepared. psycopg's automatic
+        # preparation (after 5 uses) is unsafe in pipeline mode: a statement whose turn to be
+        # prepared comes in a pipeline that an earlier error aborted is recorded as prepared
+        # although the server skipped it, and its next use fails with "prepared statement
+        # does not exist". An explicit first-use preparation takes the path that checks.
+        conn.prepare_threshold = _NEVER_AUTOMATICALLY
 
     pool: ConnectionPool[psycopg.Connection[tuple[object, ...]]] = ConnectionPool(
         settings.conninfo,

@@ -164,9 +164,19 @@ class SqlTx(DerivedTx):
     def __init__(self, conn: _Connection) -> None:
         self._conn = conn
 
-    def _insert_row(self, table: SqlTable, args: tuple[object, ...]) -> bool:
-        """Insert one row: False when its key exists already (nothing written)."""
+    def _insert_row(
+        self, table: SqlTable, args: tuple[object, ...], conflict: Callable[[], str]
+    ) -> None:
+        """Insert one row; when its key exists already nothing is written and the
+        transaction meets ``ConflictError(conflict())``."""
         raise NotImplementedError
+
+    def _expect_one(self, cursor: Any, conflict: Callable[[], str]) -> None:
+        """``cursor`` ran a write that must touch exactly one row, else the transaction
+        meets ``ConflictError(conflict())``: here at once; a store that pipelines its
+        statements overrides this to check when its results arrive, before COMMIT."""
+        if cursor.rowcount != 1:
+            raise ConflictError(conflict())
 
     def get(self, kind: Kind[R], key: Key) -> R | None:
         row = self._conn.execute(self.tables[kind.name].get, key).fetchone()
@@ -206,11 +216,13 @@ class SqlTx(DerivedTx):
             *table.kind.key_of(record),
             expected_version,
         )
-        if self._conn.execute(table.update, args).rowcount != 1:
-            raise ConflictError(
+        self._expect_one(
+            self._conn.execute(table.update, args),
+            lambda: (
                 f"{table.name} record {key_text(table, record)} changed since it was read "
                 f"(expected version {expected_version})"
-            )
+            ),
+        )
 
     def append(self, record: object) -> None:
         table = self.tables[kind_of(record).name]
@@ -224,5 +236,6 @@ class SqlTx(DerivedTx):
 
     def _insert(self, table: SqlTable, record: object) -> None:
         args = (*(_value(record, f) for f in table.insert_fields), encode(record))
-        if not self._insert_row(table, args):
-            raise ConflictError(f"{table.name} record {key_text(table, record)} already exists")
+        self._insert_row(
+            table, args, lambda: f"{table.name} record {key_text(table, record)} already exists"
+        )

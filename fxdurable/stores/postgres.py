@@ -17,6 +17,15 @@ for a caller whose expected version came from an earlier transaction.
 Driver. psycopg's sync API, called in the journal's worker thread as SQLite's is: the durable
 core is synchronous, and an async driver would need an event loop of its own per thread.
 
+Round trips. Each transaction runs in psycopg's pipeline mode: statements go out without
+waiting for their answers, and a round trip is paid only where the body needs an answer (a
+read) and at the end. The writes' row counts (the version check of an UPDATE, the ``ON
+CONFLICT DO NOTHING`` of an INSERT) are checked when the pipeline syncs, before COMMIT: a
+write that touched no row is a ``ConflictError`` and the transaction is rolled back, so it
+wrote nothing, as it would had the check been made at once. The COMMIT then goes alone, so
+that a lost answer is a lost COMMIT and nothing else. A transaction that only writes (the
+lease holder's, from the records it holds) is two round trips; one that reads first, three.
+
 A lost COMMIT. When the connection breaks during ``COMMIT`` the outcome is unknown. Every
 transaction learns its transaction id in its first round trip (``pg_current_xact_id()``,
 sent with the ``BEGIN``), so after a lost COMMIT the store asks the server
@@ -37,7 +46,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar, cast
 
 import psycopg
@@ -46,7 +55,12 @@ from psycopg_pool import PoolTimeout
 
 from fxdurable.core.optimistic import Rerun, contention_backoff, optimistic
 from fxdurable.core.store import ReadView, Tx
-from fxdurable.errors import SchemaOutdatedError, StoreError, StoreUnavailableError
+from fxdurable.errors import (
+    ConflictError,
+    SchemaOutdatedError,
+    StoreError,
+    StoreUnavailableError,
+)
 from fxdurable.stores._body import refuse_awaitable
 from fxdurable.stores._notify_pg import PgNotifier
 from fxdurable.stores._pg_blobs import PgBlobs
@@ -82,14 +96,50 @@ _RECONNECTS = 5  # lost connections in a row before a transaction gives up
 _XACT_WAIT_S = 5.0  # how long a lost COMMIT's status may stay "in progress"
 
 
-class _PgTx(SqlTx):
-    """The four primitives on one connection, inside the caller's transaction."""
+class _Prepared:
+    """A connection whose every statement is prepared on its first use (``prepare=True``;
+    why not psycopg's automatic preparation: stores/_pg_connect.py ``configure``). The
+    statements are the kinds' few dozen, generated once (:mod:`._pg_sql`), so each is parsed
+    and planned once per connection."""
 
-    __slots__ = ()
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, args: Sequence[object] = ()) -> psycopg.Cursor[Any]:
+        return self._conn.execute(sql, args, prepare=True)
+
+
+class _PgTx(SqlTx):
+    """The four primitives on one connection, inside the caller's pipelined transaction: a
+    write goes out without waiting for its answer; its row count (the version check of an
+    UPDATE, the ``ON CONFLICT DO NOTHING`` of an INSERT) is checked by :meth:`check` once
+    the pipeline has synced, before COMMIT."""
+
+    __slots__ = ("_unchecked",)
     tables = BY_KIND
 
-    def _insert_row(self, table: SqlTable, args: tuple[object, ...]) -> bool:
-        return bool(self._conn.execute(table.insert, args).rowcount == 1)
+    def __init__(self, conn: Conn) -> None:
+        super().__init__(_Prepared(conn))
+        self._unchecked: list[tuple[psycopg.Cursor[Any], Callable[[], str]]] = []
+
+    def _insert_row(
+        self, table: SqlTable, args: tuple[object, ...], conflict: Callable[[], str]
+    ) -> None:
+        self._expect_one(self._conn.execute(table.insert, args), conflict)
+
+    def _expect_one(self, cursor: Any, conflict: Callable[[], str]) -> None:
+        self._unchecked.append((cursor, conflict))
+
+    def check(self) -> None:
+        """Raise the first write that touched no row as :class:`ConflictError` (call after a
+        sync: every row count has arrived). Nothing is committed then: the caller rolls
+        back, so a transaction with a failed check wrote nothing."""
+        unchecked, self._unchecked = self._unchecked, []
+        for cursor, conflict in unchecked:
+            if cursor.rowcount != 1:
+                raise ConflictError(conflict())
 
 
 class _LostCommit(Exception):
@@ -272,23 +322,43 @@ class PostgresStore:
             return cast(T, done.result)  # what this call's body returned
 
     def _run_once(self, body: Callable[[Tx], T]) -> T:
+        """One try of ``body`` in one transaction, pipelined (psycopg's pipeline mode): the
+        BEGIN, the transaction id and every write go out without waiting; a read waits for
+        its own answer (and takes everything sent before it along); the writes' row counts
+        are checked when the pipeline syncs, then COMMIT goes alone, so that its lost answer
+        is told apart from everything before it. A write-only transaction is two round
+        trips: its statements, then COMMIT."""
         with self._connection() as conn:
-            # BEGIN and the transaction id in one round trip (simple protocol, two statements).
-            cur = conn.execute(
-                b"BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT pg_current_xact_id()::text"
-            )
-            cur.nextset()
-            row = cur.fetchone()
-            xid = str(row[0]) if row else ""
+            tx = _PgTx(conn)
+            failed: BaseException | None = None
             try:
-                result = body(_PgTx(conn))
-                refuse_awaitable(result)
+                with conn.pipeline():  # its end syncs: every answer has arrived after it
+                    conn.execute(b"BEGIN ISOLATION LEVEL SERIALIZABLE")
+                    xid_cursor = conn.execute(b"SELECT pg_current_xact_id()::text")
+                    try:
+                        result = body(tx)
+                        refuse_awaitable(result)
+                    except psycopg.Error:
+                        raise
+                    except BaseException as exc:
+                        failed = exc
+                if failed is not None:
+                    # A write the body made may have missed (a version moved): that
+                    # conflict, not what the body then met, is what the caller meets.
+                    try:
+                        tx.check()
+                    except ConflictError as conflict:
+                        raise conflict from failed
+                    raise failed
+                tx.check()
+                row = xid_cursor.fetchone()
+                xid = str(row[0]) if row else ""
             except BaseException:
                 with contextlib.suppress(psycopg.Error):
-                    conn.execute("ROLLBACK")
+                    conn.execute(b"ROLLBACK")
                 raise
             try:
-                conn.execute("COMMIT")
+                conn.execute(b"COMMIT")
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 if conn.broken or conn.closed:
                     raise _LostCommit(xid, exc, result) from exc
@@ -327,12 +397,19 @@ class PostgresStore:
 
     def read(self, body: Callable[[ReadView], T]) -> T:
         def once(conn: Conn) -> T:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            # Pipelined as a write is: the BEGIN goes with the body's first read. COMMIT,
+            # not ROLLBACK, ends it (the same for a read-only transaction): psycopg forgets
+            # every prepared statement at a ROLLBACK.
             try:
-                return body(_PgTx(conn))
-            finally:
+                with conn.pipeline():
+                    conn.execute(b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    result = body(_PgTx(conn))
+                    conn.execute(b"COMMIT")
+            except BaseException:
                 with contextlib.suppress(psycopg.Error):
-                    conn.execute("ROLLBACK")
+                    conn.execute(b"ROLLBACK")
+                raise
+            return result
 
         return self._reconnecting(once, "reading")
 

@@ -39,10 +39,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 from fxdurable.core.blobs import blob_digest, by_page, is_digest, verified
 from fxdurable.core.store import ReadView, Tx
-from fxdurable.errors import (
-    ConfigurationError,
-    StoreError,
-)
+from fxdurable.errors import ConfigurationError, ConflictError, StoreError
 from fxdurable.stores._body import refuse_awaitable
 from fxdurable.stores._group_commit import GroupCommit, Queued
 from fxdurable.stores._sql_tables import SqlTable, SqlTx, sql_tables
@@ -138,12 +135,13 @@ class _SqliteTx(SqlTx):
     __slots__ = ()
     tables = _BY_KIND
 
-    def _insert_row(self, table: SqlTable, args: tuple[object, ...]) -> bool:
+    def _insert_row(
+        self, table: SqlTable, args: tuple[object, ...], conflict: Callable[[], str]
+    ) -> None:
         try:
             self._conn.execute(table.insert, args)
         except sqlite3.IntegrityError:
-            return False
-        return True
+            raise ConflictError(conflict()) from None
 
 
 @dataclass(frozen=True, slots=True)

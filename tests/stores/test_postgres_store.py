@@ -94,7 +94,7 @@ def test_a_backend_terminated_mid_transaction_is_ridden_out(
         nonlocal runs
         runs += 1
         if runs == 1:  # the first run's connection is killed under it
-            pid = tx._conn.info.backend_pid
+            pid = tx._conn._conn.info.backend_pid  # _PgTx, then _Prepared
             with schema_connection(postgres_url) as conn:
                 conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
         tx.put_session(a_session("b"), expected_version=None)
