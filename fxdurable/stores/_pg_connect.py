@@ -14,6 +14,10 @@ parameter                 default     meaning
                                       :class:`PoolExhaustedError`
 ``statement_timeout_ms``  30000       ``SET statement_timeout`` on every connection
 ``lock_timeout_ms``       10000       ``SET lock_timeout`` on every connection
+``prepared``              on          ``off``: no named prepared statements (a pooler in
+                                      transaction mode that does not track them, such as
+                                      pgbouncer before 1.21); each statement is then
+                                      parsed and planned on every use
 ``bucket``                (none)      the store's S3 bucket: blobs past ``offload_threshold``
                                       (65536 bytes) go there (:mod:`._pg_blobs`), with
                                       ``s3_prefix``, ``region``, ``endpoint_url`` and
@@ -79,6 +83,7 @@ class PgSettings:
     pool_timeout_s: float = 30.0
     statement_timeout_ms: int = 30000
     lock_timeout_ms: int = 10000
+    prepared: bool = True  # the store's statements prepared on each connection's first use
     s3: AwsOptions | None = None  # None: no bucket, every blob in the table
 
 
@@ -129,6 +134,9 @@ def parse_pg_url(url: str) -> PgSettings:
         raise ConfigurationError(f"pool_timeout_s must be positive in {url!r}")
     statement_ms = _int(options, "statement_timeout_ms", 30000, url, 0)
     lock_ms = _int(options, "lock_timeout_ms", 10000, url, 0)
+    prepared = options.pop("prepared", "on")
+    if prepared not in ("on", "off"):
+        raise ConfigurationError(f"prepared must be on or off in {url!r}, not {prepared!r}")
     aws = pop_aws_options(options, url, max_threshold=MAX_BLOB_BYTES)
     needing_bucket = [name for name in aws.given if name != "bucket"]
     if aws.bucket is None and needing_bucket:
@@ -150,6 +158,7 @@ def parse_pg_url(url: str) -> PgSettings:
         pool_timeout_s=pool_timeout_s,
         statement_timeout_ms=statement_ms,
         lock_timeout_ms=lock_ms,
+        prepared=prepared == "on",
         s3=aws if aws.bucket is not None else None,
     )
 

@@ -98,17 +98,18 @@ _XACT_WAIT_S = 5.0  # how long a lost COMMIT's status may stay "in progress"
 
 class _Prepared:
     """A connection whose every statement is prepared on its first use (``prepare=True``;
-    why not psycopg's automatic preparation: stores/_pg_connect.py ``configure``). The
-    statements are the kinds' few dozen, generated once (:mod:`._pg_sql`), so each is parsed
-    and planned once per connection."""
+    why not psycopg's automatic preparation: stores/_pg_connect.py ``configure``), or never
+    (``?prepared=off``). The statements are the kinds' few dozen, generated once
+    (:mod:`._pg_sql`), so each is parsed and planned once per connection."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ("_conn", "_prepare")
 
-    def __init__(self, conn: Conn) -> None:
+    def __init__(self, conn: Conn, prepare: bool) -> None:
         self._conn = conn
+        self._prepare = prepare
 
     def execute(self, sql: str, args: Sequence[object] = ()) -> psycopg.Cursor[Any]:
-        return self._conn.execute(sql, args, prepare=True)
+        return self._conn.execute(sql, args, prepare=self._prepare)
 
 
 class _PgTx(SqlTx):
@@ -120,8 +121,8 @@ class _PgTx(SqlTx):
     __slots__ = ("_unchecked",)
     tables = BY_KIND
 
-    def __init__(self, conn: Conn) -> None:
-        super().__init__(_Prepared(conn))
+    def __init__(self, conn: Conn, *, prepare: bool) -> None:
+        super().__init__(_Prepared(conn, prepare))
         self._unchecked: list[tuple[psycopg.Cursor[Any], Callable[[], str]]] = []
 
     def _insert_row(
@@ -150,6 +151,13 @@ class _LostCommit(Exception):
         self.xid = xid
         self.cause = cause
         self.result = result
+
+
+def _roll_back(conn: Conn) -> None:
+    """End a transaction that failed, in whatever state it left the connection (a pipeline
+    aborted, no transaction at all, or broken: then the pool replaces it)."""
+    with contextlib.suppress(psycopg.Error):
+        conn.rollback()
 
 
 def _schema_version(conn: Conn) -> int | None:
@@ -329,7 +337,7 @@ class PostgresStore:
         is told apart from everything before it. A write-only transaction is two round
         trips: its statements, then COMMIT."""
         with self._connection() as conn:
-            tx = _PgTx(conn)
+            tx = _PgTx(conn, prepare=self._settings.prepared)
             failed: BaseException | None = None
             try:
                 with conn.pipeline():  # its end syncs: every answer has arrived after it
@@ -354,8 +362,7 @@ class PostgresStore:
                 row = xid_cursor.fetchone()
                 xid = str(row[0]) if row else ""
             except BaseException:
-                with contextlib.suppress(psycopg.Error):
-                    conn.execute(b"ROLLBACK")
+                _roll_back(conn)
                 raise
             try:
                 conn.execute(b"COMMIT")
@@ -403,11 +410,10 @@ class PostgresStore:
             try:
                 with conn.pipeline():
                     conn.execute(b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                    result = body(_PgTx(conn))
+                    result = body(_PgTx(conn, prepare=self._settings.prepared))
                     conn.execute(b"COMMIT")
             except BaseException:
-                with contextlib.suppress(psycopg.Error):
-                    conn.execute(b"ROLLBACK")
+                _roll_back(conn)
                 raise
             return result
 
@@ -452,8 +458,7 @@ class PostgresStore:
                 body(conn)
                 conn.commit()
             except BaseException:
-                with contextlib.suppress(psycopg.Error):
-                    conn.rollback()
+                _roll_back(conn)
                 raise
 
         self._reconnecting(once, doing)

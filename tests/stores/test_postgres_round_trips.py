@@ -104,19 +104,17 @@ def test_a_write_only_transaction_is_two_round_trips(store: PostgresStore, wire:
     assert _counted(wire, write) == 2, wire.trace
 
 
+def _bump(tx: Tx) -> None:
+    """Read session s1, then write it back one version on."""
+    current = tx.get_session("s1")
+    assert current is not None
+    newer = dataclasses.replace(current, version=current.version + 1)
+    tx.put_session(newer, expected_version=current.version)
+
+
 def test_a_transaction_that_reads_first_is_three(store: PostgresStore, wire: _Wire) -> None:
     store.transact(lambda tx: tx.put_session(a_session("s1"), expected_version=None))
-
-    def read_then_write() -> None:
-        def body(tx: Tx) -> None:
-            current = tx.get_session("s1")
-            assert current is not None
-            newer = dataclasses.replace(current, version=current.version + 1)
-            tx.put_session(newer, expected_version=current.version)
-
-        store.transact(body)
-
-    assert _counted(wire, read_then_write) == 3, wire.trace
+    assert _counted(wire, lambda: store.transact(_bump)) == 3, wire.trace
 
 
 def test_a_read_of_two_records_is_three(store: PostgresStore, wire: _Wire) -> None:
@@ -178,3 +176,23 @@ def test_prepared_statements_survive_a_pipeline_an_error_aborted(
     for seq in range(1, 9):
         store.transact(lambda tx, seq=seq: tx.append_event(an_event("s1", seq=seq)))
     assert [e.seq for e in store.read(lambda v: v.events("s1"))] == list(range(1, 9))
+
+
+def test_with_prepared_off_nothing_is_prepared_and_the_round_trips_stay(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    # For a pooler in transaction mode that does not track prepared statements.
+    s = open_store(f"{postgres_url}&pool_min=1&pool_max=1&prepared=off")
+    assert isinstance(s, PostgresStore)
+    try:
+        s.transact(lambda tx: tx.put_session(a_session("s1"), expected_version=None))
+        wire = _Wire(s, tmp_path / "libpq.trace")
+        for _ in range(6):  # past psycopg's own threshold, had it been on
+            s.transact(_bump)
+        assert wire.round_trips(lambda: s.transact(_bump)) == 3, wire.trace
+        with s._pool.connection() as conn:
+            names = conn.execute("SELECT name FROM pg_prepared_statements").fetchall()
+            conn.rollback()
+        assert names == []
+    finally:
+        s.close()

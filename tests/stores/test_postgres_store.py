@@ -53,6 +53,10 @@ def test_url_parameters_are_parsed_and_left_out_of_libpq_conninfo() -> None:
         parse_pg_url("postgresql://u@h/db?pool_max=x")
     with pytest.raises(ConfigurationError, match="identifier"):
         parse_pg_url("postgresql://u@h/db?schema=a;drop")
+    assert parse_pg_url("postgresql://u@h/db").prepared
+    assert not parse_pg_url("postgresql://u@h/db?prepared=off").prepared
+    with pytest.raises(ConfigurationError, match="prepared must be on or off"):
+        parse_pg_url("postgresql://u@h/db?prepared=no")
 
 
 def test_an_outdated_schema_is_refused_naming_the_migrate_command(postgres_url: str) -> None:
