@@ -178,7 +178,7 @@ class TurnBase:
         assert state is not None
         if not self._agent.parallel_tools:
             return []
-        return parallel_batch(state.round_tasks, limit=self._agent.max_parallel_tools)
+        return parallel_batch(state.open_round_tasks(), limit=self._agent.max_parallel_tools)
 
     def _ready(self, task: ToolTaskRecord) -> tuple[Tool, pydantic.BaseModel] | str:
         """The tool and its parsed input, or why the call fails without running."""

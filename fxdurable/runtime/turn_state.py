@@ -20,7 +20,7 @@ from fxdurable.core.records import (
     ToolTaskRecord,
     TurnRecord,
 )
-from fxdurable.core.states import ToolTaskStatus
+from fxdurable.core.states import ToolTaskStatus, is_terminal
 from fxdurable.runtime.decide import DEFAULT_MAX_PAUSES, Action, next_action
 from fxdurable.runtime.tools import Tool
 
@@ -41,6 +41,10 @@ class TurnState:
     tasks: dict[str, ToolTaskRecord]  # the turn's tool tasks by id, in (round, index) order
     steering: tuple[str, ...]
     round_ids: list[str] = field(default_factory=list)  # the latest round's, by index
+    # round_ids[:settled_upto] are settled: a step's decision starts from the first call
+    # after them, so it costs the same at a round's 100th call as at its first.
+    settled_upto: int = 0
+    round_positions: dict[str, int] = field(default_factory=dict)  # task id -> its index there
     abort_requested: bool = False
     unknown_tools: set[str] = field(default_factory=set)  # tools with an unknown outcome
     # The session's persisted state as the latest commit left it (every tool call's intent
@@ -68,8 +72,7 @@ class TurnState:
         last_round = start.last_call.round if start.last_call is not None else None
         for task in start.tasks:
             state.note(task)
-            if task.round == last_round:
-                state.round_ids.append(task.id)
+        state._begin_round([t for t in start.tasks if t.round == last_round])
         return state
 
     @property
@@ -77,20 +80,39 @@ class TurnState:
         """The tool tasks of the latest recorded model call."""
         return [self.tasks[i] for i in self.round_ids]
 
+    def open_round_tasks(self) -> list[ToolTaskRecord]:
+        """The latest round's tasks from its first unsettled one on, by index (settled ones
+        after it included): all that :func:`next_action` and a batch are decided from."""
+        ids = self.round_ids
+        while self.settled_upto < len(ids) and is_terminal(
+            self.tasks[ids[self.settled_upto]].status
+        ):
+            self.settled_upto += 1
+        return [self.tasks[i] for i in ids[self.settled_upto :]]
+
+    def _begin_round(self, tasks: list[ToolTaskRecord]) -> None:
+        self.round_ids = [t.id for t in sorted(tasks, key=lambda t: t.index)]
+        self.round_positions = {task_id: i for i, task_id in enumerate(self.round_ids)}
+        self.settled_upto = 0
+
     # Paused model calls in a row the turn continues (``Durability.max_pauses``).
     max_pauses: int = DEFAULT_MAX_PAUSES
 
     def next_action(self) -> Action:
+        # The first unsettled task decides; the settled ones before it only prove the order.
         return next_action(
             self.turn,
             self.last_call,
-            self.round_tasks,
+            self.open_round_tasks()[:1],
             steering_pending=bool(self.steering),
             max_pauses=self.max_pauses,
         )
 
     def note(self, task: ToolTaskRecord) -> None:
         self.tasks[task.id] = task
+        position = self.round_positions.get(task.id)
+        if position is not None and position < self.settled_upto and not is_terminal(task.status):
+            self.settled_upto = position  # a settled read started again (reuse=False)
         if task.status == ToolTaskStatus.OUTCOME_UNKNOWN:
             self.unknown_tools.add(task.tool)
 
@@ -113,7 +135,7 @@ class TurnState:
             self.last_call = step.model_call
             for task in step.tasks:
                 self.note(task)
-            self.round_ids = [t.id for t in step.tasks]
+            self._begin_round(list(step.tasks))
         if step.started is not None:  # the next call's intent, in the same commit
             self.note(step.started.task)
 

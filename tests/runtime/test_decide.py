@@ -21,6 +21,7 @@ from fxdurable.runtime.decide import (
     refusal_message,
     unknown_message,
 )
+from fxdurable.runtime.turn_state import TurnState
 
 K = ToolTaskStatus
 TURN = "sub-1"
@@ -258,3 +259,75 @@ def test_past_max_pauses_in_a_row_the_turn_gives_up() -> None:
     action = next_action(paused, model_call(2, "c"), [], max_pauses=2)
     assert isinstance(action, GiveUp) and action.code == "model_paused"
     assert next_action(paused, model_call(2, "c"), [], max_pauses=3) == CallModel(3)
+
+
+# -- the driver's decision over a long round (runtime/turn_state.py) ---------------------------
+
+
+def _held_round(calls: int) -> TurnState:
+    """The driver's state at the start of an attempt whose round asked for ``calls`` calls."""
+    from fxdurable.core.journal import AttemptStart
+    from fxdurable.core.records import AttemptRecord, SubmissionRecord
+    from fxdurable.core.states import AttemptStatus, SubmissionStatus
+
+    submission = SubmissionRecord(
+        id=TURN,
+        session_id="s1",
+        seq=1,
+        request_id="r",
+        prompt="go",
+        status=SubmissionStatus.RUNNING,
+        created_at=0.0,
+    )
+    attempt = AttemptRecord(
+        submission_id=TURN, number=1, status=AttemptStatus.RUNNING, worker="w", started_at=0.0
+    )
+    tasks = tuple(task(i, K.PENDING) for i in reversed(range(calls)))  # not in index order
+    call = model_call(0, "", *[("deploy", "{}")] * calls)
+    start = AttemptStart(submission, turn(1), attempt, False, last_call=call, tasks=tasks)
+    return TurnState.of(start)
+
+
+def _counting_is_terminal(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    import fxdurable.runtime.decide as decide
+    import fxdurable.runtime.turn_state as turn_state
+
+    seen = [0]
+    real = turn_state.is_terminal
+
+    def counted(status: ToolTaskStatus) -> bool:
+        seen[0] += 1
+        return real(status)
+
+    monkeypatch.setattr(turn_state, "is_terminal", counted)
+    monkeypatch.setattr(decide, "is_terminal", counted)
+    return seen
+
+
+def test_each_call_of_a_long_round_is_decided_from_a_few_tasks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Call after call of a 300-call round, in index order: each decision looks at a handful
+    of tasks, never at the settled ones before it (that made a round's cost grow with the
+    square of its calls)."""
+    state = _held_round(300)
+    seen = _counting_is_terminal(monkeypatch)
+    for i in range(300):
+        seen[0] = 0
+        action = state.next_action()
+        assert isinstance(action, RunTool) and action.task.index == i
+        assert seen[0] <= 3, f"deciding call {i} looked at {seen[0]} tasks"
+        state.note(replace(action.task, status=K.COMPLETED))
+    assert state.next_action() == CallModel(1)
+
+
+def test_a_settled_call_started_again_is_decided_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``reuse=False`` read re-run after a crash goes from completed back to running: the
+    decision sees it again, although calls after it had settled."""
+    state = _held_round(5)
+    for t in state.round_tasks[:3]:
+        state.note(replace(t, status=K.COMPLETED))
+    assert state.next_action() == RunTool(state.round_tasks[3])
+    rerun = replace(state.round_tasks[1], status=K.RUNNING)
+    state.note(rerun)
+    assert state.next_action() == RecoverTool(rerun)
