@@ -2,14 +2,15 @@
 
 ``what | fxdurable | DBOS | LangGraph | ratio | target | met?``. The step rows compare
 fxdurable's runtime step (a model response with one tool call, and that call's tool step) with
-a DBOS step and a LangGraph superstep in the same SQLite mode; their ratio is the cheaper
-peer's cost ÷ fxdurable's, repetition by repetition (the repetitions interleave the systems,
-so a slow patch of the machine lands on all of them). The batch row (issue 23) does the same
-per call of a parallel batch of safe no-op calls on WAL+FULL (bench/peers.py's ``BATCH``
-workload); its raw figures, every repetition, are printed below the table. Below them:
-growth with session length,
-RSS over a long session, and the rows other sections provide (Redis round trips, RQ) when they
-were measured. Every figure is the median of the repetitions with its range (min–max).
+a DBOS step and a LangGraph superstep in the same mode, and the tool-step rows its tool step
+alone (N calls of one response, run one after another) with the same peer figures; their
+ratio is the cheaper peer's cost ÷ fxdurable's, repetition by repetition (the repetitions
+interleave the systems, so a slow patch of the machine lands on all of them). The batch row
+(issue 23) does the same per call of a parallel batch of safe no-op calls on WAL+FULL
+(bench/peers.py's ``BATCH`` workload); its raw figures, every repetition, are printed below
+the table. Below them: growth with session length, RSS over a long session, and the rows
+other sections provide (Redis round trips, RQ) when they were measured. Every figure is the
+median of the repetitions with its range (min–max).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bench.dynamodb_steps import DynamoStepFigures
+from bench.peer_fxdurable import ONE_RESPONSE
 from bench.peers import POSTGRES, PeerRun
 from bench.pg_workers import TARGET_STEPS_S, PgWorkerFigures
 from bench.report import RedisSection
@@ -160,6 +162,7 @@ class Headline:
                         "cheaper peer ÷ fxdurable",
                     )
                 )
+            rows += self._one_response_rows(sync)
             first, last = self.ns[0], self.ns[-1]
             a = _ms(fxd, peer_mode("fxdurable", sync), first)
             b = _ms(fxd, peer_mode("fxdurable", sync), last)
@@ -174,6 +177,27 @@ class Headline:
                         "flat in the number of calls per turn",
                     )
                 )
+        return rows
+
+    def _one_response_rows(self, sync: str) -> list[Row]:
+        """Issue 23's and 27's sequential tool step: fxdurable's N calls of one response (a
+        tool step each) against the peers' N steps, where that mode was measured."""
+        mode = peer_mode("fxdurable", sync) + ONE_RESPONSE
+        if mode not in self.peers["fxdurable"].samples:
+            return []
+        rows = []
+        for n in self.ns:
+            cells = {s: _cell(self.peers[s], peer_mode(s, sync), n) for s in SYSTEMS}
+            cells["fxdurable"] = _cell(self.peers["fxdurable"], mode, n)
+            rows.append(
+                Row(
+                    f"ms per tool step, {n} calls of one response, {_WHERE[sync]}",
+                    cells,
+                    _cheaper_peer_ratio(self.peers, sync, n, fxd_mode=mode),
+                    "≥ 2",
+                    "cheaper peer's step ÷ fxdurable's; its turn's 2 model steps spread over N",
+                )
+            )
         return rows
 
     def batch_rows(self) -> list[Row]:
@@ -286,9 +310,12 @@ class Headline:
         return "\n".join(lines)
 
 
-def _cheaper_peer_ratio(peers: dict[str, PeerRun], sync: str, n: int) -> Figure | None:
-    """The cheaper peer's figure ÷ fxdurable's, repetition by repetition."""
-    fxd = _ms(peers["fxdurable"], peer_mode("fxdurable", sync), n)
+def _cheaper_peer_ratio(
+    peers: dict[str, PeerRun], sync: str, n: int, *, fxd_mode: str | None = None
+) -> Figure | None:
+    """The cheaper peer's figure ÷ fxdurable's (in ``fxd_mode``, by default the one compared
+    at ``sync``), repetition by repetition."""
+    fxd = _ms(peers["fxdurable"], fxd_mode or peer_mode("fxdurable", sync), n)
     others = [_ms(peers[s], peer_mode(s, sync), n) for s in SYSTEMS[1:]]
     present = [p for p in others if p is not None]
     if fxd is None or not present:

@@ -9,6 +9,13 @@ response is journaled too. SQLite store (WAL) at ``synchronous=FULL`` and ``NORM
 PostgreSQL store on the bench's server (``FXD_BENCH_POSTGRES_URL``, a database of its own; the
 mode measures nothing without one); one runtime per mode, each turn in a session of its own.
 
+The ``one response`` modes (issue 23's and 27's sequential tool step): one turn whose model's
+first response asks for N calls of the no-op tool, run one after another
+(``parallel_tools=False``), then a final answer. A step here is one tool step, what a DBOS
+step or a LangGraph superstep records: each result commits with the next call's intent
+(``tests/bench/test_step_reads.py`` counts one commit per step); the turn's two model steps,
+admission, claim and settling are spread over its N calls.
+
 The batch workload (issue 23's parallel row): one turn whose model's first response asks for N
 calls of a no-op ``replay="safe"`` tool at once (``parallel_tools`` on, the default), then a
 final answer; WAL+FULL only. Its figure, the turn's wall time ÷ N, includes the turn's two
@@ -44,9 +51,21 @@ from fxdurable import (
 from fxdurable.runtime.models.scripted import turn_messages
 from fxdurable.runtime.tools import define_tool
 
-__all__ = ["BATCH_MODES", "DONE", "MODES", "batch_agent", "noop_agent", "run_turn"]
+__all__ = [
+    "BATCH_MODES",
+    "DONE",
+    "MODES",
+    "ONE_RESPONSE",
+    "ROUND_MODES",
+    "batch_agent",
+    "calls_agent",
+    "noop_agent",
+    "run_turn",
+]
 
-MODES = ("WAL+FULL", "WAL+NORMAL", POSTGRES)
+ONE_RESPONSE = ", one response"  # the suffix of the modes that run N calls of one response
+ROUND_MODES = ("WAL+FULL", "WAL+NORMAL", POSTGRES)
+MODES = (*ROUND_MODES, *(mode + ONE_RESPONSE for mode in ROUND_MODES))
 BATCH_MODES = ("WAL+FULL",)
 DONE = "done"
 
@@ -77,19 +96,32 @@ async def _noop(inp: NoopInput, ctx: ToolContext) -> str:
     return "ok"
 
 
-def batch_agent(calls: int) -> Agent:
-    """An agent (``batch-<calls>``) whose turn is one response asking for ``calls`` calls of a
-    no-op safe tool at once, run in parallel, then the final answer."""
+def _one_response(calls: int) -> ScriptedModel:
+    """A model whose first response asks for ``calls`` calls of ``noop``, then answers."""
 
     def policy(request: ModelRequest) -> ModelResponse:
         if any(m.role == "assistant" for m in turn_messages(request)):
             return reply(DONE)
         return reply("", *(call("noop", i=i) for i in range(calls)))
 
+    return ScriptedModel(policy)
+
+
+def batch_agent(calls: int) -> Agent:
+    """An agent (``batch-<calls>``) whose turn is one response asking for ``calls`` calls of a
+    no-op safe tool at once, run in parallel, then the final answer."""
     tool = define_tool(
         "noop", description="Do nothing.", input_model=NoopInput, execute=_noop, replay="safe"
     )
-    return Agent(f"batch-{calls}", ScriptedModel(policy), tools=[tool])
+    return Agent(f"batch-{calls}", _one_response(calls), tools=[tool])
+
+
+def calls_agent(calls: int) -> Agent:
+    """An agent (``calls-<calls>``) whose turn is one response asking for ``calls`` calls of
+    the no-op tool (``noop_agent``'s, the default ``safe`` policy), run one after another
+    (``parallel_tools=False``), then the final answer."""
+    tool = define_tool("noop", description="Do nothing.", input_model=NoopInput, execute=_noop)
+    return Agent(f"calls-{calls}", _one_response(calls), tools=[tool], parallel_tools=False)
 
 
 async def run_turn(rt: Runtime, session_id: str, agent: str) -> None:
@@ -104,6 +136,8 @@ async def run_turn(rt: Runtime, session_id: str, agent: str) -> None:
 
 
 def measure(directory: Path, mode: str, ns: Sequence[int], steps: int) -> dict[str, float]:
+    if mode.endswith(ONE_RESPONSE):
+        return _measure_turns(directory, mode.removesuffix(ONE_RESPONSE), ns, steps, calls_agent)
     return _measure_turns(directory, mode, ns, steps, noop_agent)
 
 

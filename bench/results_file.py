@@ -22,8 +22,10 @@ __all__ = ["MODE_NOTES", "results", "write_results"]
 
 REPO = Path(__file__).resolve().parents[1]
 MODE_NOTES = {
-    "fxdurable": "embedded Runtime, SQLite store (WAL); a step is a ScriptedModel response "
-    "with one call of a no-op tool, then that call's tool step (intent, run, result)",
+    "fxdurable": "embedded Runtime, SQLite store (WAL) or its PostgreSQL store; a step is a "
+    "ScriptedModel response with one call of a no-op tool, then that call's tool step "
+    "(intent, run, result); in the 'one response' modes a step is one tool step, N calls "
+    "of one response run one after another",
     "DBOS": "a workflow of N @DBOS.step no-op steps; SQLite system database in DBOS's "
     "default (rollback journal) and on WAL through a system_database_engine",
     "LangGraph": "a StateGraph looping one no-op node N supersteps, SqliteSaver "

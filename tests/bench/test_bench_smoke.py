@@ -28,6 +28,7 @@ from bench.headline_measure import HeadlinePlan, measure_headline
 from bench.http_admit import HTTP_RATIO_NAMES
 from bench.loop_lag import measure_loop_lag, render_loop_lag
 from bench.parallel_tools import PARALLEL_RATIO_NAMES, measure_parallel, render_parallel
+from bench.peer_fxdurable import ONE_RESPONSE
 from bench.peers import POSTGRES, PeerRun
 from bench.redis_server import unavailable_reason
 from bench.report import RATIO_NAMES, REDIS_RATIO_NAMES
@@ -173,11 +174,18 @@ def test_headline_measures_fxdurable_and_says_which_peers_are_missing(headline: 
     assert fxd.note is None
     # The Postgres mode on the run's own server (tests/postgres_support.py's, as the suite's).
     for mode in ("WAL+FULL", "WAL+NORMAL", POSTGRES):
-        for n in ("2", "4"):
-            (value,) = fxd.samples[mode][n]
-            assert math.isfinite(value) and value > 0
+        for shape in (mode, mode + ONE_RESPONSE):
+            for n in ("2", "4"):
+                (value,) = fxd.samples[shape][n]
+                assert math.isfinite(value) and value > 0
     out = headline.render()
     assert "ms per step, 4 steps per unit, PostgreSQL" in out
+    # Issue 23's and 27's sequential tool step: N calls of one response, beside the peers'.
+    for where in ("WAL+FULL", "WAL+NORMAL", "PostgreSQL"):
+        row = re.search(
+            rf"^\| ms per tool step, 4 calls of one response, {re.escape(where)} .*$", out, re.M
+        )
+        assert row and "| ≥ 2 " in row.group(0), out
     for system in _missing_peers(headline.peers):
         assert f"| {system}" in out and "not installed" in out
     (growth,) = headline.growth  # SQLite only: TINY leaves Redis out
