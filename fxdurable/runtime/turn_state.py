@@ -82,18 +82,26 @@ class TurnState:
 
     def open_round_tasks(self) -> list[ToolTaskRecord]:
         """The latest round's tasks from its first unsettled one on, by index (settled ones
-        after it included): all that :func:`next_action` and a batch are decided from."""
+        after it included): what a parallel batch is chosen from."""
+        return [self.tasks[i] for i in self.round_ids[self.settled_upto :]]
+
+    def _first_open_task(self) -> list[ToolTaskRecord]:
+        """The round's first unsettled task, or none."""
         ids = self.round_ids
-        while self.settled_upto < len(ids) and is_terminal(
-            self.tasks[ids[self.settled_upto]].status
-        ):
-            self.settled_upto += 1
-        return [self.tasks[i] for i in ids[self.settled_upto :]]
+        return [self.tasks[ids[self.settled_upto]]] if self.settled_upto < len(ids) else []
+
+    def _settle_upto(self, position: int) -> None:
+        """``round_ids[:position]`` are settled: move the mark past every settled one from
+        there on (called as each task is noted, so the mark is always as far as it goes)."""
+        ids = self.round_ids
+        while position < len(ids) and is_terminal(self.tasks[ids[position]].status):
+            position += 1
+        self.settled_upto = position
 
     def _begin_round(self, tasks: list[ToolTaskRecord]) -> None:
         self.round_ids = [t.id for t in sorted(tasks, key=lambda t: t.index)]
         self.round_positions = {task_id: i for i, task_id in enumerate(self.round_ids)}
-        self.settled_upto = 0
+        self._settle_upto(0)
 
     # Paused model calls in a row the turn continues (``Durability.max_pauses``).
     max_pauses: int = DEFAULT_MAX_PAUSES
@@ -103,18 +111,22 @@ class TurnState:
         return next_action(
             self.turn,
             self.last_call,
-            self.open_round_tasks()[:1],
+            self._first_open_task(),
             steering_pending=bool(self.steering),
             max_pauses=self.max_pauses,
         )
 
     def note(self, task: ToolTaskRecord) -> None:
         self.tasks[task.id] = task
-        position = self.round_positions.get(task.id)
-        if position is not None and position < self.settled_upto and not is_terminal(task.status):
-            self.settled_upto = position  # a settled read started again (reuse=False)
         if task.status == ToolTaskStatus.OUTCOME_UNKNOWN:
             self.unknown_tools.add(task.tool)
+        position = self.round_positions.get(task.id)
+        if position is None:
+            return  # not a task of the latest round
+        if position < self.settled_upto and not is_terminal(task.status):
+            self.settled_upto = position  # a settled read started again (reuse=False)
+        elif position == self.settled_upto:
+            self._settle_upto(position)
 
     def noted(self, step: ToolStep | ModelRound) -> None:
         """Keep what one of the driver's own transitions committed (its frozen result): the

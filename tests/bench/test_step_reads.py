@@ -400,3 +400,36 @@ def test_a_model_step_after_a_result_reads_nothing(tmp_path: Path, meter: Meter)
         "selects": 0.0,
         "commits": 2.0,
     }, f"per round: {per_round}"
+
+
+def _decision_looks(path: Path, meter: Meter, monkeypatch: pytest.MonkeyPatch, calls: int) -> int:
+    """How many tasks' statuses the driver's decisions looked at in a turn of ``calls``
+    sequential calls (each decision: runtime/turn_state.py and runtime/decide.py)."""
+    from fxdurable.runtime import decide, turn_state
+
+    looks = [0]
+    real = decide.is_terminal
+
+    def counted(status: Any) -> bool:
+        looks[0] += 1
+        return real(status)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(turn_state, "is_terminal", counted, raising=False)
+        patch.setattr(decide, "is_terminal", counted)
+        asyncio.run(_turns(_store(path, meter), calls=calls, n=1, parallel=False))
+    return looks[0]
+
+
+def test_deciding_a_call_costs_the_same_at_a_long_rounds_end(
+    tmp_path: Path, meter: Meter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each of a round's sequential calls is decided from the first unsettled one on, in the
+    loop and inside the commit that carries its intent alike: from 10 calls to 40, each more
+    call adds the same 5 looks (its result and the next intent each move the settled mark,
+    looking at the task they wrote and the one after it). Deciding call k from every call
+    before it added about k: 27.5 a call here."""
+    few = _decision_looks(tmp_path / "few.db", meter, monkeypatch, calls=10)
+    many = _decision_looks(tmp_path / "many.db", meter, monkeypatch, calls=40)
+    per_call = (many - few) / 30
+    assert per_call == 5.0, f"{per_call} looks per call ({few} at 10 calls, {many} at 40)"
