@@ -41,9 +41,8 @@ from __future__ import annotations
 
 import logging
 
-from fxdurable.core.asking import waits_for_input
 from fxdurable.core.crash import crash_point
-from fxdurable.core.journal import Exhausted, ModelRound, Outcome
+from fxdurable.core.journal import AttemptStart, Exhausted, ModelRound, Outcome, before_attempt
 from fxdurable.core.records import (
     ErrorInfo,
     TurnRecord,
@@ -83,30 +82,36 @@ class TurnDriver(ToolCalls):
 
     # -- the loop ------------------------------------------------------------------------------
 
-    async def run(self, submission_id: str) -> None:
+    async def run(self, submission_id: str, *, start: AttemptStart | None = None) -> None:
+        """Run the submission's attempt: from ``start`` when the wake's claim began it in its
+        own commit (``Journal.claim_wake``), else after what must come first."""
         j = self._journal
-        # A turn's id is its submission's.
-        queued, turn = await durable(
-            j.read, lambda view: (view.get_submission(submission_id), view.get_turn(submission_id))
-        )
-        if queued is not None and waits_for_input(queued):
-            return  # a person's answer comes first; it enqueues the wake that resumes it
-        if queued is not None and queued.status == "queued" and queued.abort_requested:
-            # Aborted before it ever ran: it settles without a turn, so its prompt never
-            # enters the conversation later turns are shown.
-            await durable(
-                j.settle, self._fence, submission_id, "aborted", webhook=self._owes_webhook
+        if start is None:
+            # A turn's id is its submission's.
+            queued, turn = await durable(
+                j.read,
+                lambda view: (view.get_submission(submission_id), view.get_turn(submission_id)),
             )
-            return
-        if turn is not None and turn.model_retry_at is not None:
-            await self._wait_out_model_backoff(turn.model_retry_at)
-        start = await durable(
-            j.begin_attempt,
-            self._fence,
-            submission_id,
-            worker=self._worker,
-            agent_version=self._agent.version,
-        )
+            match before_attempt(queued, turn):
+                case "wait_for_answer":
+                    return  # the person's answer enqueues the wake that resumes it
+                case "settle_aborted":
+                    # Aborted before it ever ran: it settles without a turn, so its prompt
+                    # never enters the conversation later turns are shown.
+                    await durable(
+                        j.settle, self._fence, submission_id, "aborted", webhook=self._owes_webhook
+                    )
+                    return
+                case "back_off":
+                    assert turn is not None and turn.model_retry_at is not None
+                    await self._wait_out_model_backoff(turn.model_retry_at)
+            start = await durable(
+                j.begin_attempt,
+                self._fence,
+                submission_id,
+                worker=self._worker,
+                agent_version=self._agent.version,
+            )
         self._attempt = start.attempt.number
         if start.recovered:
             # A recovery may re-run settled reads (reuse=False) and closes out partial text:

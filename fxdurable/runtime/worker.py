@@ -21,10 +21,8 @@ from typing import Any
 from fxdurable.core.asking import expired_question, question_due_at, waits_for_input
 from fxdurable.core.clock import Clock
 from fxdurable.core.crash import crash_point
-from fxdurable.core.journal import Fence, Journal, WorkerIdentity
+from fxdurable.core.journal import Claimed, Fence, Journal, WorkerIdentity
 from fxdurable.core.queue import WakeQueue
-from fxdurable.core.states import AttemptStatus
-from fxdurable.core.store import ReadView
 from fxdurable.errors import ConfigurationError, LeaseLostError, Suspend, UnknownAgentError
 from fxdurable.runtime import tracing
 from fxdurable.runtime.agent import Agent
@@ -179,6 +177,11 @@ class WakeHandler:
         self._conversations = ConversationCache()
 
     @property
+    def _worker_name(self) -> str:
+        """This worker as its attempts record it."""
+        return f"{self._identity.host}:{self._identity.pid}"
+
+    @property
     def agents(self) -> Mapping[str, Agent]:
         """The agents this handler runs: those it was given and their subagents' agents."""
         return self._agents
@@ -202,24 +205,31 @@ class WakeHandler:
         ttl = self._settings.lease_ttl_s
         held_since = time.monotonic()
         held_until = self._clock.now() + ttl
-        fence = await durable(
-            j.claim,
+        owes = agent.webhook is not None or bool(session.webhooks)
+        # The claim reads what the wake decides from first, and begins the attempt in its own
+        # commit where nothing else comes first (a webhook owed goes out before the turn).
+        claimed = await durable(
+            j.claim_wake,
             session_id,
             self._identity,
             ttl_s=self._settings.lease_ttl_s,
             holder_is_dead=local_process_is_dead,
+            begin_as=None if owes else self._worker_name,
+            agent_version=agent.version,
         )
-        if fence is None:
+        if claimed is None:
             return False  # another live worker owns it; its release re-checks for work
-        if await durable(j.read, lambda v: _interrupted_work(v, session_id)):
+        fence = claimed.fence
+        if claimed.interrupted:
             crash_point("recovery.after-claim")
         driver_box: list[TurnDriver] = []
         view = LeaseView(margin_s=self._settings.margin_s)
         view._renewed(expires_at=held_until, expires_mono=held_since + ttl)
         run = GuardedRun(session_id, view, self._on_lost_lease)
         guard(run)
-        owes = agent.webhook is not None or bool(session.webhooks)
-        work = asyncio.ensure_future(self._run(fence, agent, budget, driver_box, run, owes))
+        work = asyncio.ensure_future(
+            self._run(fence, agent, budget, driver_box, run, owes, claimed)
+        )
         work.add_done_callback(lambda _: run.ended())
         beat = asyncio.ensure_future(self._heartbeat(fence, work, driver_box, run))
         # An abort or a steer acts now, not at the next beat (runtime/interrupts.py).
@@ -328,23 +338,30 @@ class WakeHandler:
         box: list[TurnDriver],
         run: GuardedRun,
         owes_webhooks: bool,
+        claimed: Claimed,
     ) -> float | None:
         """Run the session's submissions in order, and send the settlement webhooks due
         (``owes_webhooks``: the agent has one, or the session owed one when the wake began);
         returns when the question the next one waits on expires or a webhook is retried
-        (None: at rest, or a question without a timeout)."""
+        (None: at rest, or a question without a timeout). The first pass decides from what
+        the claim read (``claimed``) and runs the attempt it began, if it began one."""
         enter_run(run)  # this task's tool calls execute as the run's (runtime/leases.py)
         j = self._journal
         sid = fence.session_id
+        first: Claimed | None = None if owes_webhooks else claimed
         while True:
-            # One read: the session only when it may owe webhooks (no extra read otherwise).
-            unsettled, session = await durable(
-                j.read,
-                lambda v: (
-                    v.unsettled_submissions(sid),
-                    v.get_session(sid) if owes_webhooks else None,
-                ),
-            )
+            if first is not None:
+                unsettled, session = list(first.unsettled), None
+            else:
+                # One read: the session only when it may owe webhooks (no extra read otherwise).
+                unsettled, session = await durable(
+                    j.read,
+                    lambda v: (
+                        v.unsettled_submissions(sid),
+                        v.get_session(sid) if owes_webhooks else None,
+                    ),
+                )
+            start, first = (None if first is None else first.start), None
             # Settlement webhooks due go out first, before the next turn, which may be long;
             # then the loop reads again what their records left.
             if session is not None and await deliver_due(
@@ -368,7 +385,7 @@ class WakeHandler:
                 agent,
                 fence,
                 budget,
-                worker=f"{self._identity.host}:{self._identity.pid}",
+                worker=self._worker_name,
                 clock=self._clock,
                 sleep=self._sleep,
                 rng=self._rng,
@@ -379,7 +396,7 @@ class WakeHandler:
             )
             box[:] = [driver]
             async with tracing.attempt(j, unsettled[0], agent.name):
-                await driver.run(unsettled[0].id)
+                await driver.run(unsettled[0].id, start=start)
 
     async def _heartbeat(
         self,
@@ -507,15 +524,6 @@ async def _stop(beat: asyncio.Future[bool]) -> bool:
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-
-
-def _interrupted_work(view: ReadView, session_id: str) -> bool:
-    """True when a previous owner left an attempt running: this claim is a recovery."""
-    for sub in view.unsettled_submissions(session_id):
-        attempts = view.attempts(sub.id)
-        if attempts and attempts[-1].status == AttemptStatus.RUNNING:
-            return True
-    return False
 
 
 def _sooner(a: float | None, b: float | None) -> float | None:

@@ -305,6 +305,20 @@ def test_a_tool_step_is_one_crossing_one_commit_and_no_read(tmp_path: Path, mete
     }, f"per tool step: {per_step}"
 
 
+def test_a_wake_begins_its_attempt_in_the_claims_commit(tmp_path: Path, meter: Meter) -> None:
+    """A wake that runs one turn of one call, everything counted: the claim reads what the
+    wake decides from first (the unsettled submissions, whether it is a recovery) and begins
+    the attempt in its own commit. Claiming, then reading those, then the submission and its
+    turn, then beginning the attempt cost 13 crossings, 7 commits and 6 reads."""
+    cost = _turn_cost(tmp_path / "wake.db", meter, calls=1, parallel=False)
+    # Crossings: the session read, the claim with the attempt, the model's response with
+    # the call's intent, the result, the final response, the settlement, the read that finds
+    # nothing more, the release; the first model step's read of the conversation.
+    # Commits: the claim with the attempt, the response with the intent, the result, the
+    # final response, the settlement, the release.
+    assert (cost["crossings"], cost["commits"], cost["reads"]) == (9, 6, 3), dict(cost)
+
+
 def test_a_tool_step_in_a_parallel_batch_is_a_share_of_one_intent_and_one_result_commit(
     tmp_path: Path, meter: Meter
 ) -> None:

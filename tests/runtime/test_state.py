@@ -716,10 +716,10 @@ def test_a_state_write_costs_no_transaction_of_its_own(tmp_path: Any, writes: bo
     finally:
         store.close()
     assert counted["state changes"] == (1 if writes else 0)
-    # The claim, the attempt, the model's call with the tool call's intent (one commit), its
-    # result, the final model call, the settlement, the release: the same with a state write
-    # or without.
-    assert counted["transactions"] == 7, counted
+    # The claim with the attempt it begins (one commit), the model's call with the tool
+    # call's intent (one commit), its result, the final model call, the settlement, the
+    # release: the same with a state write or without.
+    assert counted["transactions"] == 6, counted
 
 
 def test_a_batch_committing_its_results_together_fails_only_the_call_past_the_bound(

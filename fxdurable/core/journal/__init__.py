@@ -21,6 +21,7 @@ from fxdurable.core.store import ReadView, Store
 
 from ._base import (
     AttemptStart,
+    Claimed,
     Exhausted,
     Fence,
     ModelRound,
@@ -39,7 +40,7 @@ from .rounds import Rounds
 from .session_items import SessionItems
 from .sessions import MAX_PENDING_STEERING, Fork, Sessions, Steering
 from .tools import MAX_PROGRESS_CHARS, ToolResult, Tools
-from .turns import Turns
+from .turns import BeforeAttempt, Turns, before_attempt
 from .webhooks import Webhooks
 
 __all__ = [
@@ -47,6 +48,8 @@ __all__ = [
     "MAX_PROGRESS_CHARS",
     "Admission",
     "AttemptStart",
+    "BeforeAttempt",
+    "Claimed",
     "EraseStart",
     "Exhausted",
     "Fence",
@@ -62,6 +65,7 @@ __all__ = [
     "WorkerIdentity",
     "Written",
     "_SessionScope",
+    "before_attempt",
 ]
 
 T = TypeVar("T")
@@ -86,7 +90,7 @@ class Journal(
     - admission (:mod:`.admission`): ``admit``
     - sessions (:mod:`.sessions`): ``steer``, ``update_state``, ``request_abort``, ``fork``,
       ``admit_child``
-    - leases (:mod:`.leases`): ``claim``, ``heartbeat``, ``release``
+    - leases (:mod:`.leases`): ``claim``, ``claim_wake``, ``heartbeat``, ``release``
     - turns and attempts (:mod:`.turns`): ``begin_attempt``, ``suspend``, ``settle``
     - model rounds (:mod:`.rounds`): ``record_model_call``, ``record_model_error``,
       ``record_partial``, ``interrupt_stream``, ``record_compaction``, ``record_model_switch``,
@@ -104,7 +108,8 @@ class Journal(
     Commits may be shared, never reordered (DESIGN §3.4): ``finish_tool`` and
     ``record_model_call`` take a ``start_next`` that starts the next call's intent in the
     same commit, ``start_tools`` starts a parallel batch's intents in one, and ``finish_tools``
-    records the results of a batch's calls that arrived together in one. The lease
+    records the results of a batch's calls that arrived together in one, and ``claim_wake``
+    begins a wake's attempt in its claim's commit. The lease
     holder's transitions take ``held``: the records its last commit wrote, which the
     transition writes from without reading them again, fenced by their versions in the
     statements, falling back to the ordinary read-check-write on any mismatch (:mod:`._held`).

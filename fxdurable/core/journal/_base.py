@@ -115,6 +115,20 @@ class AttemptStart:
 
 
 @dataclass(frozen=True, slots=True)
+class Claimed:
+    """What a wake's claim (``claim_wake``) committed, and what it read in the same
+    transaction for the wake's first decisions, so that none of it is read again: the
+    session's unsettled submissions, oldest first (as they were before ``start`` began the
+    first one's attempt), whether a previous owner left an attempt running (the claim is a
+    recovery), and the attempt the claim began in its own commit, if it began one."""
+
+    fence: Fence
+    unsettled: tuple[SubmissionRecord, ...]
+    interrupted: bool
+    start: AttemptStart | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ToolStep:
     """What a tool task's transition (``start_tool``, ``record_step``, ``finish_tool``)
     committed: the task as written, and what the commit left on the session, which is all

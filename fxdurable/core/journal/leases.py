@@ -6,11 +6,13 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from fxdurable.core.asking import waits_for_input
-from fxdurable.core.records import Lease
-from fxdurable.core.store import Tx
+from fxdurable.core.records import Lease, SubmissionRecord
+from fxdurable.core.states import AttemptStatus
+from fxdurable.core.store import ReadView, Tx
 
-from ._base import ERASE_KEY, Fence, Named, Transitions, WorkerIdentity
+from ._base import ERASE_KEY, Claimed, Fence, Named, Transitions, WorkerIdentity
 from ._scope import _SessionScope
+from .turns import before_attempt, begin_in
 
 # How much of the lease a renewal may spend waiting for the holder's transitions in flight
 # before it goes through beside them (a store that hangs one must not also stop the renewal).
@@ -34,32 +36,83 @@ class Leases(Transitions):
         """
 
         def body(tx: Tx, scope: _SessionScope) -> Fence | None:
-            now = scope.now
-            lease = scope.session.lease
-            if ERASE_KEY in scope.session.state:
-                return None  # being erased (journal/erase.py): no worker runs it again
-            if lease.owner is not None and lease.expires_at > now:
-                abandoned = (
-                    lease.host == worker.host
-                    and lease.pid is not None
-                    and lease.pid != worker.pid
-                    and holder_is_dead(lease.host, lease.pid)
-                )
-                if not abandoned:
-                    return None
-            owner = self._ids.new_id("lease")
-            token = lease.token + 1
-            new_lease = Lease(
-                owner=owner,
-                token=token,
-                expires_at=now + ttl_s,
-                host=worker.host,
-                pid=worker.pid,
-            )
-            scope.session = replace(scope.session, lease=new_lease)
-            return Fence(session_id, owner, token)
+            return self._take(scope, session_id, worker, ttl_s, holder_is_dead)
 
         return self._transition(Named(session_id, visible=False), body)
+
+    def claim_wake(
+        self,
+        session_id: str,
+        worker: WorkerIdentity,
+        *,
+        ttl_s: float,
+        holder_is_dead: Callable[[str, int], bool] = lambda host, pid: False,
+        begin_as: str | None = None,
+        agent_version: str | None = None,
+    ) -> Claimed | None:
+        """``claim``, for a wake: the same lease taken, the same None while another live
+        owner holds it, and in the same transaction what the wake decides from first (the
+        unsettled submissions, whether this is a recovery), so that the wake reads none of it
+        again.
+
+        ``begin_as`` (the worker's name, as ``begin_attempt`` records it): also begin the
+        oldest unsettled submission's attempt in the claim's own commit, when
+        :func:`~.turns.before_attempt` says it may begin at once and the claim is no recovery
+        (a recovery's claim commits alone: ``recovery.after-claim`` fires between it and the
+        attempt that records the interrupted one). One commit fewer per wake; the records it
+        leaves are exactly those of ``claim`` followed by ``begin_attempt``.
+        """
+
+        def body(tx: Tx, scope: _SessionScope) -> Claimed | None:
+            fence = self._take(scope, session_id, worker, ttl_s, holder_is_dead)
+            if fence is None:
+                return None
+            unsettled = tuple(tx.unsettled_submissions(session_id))
+            interrupted = _interrupted_work(tx, unsettled)
+            start = None
+            if begin_as is not None and unsettled and not interrupted:
+                first = unsettled[0]
+                if before_attempt(first, tx.get_turn(first.id)) == "begin":
+                    start = begin_in(
+                        tx, scope, fence, first.id, worker=begin_as, agent_version=agent_version
+                    )
+            return Claimed(fence, unsettled, interrupted, start)
+
+        return self._transition(Named(session_id, visible=False), body)
+
+    def _take(
+        self,
+        scope: _SessionScope,
+        session_id: str,
+        worker: WorkerIdentity,
+        ttl_s: float,
+        holder_is_dead: Callable[[str, int], bool],
+    ) -> Fence | None:
+        """The claim itself, on the session ``scope`` holds: the new lease, or None."""
+        now = scope.now
+        lease = scope.session.lease
+        if ERASE_KEY in scope.session.state:
+            return None  # being erased (journal/erase.py): no worker runs it again
+        if lease.owner is not None and lease.expires_at > now:
+            abandoned = (
+                lease.host == worker.host
+                and lease.pid is not None
+                and lease.pid != worker.pid
+                and holder_is_dead(lease.host, lease.pid)
+            )
+            if not abandoned:
+                return None
+        owner = self._ids.new_id("lease")
+        token = lease.token + 1
+        new_lease = Lease(
+            owner=owner,
+            token=token,
+            expires_at=now + ttl_s,
+            host=worker.host,
+            pid=worker.pid,
+        )
+        scope.session = replace(scope.session, lease=new_lease)
+        return Fence(session_id, owner, token)
 
     def heartbeat(self, fence: Fence, *, ttl_s: float) -> None:
         """Extend the lease; raises LeaseLostError if it was taken over.
@@ -97,3 +150,12 @@ class Leases(Transitions):
 
         # Not fenced: a release after a takeover is no error, it has nothing to give up.
         return self._transition(None, body)
+
+
+def _interrupted_work(view: ReadView, unsettled: tuple[SubmissionRecord, ...]) -> bool:
+    """True when a previous owner left an attempt of ``unsettled`` running: a recovery."""
+    for sub in unsettled:
+        attempts = view.attempts(sub.id)
+        if attempts and attempts[-1].status == AttemptStatus.RUNNING:
+            return True
+    return False

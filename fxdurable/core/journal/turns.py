@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Literal
 
 from fxdurable.core.asking import waits_for_input
 from fxdurable.core.crash import crash_point
@@ -64,6 +65,26 @@ _TURN_OUTCOME = {
 }
 
 
+#: What must come before a submission's attempt may begin (:func:`before_attempt`).
+BeforeAttempt = Literal["wait_for_answer", "settle_aborted", "back_off", "begin"]
+
+
+def before_attempt(sub: SubmissionRecord | None, turn: TurnRecord | None) -> BeforeAttempt:
+    """The one decision of what precedes an attempt of the session's oldest unsettled
+    submission ``sub`` (its turn ``turn``, None before it first ran), shared by the turn
+    driver and by a wake's claim, which begins the attempt in its own commit only where this
+    says ``begin``: a person's answer comes first (``wait_for_answer``: the answer wakes the
+    session); a submission aborted before it ever ran settles without a turn
+    (``settle_aborted``); a model call that failed waits out its backoff (``back_off``)."""
+    if sub is not None and waits_for_input(sub):
+        return "wait_for_answer"
+    if sub is not None and sub.status == SubmissionStatus.QUEUED and sub.abort_requested:
+        return "settle_aborted"
+    if turn is not None and turn.model_retry_at is not None:
+        return "back_off"
+    return "begin"
+
+
 class Turns(Transitions):
     def begin_attempt(
         self,
@@ -82,75 +103,8 @@ class Turns(Transitions):
         """
 
         def body(tx: Tx, scope: _SessionScope) -> AttemptStart:
-            sub = _owned(fence, _submission(tx, submission_id))
-            first = tx.unsettled_submissions(fence.session_id)
-            if not first or first[0].id != sub.id:
-                # Per-session order (DESIGN §3.2): only the oldest unsettled submission runs.
-                raise IllegalTransitionError("submission", sub.status, "running out of order")
-            if waits_for_input(sub):
-                raise IllegalTransitionError("submission", "needs_input", "an attempt unanswered")
-            recovered = False
-            previous = tx.attempts(submission_id)
-            if previous and previous[-1].status == AttemptStatus.RUNNING:
-                last = previous[-1]
-                _put_attempt(tx, last, AttemptStatus.INTERRUPTED, "crash", scope.now)
-                sub = replace(sub, interruptions=sub.interruptions + 1)
-                scope.emit(
-                    EventType.ATTEMPT_INTERRUPTED,
-                    AttemptRun(
-                        number=last.number, worker=last.worker, agent_version=last.agent_version
-                    ),
-                    turn_id=sub.id,
-                )
-                recovered = True
-            turn = tx.get_turn(sub.id)
-            if recovered and turn is not None and turn.partial_text:
-                turn = _close_out_partial(tx, scope, turn)
-            if sub.status == SubmissionStatus.QUEUED:
-                sub = replace(
-                    sub,
-                    status=advance("submission", sub.status, SubmissionStatus.RUNNING),
-                    started_at=scope.now,
-                )
-                turn = TurnRecord(
-                    id=sub.id,
-                    session_id=sub.session_id,
-                    submission_id=sub.id,
-                    status=advance("turn", None, TurnStatus.RUNNING),
-                    agent_version=agent_version,
-                    session_spent=scope.session.spent,
-                )
-                tx.put_turn(turn, expected_version=None)
-                scope.append_message(turn.id, "user", sub.prompt, attachments=sub.attachments)
-                scope.emit(EventType.TURN_STARTED, TurnStarted(prompt=sub.prompt), turn_id=turn.id)
-            elif sub.status != SubmissionStatus.RUNNING or turn is None:
-                raise IllegalTransitionError("submission", sub.status, SubmissionStatus.RUNNING)
-            attempt = AttemptRecord(
-                submission_id=sub.id,
-                number=sub.attempts + 1,
-                status=advance("attempt", None, AttemptStatus.RUNNING),
-                worker=worker,
-                started_at=scope.now,
-                agent_version=agent_version,
-            )
-            tx.put_attempt(attempt, expected_version=None)
-            sub = replace(sub, attempts=attempt.number)
-            _put_submission(tx, sub)
-            sub = replace(sub, version=sub.version + 1)
-            scope.emit(
-                EventType.ATTEMPT_STARTED,
-                AttemptRun(number=attempt.number, worker=worker, agent_version=agent_version),
-                turn_id=turn.id,
-            )
-            last_call = tx.get_model_call(turn.id, turn.rounds - 1) if turn.rounds else None
-            return AttemptStart(
-                submission=sub,
-                turn=turn,
-                attempt=attempt,
-                recovered=recovered,
-                last_call=last_call,
-                tasks=tuple(tx.tool_tasks(turn.id)) if turn.rounds else (),
-                steering=scope.session.steering,
+            return begin_in(
+                tx, scope, fence, submission_id, worker=worker, agent_version=agent_version
             )
 
         return self._transition(fence, body)
@@ -274,6 +228,88 @@ class Turns(Transitions):
             return replace(settled, version=sub.version + 1)
 
         return self._transition(fence, body)
+
+
+def begin_in(
+    tx: Tx,
+    scope: _SessionScope,
+    fence: Fence,
+    submission_id: str,
+    *,
+    worker: str,
+    agent_version: str | None,
+) -> AttemptStart:
+    """``begin_attempt``'s body, inside a transaction that opened ``scope`` on the session
+    ``fence`` holds (``begin_attempt`` itself, or a wake's claim that begins the attempt in
+    its own commit: ``Leases.claim_wake``)."""
+    sub = _owned(fence, _submission(tx, submission_id))
+    first = tx.unsettled_submissions(fence.session_id)
+    if not first or first[0].id != sub.id:
+        # Per-session order (DESIGN §3.2): only the oldest unsettled submission runs.
+        raise IllegalTransitionError("submission", sub.status, "running out of order")
+    if waits_for_input(sub):
+        raise IllegalTransitionError("submission", "needs_input", "an attempt unanswered")
+    recovered = False
+    previous = tx.attempts(submission_id)
+    if previous and previous[-1].status == AttemptStatus.RUNNING:
+        last = previous[-1]
+        _put_attempt(tx, last, AttemptStatus.INTERRUPTED, "crash", scope.now)
+        sub = replace(sub, interruptions=sub.interruptions + 1)
+        scope.emit(
+            EventType.ATTEMPT_INTERRUPTED,
+            AttemptRun(number=last.number, worker=last.worker, agent_version=last.agent_version),
+            turn_id=sub.id,
+        )
+        recovered = True
+    turn = tx.get_turn(sub.id)
+    if recovered and turn is not None and turn.partial_text:
+        turn = _close_out_partial(tx, scope, turn)
+    if sub.status == SubmissionStatus.QUEUED:
+        sub = replace(
+            sub,
+            status=advance("submission", sub.status, SubmissionStatus.RUNNING),
+            started_at=scope.now,
+        )
+        turn = TurnRecord(
+            id=sub.id,
+            session_id=sub.session_id,
+            submission_id=sub.id,
+            status=advance("turn", None, TurnStatus.RUNNING),
+            agent_version=agent_version,
+            session_spent=scope.session.spent,
+        )
+        tx.put_turn(turn, expected_version=None)
+        scope.append_message(turn.id, "user", sub.prompt, attachments=sub.attachments)
+        scope.emit(EventType.TURN_STARTED, TurnStarted(prompt=sub.prompt), turn_id=turn.id)
+    elif sub.status != SubmissionStatus.RUNNING or turn is None:
+        raise IllegalTransitionError("submission", sub.status, SubmissionStatus.RUNNING)
+    attempt = AttemptRecord(
+        submission_id=sub.id,
+        number=sub.attempts + 1,
+        status=advance("attempt", None, AttemptStatus.RUNNING),
+        worker=worker,
+        started_at=scope.now,
+        agent_version=agent_version,
+    )
+    tx.put_attempt(attempt, expected_version=None)
+    sub = replace(sub, attempts=attempt.number)
+    _put_submission(tx, sub)
+    sub = replace(sub, version=sub.version + 1)
+    scope.emit(
+        EventType.ATTEMPT_STARTED,
+        AttemptRun(number=attempt.number, worker=worker, agent_version=agent_version),
+        turn_id=turn.id,
+    )
+    last_call = tx.get_model_call(turn.id, turn.rounds - 1) if turn.rounds else None
+    return AttemptStart(
+        submission=sub,
+        turn=turn,
+        attempt=attempt,
+        recovered=recovered,
+        last_call=last_call,
+        tasks=tuple(tx.tool_tasks(turn.id)) if turn.rounds else (),
+        steering=scope.session.steering,
+    )
 
 
 def _close_out_partial(tx: Tx, scope: _SessionScope, turn: TurnRecord) -> TurnRecord:
