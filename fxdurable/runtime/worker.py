@@ -348,10 +348,13 @@ class WakeHandler:
         enter_run(run)  # this task's tool calls execute as the run's (runtime/leases.py)
         j = self._journal
         sid = fence.session_id
-        first: Claimed | None = None if owes_webhooks else claimed
+        # What the claim read stands for the first pass, unless webhooks may be owed (their
+        # pass reads the session with the submissions, as every later pass does).
+        known: Claimed | None = None if owes_webhooks else claimed
         while True:
-            if first is not None:
-                unsettled, session = list(first.unsettled), None
+            start = None
+            if known is not None:
+                unsettled, session, start, known = list(known.unsettled), None, known.start, None
             else:
                 # One read: the session only when it may owe webhooks (no extra read otherwise).
                 unsettled, session = await durable(
@@ -361,7 +364,6 @@ class WakeHandler:
                         v.get_session(sid) if owes_webhooks else None,
                     ),
                 )
-            start, first = (None if first is None else first.start), None
             # Settlement webhooks due go out first, before the next turn, which may be long;
             # then the loop reads again what their records left.
             if session is not None and await deliver_due(

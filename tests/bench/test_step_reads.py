@@ -317,6 +317,10 @@ def test_a_wake_begins_its_attempt_in_the_claims_commit(tmp_path: Path, meter: M
     # Commits: the claim with the attempt, the response with the intent, the result, the
     # final response, the settlement, the release.
     assert (cost["crossings"], cost["commits"], cost["reads"]) == (9, 6, 3), dict(cost)
+    # The attempt begins from what the claim read (the submissions, their attempts, the
+    # turn), not reading them again in the same transaction: 25 SELECTs if it did, 28 before
+    # the claim read them.
+    assert cost["selects"] == 21, dict(cost)
 
 
 def test_a_tool_step_in_a_parallel_batch_is_a_share_of_one_intent_and_one_result_commit(

@@ -6,13 +6,13 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from fxdurable.core.asking import waits_for_input
-from fxdurable.core.records import Lease, SubmissionRecord
+from fxdurable.core.records import Lease
 from fxdurable.core.states import AttemptStatus
-from fxdurable.core.store import ReadView, Tx
+from fxdurable.core.store import Tx
 
 from ._base import ERASE_KEY, Claimed, Fence, Named, Transitions, WorkerIdentity
 from ._scope import _SessionScope
-from .turns import before_attempt, begin_in
+from .turns import BeginReads, before_attempt, begin_in
 
 # How much of the lease a renewal may spend waiting for the holder's transitions in flight
 # before it goes through beside them (a store that hangs one must not also stop the renewal).
@@ -68,13 +68,23 @@ class Leases(Transitions):
             if fence is None:
                 return None
             unsettled = tuple(tx.unsettled_submissions(session_id))
-            interrupted = _interrupted_work(tx, unsettled)
+            histories = [tx.attempts(sub.id) for sub in unsettled]
+            # A previous owner left an attempt running: this claim is a recovery.
+            interrupted = any(h and h[-1].status == AttemptStatus.RUNNING for h in histories)
             start = None
             if begin_as is not None and unsettled and not interrupted:
                 first = unsettled[0]
-                if before_attempt(first, tx.get_turn(first.id)) == "begin":
+                turn = tx.get_turn(first.id)
+                if before_attempt(first, turn) == "begin":
+                    reads = BeginReads(unsettled, histories[0], turn)
                     start = begin_in(
-                        tx, scope, fence, first.id, worker=begin_as, agent_version=agent_version
+                        tx,
+                        scope,
+                        fence,
+                        first.id,
+                        worker=begin_as,
+                        agent_version=agent_version,
+                        reads=reads,
                     )
             return Claimed(fence, unsettled, interrupted, start)
 
@@ -150,12 +160,3 @@ class Leases(Transitions):
 
         # Not fenced: a release after a takeover is no error, it has nothing to give up.
         return self._transition(None, body)
-
-
-def _interrupted_work(view: ReadView, unsettled: tuple[SubmissionRecord, ...]) -> bool:
-    """True when a previous owner left an attempt of ``unsettled`` running: a recovery."""
-    for sub in unsettled:
-        attempts = view.attempts(sub.id)
-        if attempts and attempts[-1].status == AttemptStatus.RUNNING:
-            return True
-    return False

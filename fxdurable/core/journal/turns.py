@@ -4,7 +4,8 @@ boundary, and the turn settles with its one terminal outcome."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from fxdurable.core.asking import waits_for_input
@@ -230,6 +231,16 @@ class Turns(Transitions):
         return self._transition(fence, body)
 
 
+@dataclass(frozen=True, slots=True)
+class BeginReads:
+    """What an attempt begins from, read in its transaction: the session's unsettled
+    submissions (oldest first), and the attempts and turn of the one that begins."""
+
+    unsettled: Sequence[SubmissionRecord]
+    attempts: Sequence[AttemptRecord]
+    turn: TurnRecord | None
+
+
 def begin_in(
     tx: Tx,
     scope: _SessionScope,
@@ -238,19 +249,28 @@ def begin_in(
     *,
     worker: str,
     agent_version: str | None,
+    reads: BeginReads | None = None,
 ) -> AttemptStart:
     """``begin_attempt``'s body, inside a transaction that opened ``scope`` on the session
     ``fence`` holds (``begin_attempt`` itself, or a wake's claim that begins the attempt in
-    its own commit: ``Leases.claim_wake``)."""
-    sub = _owned(fence, _submission(tx, submission_id))
-    first = tx.unsettled_submissions(fence.session_id)
-    if not first or first[0].id != sub.id:
+    its own commit: ``Leases.claim_wake``). ``reads``: what it decides from, when the caller
+    has read it in this transaction already (it is not read again)."""
+    if reads is None:
+        reads = BeginReads(
+            tx.unsettled_submissions(fence.session_id),
+            tx.attempts(submission_id),
+            tx.get_turn(submission_id),
+        )
+    first = reads.unsettled
+    oldest = first[0] if first and first[0].id == submission_id else None
+    sub = _owned(fence, oldest or _submission(tx, submission_id))
+    if oldest is None:
         # Per-session order (DESIGN §3.2): only the oldest unsettled submission runs.
         raise IllegalTransitionError("submission", sub.status, "running out of order")
     if waits_for_input(sub):
         raise IllegalTransitionError("submission", "needs_input", "an attempt unanswered")
     recovered = False
-    previous = tx.attempts(submission_id)
+    previous = reads.attempts
     if previous and previous[-1].status == AttemptStatus.RUNNING:
         last = previous[-1]
         _put_attempt(tx, last, AttemptStatus.INTERRUPTED, "crash", scope.now)
@@ -261,7 +281,7 @@ def begin_in(
             turn_id=sub.id,
         )
         recovered = True
-    turn = tx.get_turn(sub.id)
+    turn = reads.turn  # the recovery above writes attempts, not the turn
     if recovered and turn is not None and turn.partial_text:
         turn = _close_out_partial(tx, scope, turn)
     if sub.status == SubmissionStatus.QUEUED:
